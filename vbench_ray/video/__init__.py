@@ -1,0 +1,1 @@
+"""Decoding, sampling, encoding, optical flow and the frame stage."""
