@@ -1,0 +1,167 @@
+"""MSM (CoVEBench App. F.2, Motion Smoothness): hand-built flows, the official variant, and frames."""
+
+import math
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from vbench_ray.metrics import MissingWeightsError, build_metric
+from vbench_ray.metrics.smoothness import MSM, MSMConfig, jitter_map, msm_score
+from vbench_ray.video.flow import flow_to_color
+
+
+def const_flow(vx, vy, h=4, w=5):
+    return np.broadcast_to(np.array([vx, vy], np.float32), (h, w, 2)).copy()
+
+
+def texture(h, w, seed=0):
+    """Smoothed noise, so every pixel has gradients for the flow estimator."""
+    noise = np.random.default_rng(seed).random((h, w)).astype(np.float32)
+    smooth = cv2.GaussianBlur(noise, (0, 0), 2.0)
+    smooth = (smooth - smooth.min()) / (smooth.max() - smooth.min()) * 255
+    return np.repeat(smooth.astype(np.uint8)[..., None], 3, axis=2)
+
+
+def translated_video(offsets, size=224, margin=48, seed=0):
+    """Frame t is a window of a larger texture, moved so the content sits at offsets[t] = (dx, dy)."""
+    big = texture(size + 2 * margin, size + 2 * margin, seed)
+    return np.stack([big[margin - dy:margin - dy + size, margin - dx:margin - dx + size] for dx, dy in offsets])
+
+
+# ------------------------------------------------------------------------------- paper formula
+
+def test_constant_flow_is_perfectly_smooth():
+    flows = np.stack([const_flow(1.5, -0.5)] * 4)
+    assert msm_score(flows, "paper") == pytest.approx(1.0, abs=1e-9)
+    assert msm_score(flows, "official") == pytest.approx(1.0, abs=1e-6)
+
+
+def test_alternating_flow_has_full_jitter():
+    # F_{t+1} = -F_t: J = ||-2v|| / (2||v|| + eps) = 1 everywhere
+    v = const_flow(2.0, 1.0)
+    flows = np.stack([v, -v, v, -v])
+    assert msm_score(flows, "paper") == pytest.approx(0.0, abs=1e-6)
+
+
+def test_jitter_is_bounded_by_one():
+    # triangle inequality: ||F1 - F0|| <= ||F1|| + ||F0||, so the min(1, .) cap never bites
+    rng = np.random.default_rng(0)
+    j = jitter_map(rng.normal(size=(50, 50, 2)), rng.normal(size=(50, 50, 2)))
+    assert j.max() <= 1.0
+
+
+def mixed_pair():
+    """One flow pair (T = 3 frames) on a 1x4 image, pixel by pixel:
+
+    a: F0=(1,0),     F1=(1,0)      J = 0
+    b: F0=(1,0),     F1=(0,1)      J = ||(-1,1)|| / 2 = sqrt(2)/2 = 0.707107
+    c: F0=(0.03,0),  F1=(-0.03,0)  below the 0.05 px threshold in both: outside M_t (its J would be 1)
+    d: F0=(3,0),     F1=(1,0)      J = 2 / 4 = 0.5
+    """
+    f0 = np.array([[[1, 0], [1, 0], [0.03, 0], [3, 0]]], np.float64)
+    f1 = np.array([[[1, 0], [0, 1], [-0.03, 0], [1, 0]]], np.float64)
+    return np.stack([f0, f1])
+
+
+def test_mask_excludes_still_pixels_paper():
+    # MSM = 1 - (0 + 0.707107 + 0.5) / 3 = 1 - 0.402369 = 0.597631
+    assert msm_score(mixed_pair(), "paper") == pytest.approx(1 - (math.sqrt(2) / 2 + 0.5) / 3, abs=1e-6)
+    assert msm_score(mixed_pair(), "paper") == pytest.approx(0.597631, abs=1e-6)
+
+
+def test_msm_averages_over_the_t_minus_2_pairs():
+    v = const_flow(1.0, 0.0)
+    flows = np.stack([v, v, -v])  # pair 1: J = 0, pair 2: J = 1 → MSM = 1 - (0 + 1) / 2
+    assert msm_score(flows, "paper") == pytest.approx(0.5, abs=1e-6)
+    # official: pair 1 scores 1.0, pair 2 (reversal) scores 0.3 → mean 0.65
+    assert msm_score(flows, "official") == pytest.approx(0.65, abs=1e-6)
+
+
+def test_no_motion_counts_as_smooth():
+    flows = np.zeros((3, 4, 4, 2))
+    assert msm_score(flows, "paper") == 1.0
+    assert msm_score(flows, "official") == 1.0
+
+
+def test_fewer_than_two_flows_is_nan():
+    assert math.isnan(msm_score(np.zeros((1, 4, 4, 2))))
+    assert math.isnan(MSM().compute(np.zeros((2, 8, 8, 3), np.uint8)))
+
+
+def test_unknown_formula_raises():
+    with pytest.raises(ValueError, match="formula"):
+        msm_score(np.zeros((2, 4, 4, 2)), "nope")
+
+
+# ---------------------------------------------------------------------------- official formula
+
+def test_official_reversal_scores_direction_zero_magnitude_one():
+    # cos = -1 → direction (−1 + 1)/2 = 0; equal speeds → magnitude 1; 0.7*0 + 0.3*1 = 0.3
+    v = const_flow(2.0, 1.0)
+    assert msm_score(np.stack([v, -v]), "official") == pytest.approx(0.3, abs=1e-6)
+
+
+def test_official_on_mixed_pair():
+    # a: cos 1 → 0.7*1 + 0.3*1 = 1.0
+    # b: cos 0 → 0.7*0.5 + 0.3*1 = 0.65
+    # c: outside the mask
+    # d: cos 1, magnitude 1 - |3-1|/(3+1) = 0.5 → 0.7 + 0.15 = 0.85
+    # mean = (1.0 + 0.65 + 0.85) / 3 = 0.833333
+    assert msm_score(mixed_pair(), "official") == pytest.approx(2.5 / 3, abs=1e-6)
+
+
+# -------------------------------------------------------------------------------- from frames
+
+def test_constant_translation_is_smooth():
+    video = translated_video([(2 * t, 0) for t in range(10)])
+    score = MSM().compute(video)
+    assert score > 0.9
+
+
+def test_jittered_translation_is_less_smooth():
+    rng = np.random.default_rng(3)
+    offsets, x, y = [], 0, 0
+    for _ in range(10):
+        offsets.append((x, y))
+        angle = rng.uniform(0, 2 * np.pi)
+        x, y = x + int(round(4 * np.cos(angle))), y + int(round(4 * np.sin(angle)))
+    smooth = MSM().compute(translated_video([(2 * t, 0) for t in range(10)]))
+    jittery = MSM().compute(translated_video(offsets))
+    assert jittery < 0.7 < smooth
+    official = MSM(MSMConfig(formula="official"))
+    steady = translated_video([(2 * t, 0) for t in range(10)])
+    assert official.compute(translated_video(offsets)) < official.compute(steady)
+
+
+# ------------------------------------------------------------------------------- config, RAFT
+
+def test_raft_without_weights_names_the_config_key(monkeypatch):
+    # torchvision made unimportable: the weights check must fail first, with the config key
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    with pytest.raises(MissingWeightsError, match="metrics.MSM.raft_weights"):
+        MSM(MSMConfig(flow="raft")).setup()
+    with pytest.raises(MissingWeightsError, match="metrics.MSM.raft_weights"):
+        MSM(MSMConfig(flow="raft", raft_weights="/nonexistent/raft_small.pth")).setup()
+
+
+def test_unknown_flow_raises():
+    with pytest.raises(ValueError, match="metrics.MSM.flow"):
+        MSM(MSMConfig(flow="pwc"))
+
+
+def test_defaults_and_registry():
+    metric = build_metric("MSM")
+    assert isinstance(metric, MSM) and not metric.needs_source
+    assert metric.cfg.formula == "paper" and metric.cfg.flow == "farneback"
+    assert metric.sampling().n == 10
+
+
+def test_flow_to_color():
+    flow = np.zeros((4, 6, 2), np.float32)
+    flow[:, 3:] = (2.0, 0.0)
+    img = flow_to_color(flow)
+    assert img.shape == (4, 6, 3) and img.dtype == np.uint8
+    assert img[:, :3].max() == 0                    # no motion → black
+    assert tuple(img[0, 4]) == (255, 0, 0)          # rightward (hue 0) at full magnitude → red

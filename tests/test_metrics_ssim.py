@@ -1,0 +1,79 @@
+"""SSIM (CoVEBench App. F.3, Structural Fidelity): hand-computed cases and the metric class."""
+
+import numpy as np
+import pytest
+from skimage.metrics import structural_similarity
+
+from vbench_ray.metrics import build_metric
+from vbench_ray.metrics.fidelity import SSIM, SSIMConfig, ssim_frames, ssim_video
+from vbench_ray.video.flow import gray_resize
+
+C1 = (0.01 * 255) ** 2  # skimage's K1 = 0.01 with data_range = 255
+
+
+def constant_ssim(a: float, b: float) -> float:
+    """SSIM of two constant images: variances and covariance vanish, leaving the luminance term."""
+    return (2 * a * b + C1) / (a * a + b * b + C1)
+
+
+def rgb_constant(values, h=32, w=40):
+    """A video whose frame t is the constant gray value values[t] (RGB with equal channels)."""
+    return np.stack([np.full((h, w, 3), v, np.uint8) for v in values])
+
+
+def textured(seed, t=3, h=64, w=64):
+    return np.random.default_rng(seed).integers(0, 256, size=(t, h, w, 3), dtype=np.uint8)
+
+
+def test_identical_videos_score_one():
+    video = textured(0, t=10, h=80, w=96)
+    assert SSIM().compute(video, video) == pytest.approx(1.0)
+
+
+def test_constant_offset_images_match_the_formula():
+    a = np.full((1, 32, 32), 100, np.uint8)
+    b = np.full((1, 32, 32), 120, np.uint8)
+    # (2*100*120 + 6.5025) / (100^2 + 120^2 + 6.5025) = 24006.5025 / 24406.5025 = 0.983611
+    assert ssim_video(a, b) == pytest.approx(constant_ssim(100, 120), abs=1e-9)
+    assert ssim_video(a, b) == pytest.approx(0.983611, abs=1e-6)
+
+
+def test_one_frame_pair_equals_skimage():
+    src, edit = gray_resize(textured(1, t=1), 64), gray_resize(textured(2, t=1), 64)
+    expected = structural_similarity(src[0], edit[0], data_range=255)
+    assert ssim_frames(src, edit)[0] == pytest.approx(expected, abs=1e-12)
+
+
+def test_video_score_is_the_mean_of_per_frame_values():
+    src = rgb_constant([100, 50, 200])
+    edit = rgb_constant([120, 50, 100])
+    per_frame = [constant_ssim(100, 120), 1.0, constant_ssim(200, 100)]  # 0.983611, 1, 0.800026
+    assert per_frame[2] == pytest.approx(40006.5025 / 50006.5025, abs=1e-12)  # 0.800026
+    metric = SSIM(SSIMConfig(frames=3, size=16))
+    assert metric.compute(edit, src) == pytest.approx(np.mean(per_frame), abs=1e-9)
+    assert metric.compute(edit, src) == pytest.approx((0.983611 + 1.0 + 0.800026) / 3, abs=1e-6)
+
+
+def test_native_resolutions_may_differ():
+    # both videos are resized to size x size, so different native sizes still compare
+    src = rgb_constant([90, 90], h=48, w=64)
+    edit = rgb_constant([90, 90], h=30, w=30)
+    assert SSIM(SSIMConfig(frames=2, size=16)).compute(edit, src) == pytest.approx(1.0)
+
+
+def test_different_frame_counts_raise():
+    with pytest.raises(ValueError, match="same number of sampled frames"):
+        SSIM().compute(textured(0, t=3), textured(0, t=4))
+
+
+def test_missing_source_raises():
+    with pytest.raises(ValueError, match="source"):
+        SSIM().compute(textured(0), None)
+
+
+def test_config_defaults_and_registry():
+    metric = build_metric("SSIM")
+    assert isinstance(metric, SSIM)
+    assert metric.needs_source and metric.cfg.size == 224
+    assert metric.sampling().n == 10
+    assert SSIM(SSIMConfig(frames=4)).sampling().n == 4

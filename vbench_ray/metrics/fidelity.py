@@ -1,0 +1,67 @@
+"""Structural Fidelity (SSIM) between source and edited videos. CoVEBench App. F.3, "Structural Fidelity".
+
+    SF = 1/T * sum_t SSIM(I_t^src, I_t^edit)
+
+over T = 10 uniformly sampled frame pairs, grayscale, resized to 224x224 (``INTER_AREA``, as the
+official code), with scikit-image's ``structural_similarity`` (``data_range=255``, its default 7x7
+uniform window). Scale [0, 1] for natural images (SSIM can dip below 0 for anti-correlated frames).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from skimage.metrics import structural_similarity
+
+from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric
+from vbench_ray.video.flow import gray_resize
+
+
+@dataclass
+class SSIMConfig:
+    frames: int = 10  # T: uniformly sampled frames per video (paper: 10)
+    size: int = 224   # both videos are resized to size x size before comparison (official: 224)
+
+
+def ssim_frames(src_gray: np.ndarray, edit_gray: np.ndarray) -> np.ndarray:
+    """Per-frame SSIM of two uint8 grayscale stacks ``(T, H, W)`` of equal shape."""
+    if src_gray.shape != edit_gray.shape:
+        raise ValueError(f"SSIM needs frame stacks of equal shape, got source {src_gray.shape} "
+                         f"and edited {edit_gray.shape}")
+    return np.array([structural_similarity(a, b, data_range=255) for a, b in zip(src_gray, edit_gray)],
+                    dtype=np.float64)
+
+
+def ssim_video(src_gray: np.ndarray, edit_gray: np.ndarray) -> float:
+    """Video-level SF: the mean of per-frame SSIM over the sampled pairs (nan when there are none)."""
+    scores = ssim_frames(src_gray, edit_gray)
+    return float(scores.mean()) if len(scores) else float("nan")
+
+
+@register_metric
+class SSIM(FrameMetric):
+    """Structural Fidelity, CoVEBench App. F.3: mean grayscale SSIM over T uniformly sampled frame pairs.
+
+    The paper excludes background-change cases from this metric; that filter is the benchmark's job
+    (it knows the categories), not the metric's.
+    """
+
+    name = "SSIM"
+    needs_source = True
+
+    def __init__(self, cfg: SSIMConfig | None = None):
+        super().__init__(cfg or SSIMConfig())
+
+    def sampling(self) -> Sampling:
+        return Sampling(n=int(self.cfg.frames))
+
+    def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+        if source is None:
+            raise ValueError("SSIM compares against the source video, but no source frames were given")
+        if len(source) != len(edited):
+            # the frame stage samples both videos with the same n, so this is a caller bug
+            raise ValueError(f"SSIM needs the same number of sampled frames from both videos, got "
+                             f"{len(source)} source and {len(edited)} edited frames")
+        size = int(self.cfg.size)
+        return ssim_video(gray_resize(source, size), gray_resize(edited, size))

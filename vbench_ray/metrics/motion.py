@@ -1,0 +1,248 @@
+"""Motion Fidelity (MF) between source and edited videos. CoVEBench App. F.3, "Motion Fidelity".
+
+Both videos are sampled to 16 uniform frames and resized to 384x384; a point tracker follows a
+grid_size x grid_size grid of query points from frame 0. Each trajectory i is summarised by its average
+position p_i (over the frames where it is visible) and average velocity v_i (mean frame-to-frame
+displacement). The matching cost between source trajectory i and edited trajectory j is
+
+    c_ij = alpha * ||p_i^src - p_j^edit|| / d_max
+         + (1 - alpha) * (1 - v_i^src . v_j^edit / (||v_i^src|| ||v_j^edit|| + eps))
+
+with d_max the image diagonal (sqrt(2) * size) and alpha = 0.5; Hungarian matching gives pi*, and
+MF = 1 - 1/N * sum_i c_{i, pi*(i)}.
+
+Trackers sit behind ``PointTracker.track(frames) -> (tracks (T, N, 2), visible (T, N))``: ``lk`` is
+OpenCV's pyramidal Lucas-Kanade with a forward-backward check (CPU, no weights), ``cotracker`` is
+CoTracker3 offline (the official tracker, ``scaled_offline.pth``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+import cv2
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights
+from vbench_ray.video.flow import rgb_resize
+
+TRACKERS = ("lk", "cotracker")
+
+
+@dataclass
+class MFConfig:
+    frames: int = 16                   # uniformly sampled frames per video (official: 16)
+    size: int = 384                    # frames resized to size x size; d_max = sqrt(2) * size
+    grid_size: int = 10                # grid_size x grid_size query points on frame 0 (official: 10)
+    alpha: float = 0.5                 # weight of the position term in c_ij (paper: 0.5)
+    eps: float = 1e-6                  # keeps the velocity cosine finite for static trajectories
+    tracker: str = "lk"                # "lk" (OpenCV Lucas-Kanade, CPU) or "cotracker" (CoTracker3)
+    cotracker_weights: Optional[str] = None  # local CoTracker3 checkpoint, e.g. scaled_offline.pth
+    device: str = "cpu"                # torch device for CoTracker
+    visibility_threshold: float = 0.5  # CoTracker visibility above this counts as visible
+    fb_threshold: float = 1.0          # px; LK forward-backward error above this ends a track
+
+
+# ---------------------------------------------------------------------------------------------- math
+
+def summarize_tracks(tracks: np.ndarray, visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per trajectory: mean position over visible frames and mean frame-to-frame displacement.
+
+    ``tracks`` (T, N, 2), ``visible`` (T, N) bool → positions (N, 2), velocities (N, 2). A step t → t+1
+    counts when the point is visible at t (the official code's rule; the paper does not say). A point
+    never visible falls back to all its frames and steps, as in the official code, rather than
+    dropping out of the matching.
+    """
+    tracks = np.asarray(tracks, dtype=np.float64)
+    visible = np.asarray(visible, dtype=bool)
+    steps = np.diff(tracks, axis=0)  # (T-1, N, 2)
+    pos = np.empty((tracks.shape[1], 2))
+    vel = np.zeros((tracks.shape[1], 2))
+    for i in range(tracks.shape[1]):
+        seen = visible[:, i]
+        pos[i] = tracks[seen, i].mean(axis=0) if seen.any() else tracks[:, i].mean(axis=0)
+        moving = seen[:-1] if seen[:-1].any() else np.ones(len(steps), bool)
+        if len(steps):
+            vel[i] = steps[moving, i].mean(axis=0)
+    return pos, vel
+
+
+def matching_cost(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel_b: np.ndarray,
+                  alpha: float, dmax: float, eps: float = 1e-6) -> np.ndarray:
+    """c_ij between trajectories i of video a and j of video b: (N_a, N_b)."""
+    dist = np.linalg.norm(pos_a[:, None, :] - pos_b[None, :, :], axis=-1) / dmax
+    dot = vel_a @ vel_b.T
+    norms = np.linalg.norm(vel_a, axis=-1)[:, None] * np.linalg.norm(vel_b, axis=-1)[None, :]
+    return alpha * dist + (1.0 - alpha) * (1.0 - dot / (norms + eps))
+
+
+def motion_fidelity(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel_b: np.ndarray,
+                    alpha: float = 0.5, dmax: float = math.sqrt(2.0) * 384, eps: float = 1e-6) -> float:
+    """MF = 1 - mean matched cost under the Hungarian assignment (paper App. F.3).
+
+    Properties of the formula worth knowing when reading scores:
+
+    * identical moving trajectories cost (1 - alpha) * eps / (|v|^2 + eps) ≈ 0, so MF ≈ 1;
+    * reversed velocities cost (1 - alpha) * 2 plus the position term, so MF can go below 0
+      (alpha = 0.5 and equal positions: MF = 0);
+    * a static trajectory (v = 0) has cosine 0 with anything, so it costs (1 - alpha) even when it
+      matches a static trajectory exactly: two identical static videos score MF = alpha = 0.5, not 1.
+      Static background points therefore pull MF towards 0.5 in any video.
+
+    With unequal counts the assignment covers min(N_a, N_b) pairs and the mean is over those.
+    """
+    if len(pos_a) == 0 or len(pos_b) == 0:
+        return math.nan
+    cost = matching_cost(np.asarray(pos_a, float), np.asarray(vel_a, float),
+                         np.asarray(pos_b, float), np.asarray(vel_b, float), alpha, dmax, eps)
+    rows, cols = linear_sum_assignment(cost)
+    return float(1.0 - cost[rows, cols].mean())
+
+
+# ------------------------------------------------------------------------------------------ trackers
+
+def grid_points(grid_size: int, height: int, width: int) -> np.ndarray:
+    """``grid_size`` x ``grid_size`` query points (x, y), row-major, inset by width/64 from the border.
+
+    The inset follows CoTracker's grid convention so both trackers start from the same points.
+    """
+    if grid_size == 1:
+        return np.array([[width / 2.0, height / 2.0]], np.float32)
+    margin = width / 64.0
+    ys = np.linspace(margin, height - margin, grid_size)
+    xs = np.linspace(margin, width - margin, grid_size)
+    gy, gx = np.meshgrid(ys, xs, indexing="ij")
+    return np.stack([gx.ravel(), gy.ravel()], axis=-1).astype(np.float32)
+
+
+class PointTracker(Protocol):
+    def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """uint8 RGB (T, H, W, 3) → tracks (T, N, 2) float (x, y) pixels and visible (T, N) bool."""
+
+
+class LKTracker:
+    """Pyramidal Lucas-Kanade over a query grid on frame 0, frame to frame, with a forward-backward check.
+
+    A point is lost (invisible from then on, its position frozen) when LK fails, when tracking it back
+    lands more than ``fb_threshold`` px from where it started, or when it leaves the frame. Chaining
+    frame-to-frame keeps each LK step small, which is what LK needs.
+    """
+
+    def __init__(self, grid_size: int = 10, fb_threshold: float = 1.0, win_size: int = 21, max_level: int = 3):
+        self.grid_size = grid_size
+        self.fb_threshold = fb_threshold
+        self.lk_params = dict(winSize=(win_size, win_size), maxLevel=max_level,
+                              criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 30, 0.01))
+
+    def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        grays = [cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY) for f in frames]
+        h, w = grays[0].shape
+        pts = grid_points(self.grid_size, h, w)
+        tracks = np.zeros((len(grays), len(pts), 2), np.float32)
+        visible = np.zeros((len(grays), len(pts)), bool)
+        tracks[0], visible[0] = pts, True
+        for t in range(1, len(grays)):
+            tracks[t], visible[t] = self._step(grays[t - 1], grays[t], tracks[t - 1], visible[t - 1])
+        return tracks, visible
+
+    def _step(self, prev: np.ndarray, nxt: np.ndarray, pts: np.ndarray, alive: np.ndarray):
+        new_pts, new_alive = pts.copy(), np.zeros_like(alive)
+        if not alive.any():
+            return new_pts, new_alive
+        p0 = pts[alive].reshape(-1, 1, 2)
+        p1, ok_fwd, _ = cv2.calcOpticalFlowPyrLK(prev, nxt, p0, None, **self.lk_params)
+        p0_back, ok_back, _ = cv2.calcOpticalFlowPyrLK(nxt, prev, p1, None, **self.lk_params)
+        fb_err = np.linalg.norm((p0_back - p0).reshape(-1, 2), axis=-1)
+        p1 = p1.reshape(-1, 2)
+        h, w = prev.shape
+        inside = (p1[:, 0] >= 0) & (p1[:, 0] <= w - 1) & (p1[:, 1] >= 0) & (p1[:, 1] <= h - 1)
+        ok = ok_fwd.ravel().astype(bool) & ok_back.ravel().astype(bool) & (fb_err <= self.fb_threshold) & inside
+        idx = np.flatnonzero(alive)
+        # A point lost at this step still gets LK's forward estimate when LK converged (like CoTracker's
+        # guess for an occluded point), else keeps its last position; the step into the loss frame
+        # starts from a visible point, so it counts towards the velocity, and a held position would
+        # add a spurious zero displacement there.
+        moved = ok_fwd.ravel().astype(bool)
+        new_pts[idx[moved]] = p1[moved]
+        new_alive[idx[ok]] = True
+        return new_pts, new_alive
+
+
+class CoTrackerTracker:
+    """CoTracker3 offline (``cotracker.predictor.CoTrackerPredictor``) from a local checkpoint."""
+
+    def __init__(self, weights: str, grid_size: int = 10, device: str = "cpu", visibility_threshold: float = 0.5):
+        # weights first: a missing path must name the config key even without the package installed
+        path = require_weights(weights, "metrics.MF.cotracker_weights", "CoTracker3")
+        try:
+            from cotracker.predictor import CoTrackerPredictor
+        except ImportError as exc:
+            raise ImportError("metrics.MF.tracker=cotracker needs the `cotracker` package: "
+                              "install the CoTracker3 package (facebookresearch/co-tracker) into this environment "
+                              "(or use metrics.MF.tracker=lk)") from exc
+        import torch
+
+        self.torch = torch
+        self.model = CoTrackerPredictor(checkpoint=str(path), offline=True).to(device).eval()
+        self.device, self.grid_size, self.visibility_threshold = device, grid_size, visibility_threshold
+
+    def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        torch = self.torch
+        # CoTracker takes float RGB in [0, 255], shape (B, T, 3, H, W)
+        video = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)[None].float().to(self.device)
+        with torch.inference_mode():
+            tracks, vis = self.model(video, grid_size=self.grid_size, grid_query_frame=0)
+        visible = vis[0].float().cpu().numpy() > self.visibility_threshold
+        return tracks[0].float().cpu().numpy(), visible
+
+
+def build_tracker(cfg: MFConfig) -> PointTracker:
+    if cfg.tracker == "lk":
+        return LKTracker(int(cfg.grid_size), float(cfg.fb_threshold))
+    if cfg.tracker == "cotracker":
+        return CoTrackerTracker(cfg.cotracker_weights, int(cfg.grid_size), cfg.device, float(cfg.visibility_threshold))
+    raise ValueError(f"metrics.MF.tracker must be one of {TRACKERS}, got {cfg.tracker!r}")
+
+
+# ------------------------------------------------------------------------------------------- metric
+
+@register_metric
+class MF(FrameMetric):
+    """Motion Fidelity, CoVEBench App. F.3: Hungarian-matched trajectory similarity of source and edit."""
+
+    name = "MF"
+    needs_source = True
+
+    def __init__(self, cfg: MFConfig | None = None):
+        super().__init__(cfg or MFConfig())
+        if self.cfg.tracker not in TRACKERS:
+            raise ValueError(f"metrics.MF.tracker must be one of {TRACKERS}, got {self.cfg.tracker!r}")
+        self.tracker: PointTracker | None = None
+
+    def sampling(self) -> Sampling:
+        return Sampling(n=int(self.cfg.frames))
+
+    def resources(self) -> dict:
+        return {"num_gpus": 0.5} if self.cfg.tracker == "cotracker" and str(self.cfg.device).startswith("cuda") else {}
+
+    def setup(self) -> None:
+        self.tracker = build_tracker(self.cfg)
+
+    def summarize(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Track the resized frames and summarise each trajectory as (position, velocity)."""
+        if self.tracker is None:
+            self.setup()
+        return summarize_tracks(*self.tracker.track(rgb_resize(frames, int(self.cfg.size))))
+
+    def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+        if source is None:
+            raise ValueError("MF compares against the source video, but no source frames were given")
+        if len(source) < 2 or len(edited) < 2:
+            return math.nan  # a velocity needs two frames
+        pos_a, vel_a = self.summarize(source)
+        pos_b, vel_b = self.summarize(edited)
+        dmax = math.sqrt(2.0) * int(self.cfg.size)
+        return motion_fidelity(pos_a, vel_a, pos_b, vel_b, float(self.cfg.alpha), dmax, float(self.cfg.eps))

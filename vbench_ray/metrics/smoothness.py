@@ -1,0 +1,144 @@
+"""Motion Smoothness (MSM) of the edited video alone. CoVEBench App. F.2, "Motion Smoothness".
+
+With T uniformly sampled frames and dense flows F_t = Flow(I_t, I_{t+1}) between consecutive sampled
+frames (t = 1..T-1), the paper defines a per-pixel jitter between consecutive flows
+
+    J_t(p) = ||F_{t+1}(p) - F_t(p)|| / (||F_{t+1}(p)|| + ||F_t(p)|| + eps)
+
+and MSM = 1 - 1/(T-2) * sum_{t=1}^{T-2} mean_{p in M_t} min(1, J_t(p)),
+
+where M_t holds the pixels with non-negligible motion. We take M_t = {p : ||F_t(p)|| > thr or
+||F_{t+1}(p)|| > thr} with thr = 0.05 px, the official code's mask; an empty M_t (no motion at all)
+counts as perfectly smooth. Since J_t is the relative change of the flow vector, it is 0 for constant
+motion and 1 when the motion reverses (F_{t+1} = -F_t). By the triangle inequality J_t <= 1 always, so
+the paper's min(1, .) never changes a value; it is kept for fidelity to the formula.
+
+``formula="official"`` reproduces the official repository's score, which is not the paper's: per flow
+pair, the masked mean of clip(0.7 * (clip(cos, -1, 1) + 1) / 2 + 0.3 * (1 - |m_t - m_{t+1}| /
+(m_t + m_{t+1} + eps)), 0, 1), with cos = F_t . F_{t+1} / (m_t m_{t+1} + eps) and m = ||F||; an empty
+mask scores 1.0, and MSM is the mean over pairs. Both are 1 for constant motion; they differ in how
+much a direction or speed change costs (a reversal costs 1 in the paper, 0.7 in the official code).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights
+from vbench_ray.video.flow import farneback_flows, gray_resize, raft_variant_for, rgb_resize
+
+FLOWS = ("farneback", "raft")
+FORMULAS = ("paper", "official")
+
+
+@dataclass
+class MSMConfig:
+    frames: int = 10                   # T: uniformly sampled frames of the edited video (paper: 10)
+    size: int = 224                    # frames are resized to size x size before flow (official: 224)
+    flow: str = "farneback"            # "farneback" (OpenCV, CPU) or "raft" (torchvision, GPU option)
+    formula: str = "paper"             # "paper" (App. F.2 jitter) or "official" (the repository's score)
+    motion_threshold: float = 0.05     # px; pixels moving less in both flows are outside M_t
+    eps: float = 1e-6                  # keeps the ratios finite where both flows are zero
+    raft_weights: Optional[str] = None  # local torchvision RAFT state dict (.pth), for flow="raft"
+    device: str = "cpu"                # torch device for RAFT
+
+
+def _magnitudes(f0: np.ndarray, f1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.linalg.norm(f0, axis=-1), np.linalg.norm(f1, axis=-1)
+
+
+def motion_mask(f0: np.ndarray, f1: np.ndarray, threshold: float) -> np.ndarray:
+    """M_t: pixels where either of two consecutive flows moves more than ``threshold`` px."""
+    m0, m1 = _magnitudes(f0, f1)
+    return (m0 > threshold) | (m1 > threshold)
+
+
+def jitter_map(f0: np.ndarray, f1: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """J_t(p) of the paper: relative change between consecutive flow vectors, per pixel (uncapped)."""
+    m0, m1 = _magnitudes(f0, f1)
+    return np.linalg.norm(f1 - f0, axis=-1) / (m0 + m1 + eps)
+
+
+def paper_pair_jitter(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float) -> float:
+    """mean_{p in M_t} min(1, J_t(p)); 0 (no jitter) when nothing moves."""
+    mask = motion_mask(f0, f1, threshold)
+    if not mask.any():
+        return 0.0
+    return float(np.minimum(1.0, jitter_map(f0, f1, eps)[mask]).mean())
+
+
+def official_pair_score(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float) -> float:
+    """The official code's per-pair smoothness: 0.7 * direction agreement + 0.3 * speed agreement."""
+    mask = motion_mask(f0, f1, threshold)
+    if not mask.any():
+        return 1.0
+    m0, m1 = _magnitudes(f0, f1)
+    cos = np.sum(f0 * f1, axis=-1) / (m0 * m1 + eps)
+    direction = (np.clip(cos, -1.0, 1.0) + 1.0) / 2.0
+    speed = 1.0 - np.abs(m0 - m1) / (m0 + m1 + eps)
+    return float(np.clip(0.7 * direction + 0.3 * speed, 0.0, 1.0)[mask].mean())
+
+
+def msm_score(flows: np.ndarray, formula: str = "paper", motion_threshold: float = 0.05,
+              eps: float = 1e-6) -> float:
+    """MSM from consecutive flows ``(T-1, H, W, 2)``; nan with fewer than two flows (T < 3 frames)."""
+    if formula not in FORMULAS:
+        raise ValueError(f"MSM formula must be one of {FORMULAS}, got {formula!r}")
+    flows = np.asarray(flows, dtype=np.float64)
+    if len(flows) < 2:
+        return math.nan
+    pairs = list(zip(flows[:-1], flows[1:]))  # T-2 consecutive flow pairs
+    if formula == "paper":
+        return 1.0 - float(np.mean([paper_pair_jitter(a, b, motion_threshold, eps) for a, b in pairs]))
+    return float(np.mean([official_pair_score(a, b, motion_threshold, eps) for a, b in pairs]))
+
+
+@register_metric
+class MSM(FrameMetric):
+    """Motion Smoothness, CoVEBench App. F.2: flow-jitter score of the edited video (higher = smoother)."""
+
+    name = "MSM"
+    needs_source = False
+
+    def __init__(self, cfg: MSMConfig | None = None):
+        super().__init__(cfg or MSMConfig())
+        if self.cfg.flow not in FLOWS:
+            raise ValueError(f"metrics.MSM.flow must be one of {FLOWS}, got {self.cfg.flow!r}")
+        if self.cfg.formula not in FORMULAS:
+            raise ValueError(f"metrics.MSM.formula must be one of {FORMULAS}, got {self.cfg.formula!r}")
+        self._raft = None
+
+    def sampling(self) -> Sampling:
+        return Sampling(n=int(self.cfg.frames))
+
+    def resources(self) -> dict:
+        return {"num_gpus": 0.25} if self.cfg.flow == "raft" and str(self.cfg.device).startswith("cuda") else {}
+
+    def setup(self) -> None:
+        if self.cfg.flow != "raft":
+            return
+        # check the weights before importing torchvision, so a missing path fails with the config key
+        # even where torchvision is not installed (the CPU stack)
+        weights = require_weights(self.cfg.raft_weights, "metrics.MSM.raft_weights", "RAFT optical flow")
+        from vbench_ray.video.flow import RaftFlow
+
+        self._raft = RaftFlow(weights, raft_variant_for(weights), self.cfg.device)
+
+    def flows(self, frames: np.ndarray) -> np.ndarray:
+        """Consecutive flows of the sampled frames at ``size x size``: ``(T-1, size, size, 2)``."""
+        size = int(self.cfg.size)
+        if self.cfg.flow == "farneback":
+            return farneback_flows(gray_resize(frames, size))
+        if self._raft is None:
+            self.setup()
+        return self._raft(rgb_resize(frames, size))
+
+    def compute(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
+        if len(edited) < 3:
+            return math.nan  # two flows are the least a change of motion can be measured on
+        return msm_score(self.flows(edited), self.cfg.formula, float(self.cfg.motion_threshold),
+                         float(self.cfg.eps))

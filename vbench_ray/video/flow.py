@@ -1,0 +1,117 @@
+"""Dense optical flow between consecutive frames, and its visualisation.
+
+Two estimators:
+
+* ``farneback_flow``: OpenCV's Farneback on grayscale frames, the CPU default. The parameters are the
+  standard ones the CoVEBench MSM code uses (pyr_scale 0.5, levels 3, winsize 15, iterations 3,
+  poly_n 5, poly_sigma 1.2), so scores are comparable with the official numbers.
+* ``RaftFlow``: torchvision's RAFT (small or large) on RGB frames, a GPU option. torchvision is
+  imported only when a ``RaftFlow`` is built, because the CPU stack has no working torchvision
+  (STACK.md); weights come only from a local ``.pth`` (no downloads on cluster nodes).
+
+Flows are float32 arrays ``(H, W, 2)`` holding ``(dx, dy)`` in pixels, from frame ``t`` to ``t + 1``.
+``flow_to_color`` turns one into an RGB picture (hue = direction, brightness = magnitude) for reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+# Farneback parameters: pyr_scale, levels, winsize, iterations, poly_n, poly_sigma, flags.
+FARNEBACK_PARAMS = (0.5, 3, 15, 3, 5, 1.2, 0)
+
+
+def gray_resize(frames: np.ndarray, size: int) -> np.ndarray:
+    """uint8 RGB ``(T, H, W, 3)`` → uint8 grayscale ``(T, size, size)``.
+
+    Grayscale first, then ``INTER_AREA`` resize to a square, in that order, as CoVEBench's official
+    SSIM and MSM preprocessing does (the order changes rounding, hence the last digits of a score).
+    """
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"expected uint8 RGB frames (T, H, W, 3), got shape {frames.shape}")
+    out = [cv2.resize(cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY), (size, size),
+                      interpolation=cv2.INTER_AREA) for f in frames]
+    return np.stack(out) if out else np.zeros((0, size, size), np.uint8)
+
+
+def rgb_resize(frames: np.ndarray, size: int) -> np.ndarray:
+    """uint8 RGB ``(T, H, W, 3)`` → uint8 RGB ``(T, size, size, 3)`` with ``INTER_AREA``."""
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"expected uint8 RGB frames (T, H, W, 3), got shape {frames.shape}")
+    out = [cv2.resize(np.ascontiguousarray(f), (size, size), interpolation=cv2.INTER_AREA) for f in frames]
+    return np.stack(out) if out else np.zeros((0, size, size, 3), np.uint8)
+
+
+def farneback_flow(prev_gray: np.ndarray, next_gray: np.ndarray) -> np.ndarray:
+    """Dense flow ``(H, W, 2)`` from ``prev_gray`` to ``next_gray`` (uint8 grayscale, same size)."""
+    return cv2.calcOpticalFlowFarneback(prev_gray, next_gray, None, *FARNEBACK_PARAMS).astype(np.float32)
+
+
+def farneback_flows(grays: np.ndarray) -> np.ndarray:
+    """Flows between consecutive frames: ``(T, H, W)`` uint8 → ``(T - 1, H, W, 2)`` float32."""
+    flows = [farneback_flow(grays[t], grays[t + 1]) for t in range(len(grays) - 1)]
+    if not flows:
+        return np.zeros((0, *grays.shape[1:3], 2), np.float32)
+    return np.stack(flows)
+
+
+class RaftFlow:
+    """torchvision RAFT loaded from a local state dict; ``__call__(rgb)`` gives consecutive flows.
+
+    ``rgb`` is uint8 ``(T, H, W, 3)`` with H and W multiples of 8 (RAFT's requirement; 224 is).
+    """
+
+    def __init__(self, weights: str | Path, variant: str = "small", device: str = "cpu"):
+        import torch
+        from torchvision.models.optical_flow import raft_large, raft_small
+
+        builders = {"small": raft_small, "large": raft_large}
+        if variant not in builders:
+            raise ValueError(f"RAFT variant must be one of {sorted(builders)}, got {variant!r}")
+        model = builders[variant](weights=None, progress=False)
+        state = torch.load(str(weights), map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+        self.model = model.to(device).eval()
+        self.device = device
+        self._torch = torch
+
+    def __call__(self, rgb: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        if len(rgb) < 2:
+            return np.zeros((0, *rgb.shape[1:3], 2), np.float32)
+        # RAFT expects float RGB in [-1, 1], NCHW.
+        x = torch.from_numpy(np.ascontiguousarray(rgb)).permute(0, 3, 1, 2).float().div(127.5).sub(1.0)
+        x = x.to(self.device)
+        with torch.inference_mode():
+            # the last element of RAFT's output list is the final (most refined) flow estimate
+            flow = self.model(x[:-1], x[1:])[-1]
+        return flow.permute(0, 2, 3, 1).float().cpu().numpy()
+
+
+def raft_variant_for(weights: str | Path) -> str:
+    """Guess the RAFT variant from the weights file name (``raft_large_*.pth`` → large, else small)."""
+    return "large" if "large" in Path(weights).name.lower() else "small"
+
+
+def flow_to_color(flow: np.ndarray, max_magnitude: float | None = None) -> np.ndarray:
+    """Colour-code a flow ``(H, W, 2)`` as uint8 RGB: hue = direction, value = magnitude.
+
+    ``max_magnitude`` fixes the magnitude that maps to full brightness, so several flows can share one
+    scale; by default the flow's own maximum is used (a zero flow is black).
+    """
+    flow = np.asarray(flow, dtype=np.float32)
+    if flow.ndim != 3 or flow.shape[-1] != 2:
+        raise ValueError(f"expected a flow of shape (H, W, 2), got {flow.shape}")
+    mag, ang = cv2.cartToPolar(flow[..., 0], flow[..., 1], angleInDegrees=True)
+    scale = float(max_magnitude) if max_magnitude else float(mag.max())
+    hsv = np.zeros((*flow.shape[:2], 3), np.uint8)
+    hsv[..., 0] = (ang / 2.0).astype(np.uint8) % 180  # OpenCV's 8-bit hue runs over 0..179
+    hsv[..., 1] = 255
+    if scale > 0:
+        hsv[..., 2] = np.clip(mag / scale * 255.0, 0, 255).astype(np.uint8)
+    return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)
