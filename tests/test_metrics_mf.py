@@ -171,7 +171,7 @@ def test_cotracker_without_package_says_how_to_install(monkeypatch, tmp_path):
     weights.write_bytes(b"")
     monkeypatch.setitem(sys.modules, "cotracker", None)
     monkeypatch.setitem(sys.modules, "cotracker.predictor", None)
-    with pytest.raises(ImportError, match="pip install"):
+    with pytest.raises(ImportError, match="install the CoTracker3 package"):
         MF(MFConfig(tracker="cotracker", cotracker_weights=str(weights))).setup()
 
 

@@ -39,7 +39,7 @@ class RunConfig:
 
 @dataclass
 class RayConfig:
-    address: Optional[str] = None  # null: RAY_ADDRESS if set (ray job submit), else a local runtime
+    address: Optional[str] = None  # null: RAY_ADDRESS if set, else a fresh local runtime; "auto": a `ray start` cluster
     num_cpus: Optional[int] = None  # logical CPUs of a local runtime (null: Ray's default)
     batch_size: int = 2  # cases per map_batches call
     workers: int = 2  # tasks / actors per CPU stage

@@ -48,7 +48,9 @@ class CaseSink:
                 t = pq.read_table(shard, columns=["case_id", "variant"])
             except Exception as exc:  # an unreadable shard is dropped, its cases recomputed
                 log.warning("ignoring unreadable shard %s (%s); its cases will be recomputed", shard, exc)
-                shard.rename(shard.with_suffix(".corrupt"))
+                quarantine = self.dir.parent / "corrupt_shards"  # out of cases/, so readers of the folder work
+                quarantine.mkdir(exist_ok=True)
+                shard.rename(quarantine / shard.name)
                 continue
             keys.update(zip(t.column("case_id").to_pylist(), t.column("variant").to_pylist()))
         return keys

@@ -150,6 +150,8 @@ class _PyAVImpl:
         import av
 
         with av.open(path) as container:
+            if not container.streams.video:
+                raise VideoError("the file holds no video stream (zero frames?)")
             stream = container.streams.video[0]
             rate = stream.average_rate or stream.guessed_rate
             self.fps = float(rate) if rate else 0.0

@@ -1,0 +1,61 @@
+"""Stages: declared outputs, per-row error capture, rows never dropped; locally and on Ray."""
+
+import pyarrow as pa
+import pytest
+
+from vbench_ray.pipeline import Stage, build_dataset, run_local
+
+SCHEMA = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("x", pa.int64())])
+ROWS = [{"case_id": str(i), "variant": "base", "x": i} for i in range(7)]
+
+
+def square_unless_three(row):
+    if row["x"] == 3:
+        raise ValueError("three is not allowed")
+    return {"sq": float(row["x"] ** 2)}
+
+
+class AddOffset:
+    """An actor stage: state set once in the constructor."""
+
+    def __init__(self, offset: float):
+        self.offset = offset
+
+    def __call__(self, row):
+        return {"plus": row["sq"] + self.offset}
+
+
+STAGES = [Stage("square", square_unless_three, {"sq": "float"}),
+          Stage("offset", AddOffset, {"plus": "float"}, init_kwargs={"offset": 0.5}, workers=2)]
+
+
+def _check(table: pa.Table):
+    rows = sorted(table.to_pylist(), key=lambda r: int(r["case_id"]))
+    assert len(rows) == 7  # nothing dropped
+    for r in rows:
+        if r["x"] == 3:
+            assert r["sq"] is None and r["plus"] is None
+            assert r["error_square"].startswith("ValueError: three is not allowed")
+            assert r["error_offset"] is None  # the later stage skipped the failed row
+        else:
+            assert r["sq"] == r["x"] ** 2 and r["plus"] == r["x"] ** 2 + 0.5
+            assert r["error_square"] is None and r["error_offset"] is None
+            assert r["seconds_square"] >= 0
+    assert table.schema.field("sq").type == pa.float64()
+    assert table.schema.field("error_square").type == pa.string()
+
+
+def test_stages_in_process():
+    _check(run_local(ROWS, STAGES, SCHEMA))
+
+
+@pytest.mark.ray
+def test_stages_on_ray(ray_local):
+    ds = build_dataset(ROWS, STAGES, SCHEMA, parallelism=3)
+    _check(pa.concat_tables(list(ds.iter_batches(batch_size=4, batch_format="pyarrow"))))
+
+
+def test_all_null_outputs_keep_their_declared_type():
+    table = run_local(ROWS[3:4], STAGES, SCHEMA)
+    assert table.schema.field("plus").type == pa.float64()
+    assert table.column("plus").null_count == 1

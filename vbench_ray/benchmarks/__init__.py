@@ -1,0 +1,6 @@
+"""Benchmarks, one module each. Importing this package registers them in ``BENCHMARKS``."""
+
+from vbench_ray.benchmarks.base import BENCHMARKS, Benchmark, DataError, get_benchmark, register_benchmark
+from vbench_ray.benchmarks import cove  # noqa: F401  (registration)
+
+__all__ = ["BENCHMARKS", "Benchmark", "DataError", "get_benchmark", "register_benchmark"]

@@ -1,0 +1,110 @@
+"""The benchmark contract and the pieces every benchmark's summary shares.
+
+A benchmark (lm-evaluation-harness style: one registered class per task family) says how to load
+its cases, which stages score them, which columns the case table has, and how rows aggregate into
+``summary.json``. The runner does the rest (Ray, resume, sinks, report, wandb).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, ClassVar, Iterable
+
+import pyarrow as pa
+
+from vbench_ray.pipeline import Stage
+from vbench_ray.stats import describe
+
+# Columns every case row has, whatever the benchmark.
+CASE_FIELDS = [
+    pa.field("benchmark", pa.string()),
+    pa.field("case_id", pa.string()),
+    pa.field("variant", pa.string()),
+    pa.field("categories", pa.list_(pa.string())),
+    pa.field("instruction", pa.string()),
+    pa.field("source_path", pa.string()),
+    pa.field("edited_path", pa.string()),
+    pa.field("annotations", pa.string()),  # the case's annotation record as JSON text
+    pa.field("error_load", pa.string()),
+]
+
+
+class DataError(ValueError):
+    """Benchmark data that cannot be read at all (a per-case problem is recorded on the case instead)."""
+
+
+class Benchmark:
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type] = object
+    config_choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def load_cases(self, cfg) -> list[dict]:
+        """Rows with the ``CASE_FIELDS`` (plus benchmark columns); bad cases carry ``error_load``."""
+        raise NotImplementedError
+
+    def stages(self, cfg) -> list[Stage]:
+        raise NotImplementedError
+
+    def case_fields(self, cfg) -> list[pa.Field]:
+        """Columns the loader adds beyond ``CASE_FIELDS``."""
+        return []
+
+    def schema(self, cfg) -> pa.Schema:
+        fields = list(CASE_FIELDS) + self.case_fields(cfg)
+        for stage in self.stages(cfg):
+            fields += stage.schema_fields()
+        return pa.schema(fields)
+
+    def summarize(self, cases: pa.Table, cfg) -> dict:
+        raise NotImplementedError
+
+
+BENCHMARKS: dict[str, type[Benchmark]] = {}
+
+
+def register_benchmark(cls: type[Benchmark]) -> type[Benchmark]:
+    BENCHMARKS[cls.name] = cls
+    return cls
+
+
+def get_benchmark(name: str) -> Benchmark:
+    return BENCHMARKS[name]()
+
+
+# ----------------------------------------------------------------------------- summary helpers
+
+def error_columns(rows: list[dict]) -> list[str]:
+    return sorted({k for r in rows for k in r if k.startswith("error_")})
+
+
+def failure_report(rows: list[dict], max_examples: int = 20) -> dict:
+    """How many rows failed, at which stage, with a few example messages."""
+    by_stage: Counter = Counter()
+    examples = []
+    failed = 0
+    for r in rows:
+        errs = [(k[len("error_"):], r[k]) for k in error_columns([r]) if r.get(k)]
+        if errs:
+            failed += 1
+        for stage, msg in errs:
+            by_stage[stage] += 1
+            if len(examples) < max_examples:
+                examples.append({"case_id": r["case_id"], "variant": r["variant"], "stage": stage, "error": msg})
+    return {"count": failed, "by_stage": dict(sorted(by_stage.items())), "examples": examples}
+
+
+def metric_stats(rows: Iterable[dict], metric: str, stats_cfg: Any, seed: int, scale: float = 1.0) -> dict:
+    rows = list(rows)
+    return describe([r.get(metric) for r in rows], seed=seed, n_resamples=stats_cfg.bootstrap_samples,
+                    confidence=stats_cfg.confidence, scale=scale)
+
+
+def group_rows(rows: list[dict], key: str) -> dict[str, list[dict]]:
+    """Rows by the values of ``key``; a list-valued key puts a row in every group it names."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        values = r.get(key)
+        for v in (values if isinstance(values, (list, tuple)) else [values]):
+            if v is not None:
+                groups.setdefault(str(v), []).append(r)
+    return dict(sorted(groups.items()))

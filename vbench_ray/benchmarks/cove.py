@@ -1,0 +1,340 @@
+"""CoVEBench: loader for the official layout, objective-metric stages, exclusions and summary.
+
+Spec: CoVEBench paper (seeds/000) App. F.2 (MSM), App. F.3 (SSIM, MF), App. F.4 (sample filtering);
+official layout and conventions in ANCHORS.md §1:
+
+* ``data.checklist``: the official ``checklist.json``, a list of tasks with ``id``, ``editing_instruction``,
+  ``evaluation_groups[].questions[]``, ``videoA_path`` (relative to ``data.source_dir``) and ``category``
+  (``[{"Level 1", "Level 2", "Level 3"}]``).
+* ``data.edited_dir``: edited videos named ``{id}.mp4`` or one of the official patterns
+  (``task_(\\d+)_output``, ``output_id(\\d+)``, ``video[_-](\\d+)``, a bare number, else the last number).
+
+Exclusions (App. F.3-F.4): SSIM leaves out background changes; MF leaves out camera movement, global
+style and instruction-dictated motion changes. They are derived from the task's Level-1 categories by
+default; ``metrics.exclude.<METRIC>.ids`` / ``ids_file`` (the official ``configs/filters/*.txt``) replace
+the category rule with an explicit id list, as the official code does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, List, Optional
+
+import pyarrow as pa
+
+from vbench_ray.benchmarks.base import (Benchmark, DataError, failure_report, group_rows, metric_stats,
+                                        register_benchmark)
+from vbench_ray.config import BaseConfig
+from vbench_ray.metrics import METRICS
+from vbench_ray.metrics.fidelity import SSIMConfig
+from vbench_ray.metrics.motion import MFConfig
+from vbench_ray.metrics.smoothness import MSMConfig
+from vbench_ray.pipeline import Stage
+from vbench_ray.video.frames import FrameMetricsStage
+
+QUESTION_TYPES = ("AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ")
+DIMENSIONS = ("Execution Accuracy", "Physical Logic", "Semantic Preservation")
+VIDEO_EXTS = (".mp4", ".mov", ".webm", ".mkv", ".avi")
+# Official edited-video naming, tried in this order (ANCHORS.md §1, `task_id_from_path`).
+EDITED_NAME_PATTERNS = [re.compile(p) for p in (r"task_(\d+)_output", r"output_id(\d+)", r"video[_-](\d+)", r"^(\d+)$")]
+OBJECTIVE_METRICS = ("SSIM", "MSM", "MF")
+
+
+# ----------------------------------------------------------------------------- config
+
+@dataclass
+class CoveDataConfig:
+    checklist: str = "???"  # the official checklist.json
+    source_dir: str = "???"  # root against which each task's videoA_path is resolved
+    edited_dir: str = "???"  # edited videos, {id}.mp4 or the official name patterns
+    pair_mismatch: str = "resample"  # source/edited frame count or size differ: resample each (official) | fail
+
+
+@dataclass
+class Exclusion:
+    categories: List[str] = field(default_factory=list)  # "Level 1" or "Level 1/Level 2" names
+    ids: List[str] = field(default_factory=list)  # explicit task ids; replaces the category rule
+    ids_file: Optional[str] = None  # one task id per line (the official configs/filters/*.txt)
+
+
+@dataclass
+class CoveExclusions:
+    SSIM: Exclusion = field(default_factory=lambda: Exclusion(categories=["Background"]))
+    MSM: Exclusion = field(default_factory=Exclusion)
+    MF: Exclusion = field(default_factory=lambda: Exclusion(categories=["Camera", "Style", "Motion"]))
+
+
+@dataclass
+class CoveMetricsConfig:
+    enabled: List[str] = field(default_factory=lambda: list(OBJECTIVE_METRICS))
+    SSIM: SSIMConfig = field(default_factory=SSIMConfig)
+    MSM: MSMConfig = field(default_factory=MSMConfig)
+    MF: MFConfig = field(default_factory=MFConfig)
+    exclude: CoveExclusions = field(default_factory=CoveExclusions)
+
+
+@dataclass
+class CoveConfig(BaseConfig):
+    benchmark: str = "cove"
+    data: CoveDataConfig = field(default_factory=CoveDataConfig)
+    metrics: CoveMetricsConfig = field(default_factory=CoveMetricsConfig)
+
+
+# ----------------------------------------------------------------------------- checklist validation
+
+def validate_task(task: Any, where: str) -> list[str]:
+    """Problems with one checklist task, each naming the field (``task[3].evaluation_groups[0]...``)."""
+    if not isinstance(task, dict):
+        return [f"{where}: expected an object, got {type(task).__name__}"]
+    errors = []
+    tid = task.get("id")
+    if isinstance(tid, bool) or not isinstance(tid, (int, str)) or not str(tid).strip():
+        errors.append(f"{where}.id: expected an integer id, got {tid!r}")
+    for key in ("editing_instruction", "videoA_path"):
+        if not isinstance(task.get(key), str) or not task.get(key):
+            errors.append(f"{where}.{key}: expected a non-empty string, got {task.get(key)!r}")
+    groups = task.get("evaluation_groups", [])
+    if not isinstance(groups, list):
+        return errors + [f"{where}.evaluation_groups: expected a list, got {type(groups).__name__}"]
+    seen: set = set()
+    for g, group in enumerate(groups):
+        gw = f"{where}.evaluation_groups[{g}]"
+        questions = group.get("questions") if isinstance(group, dict) else None
+        if not isinstance(questions, list):
+            errors.append(f"{gw}.questions: expected a list")
+            continue
+        for q, question in enumerate(questions):
+            errors += _validate_question(question, f"{gw}.questions[{q}]", seen)
+    if not isinstance(task.get("category", []), list):
+        errors.append(f"{where}.category: expected a list of {{'Level 1', 'Level 2', 'Level 3'}} objects")
+    return errors
+
+
+def _validate_question(question: Any, where: str, seen: set) -> list[str]:
+    if not isinstance(question, dict):
+        return [f"{where}: expected an object, got {type(question).__name__}"]
+    errors = []
+    qid = question.get("id")
+    if not isinstance(qid, str) or not qid:
+        errors.append(f"{where}.id: expected a question id like 'Q1', got {qid!r}")
+    elif qid in seen:
+        errors.append(f"{where}.id: duplicate question id {qid!r}")
+    seen.add(qid)
+    qtype = question.get("type")
+    if qtype not in QUESTION_TYPES:
+        errors.append(f"{where}.type: unknown question type {qtype!r} (expected one of {list(QUESTION_TYPES)})")
+    dim = question.get("dimension")
+    if dim is not None and dim not in DIMENSIONS:
+        errors.append(f"{where}.dimension: unknown dimension {dim!r} (expected one of {list(DIMENSIONS)})")
+    if qtype == "AB-MCQ" and not isinstance(question.get("options"), dict):
+        errors.append(f"{where}.options: AB-MCQ questions need options {{'A': ..., 'B': ...}}")
+    if "expected_answer" not in question:
+        errors.append(f"{where}.expected_answer: missing")
+    return errors
+
+
+def task_categories(task: dict) -> tuple[list[str], list[str]]:
+    """Level-1 names and ``Level 1/Level 2`` names of a task, in order, without repeats."""
+    level1: list[str] = []
+    level12: list[str] = []
+    for c in task.get("category") or []:
+        if isinstance(c, dict) and c.get("Level 1"):
+            l1 = str(c["Level 1"])
+            l12 = f"{l1}/{c.get('Level 2')}" if c.get("Level 2") else l1
+            level1 += [l1] if l1 not in level1 else []
+            level12 += [l12] if l12 not in level12 else []
+    return level1, level12
+
+
+# ----------------------------------------------------------------------------- paths
+
+def resolve_under(root: Path, relative: str, what: str) -> Path:
+    """``root/relative``, refusing paths that escape ``root`` (absolute paths, ``..``, symlinks out)."""
+    root = root.resolve()
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root):
+        raise DataError(f"{what} {relative!r} escapes the data root {root}")
+    return path
+
+
+def task_id_from_name(stem: str) -> str | None:
+    """The task id an edited file's name stands for (official patterns, then the last number)."""
+    for pattern in EDITED_NAME_PATTERNS:
+        m = pattern.search(stem)
+        if m:
+            return str(int(m.group(1)))
+    numbers = re.findall(r"\d+", stem)
+    return str(int(numbers[-1])) if numbers else None
+
+
+def index_edited_videos(edited_dir: Path) -> tuple[dict[str, Path], dict[str, list[Path]]]:
+    """Map task id -> edited video. An exact ``{id}.ext`` wins; other clashes are reported as ambiguous."""
+    if not edited_dir.is_dir():
+        raise DataError(f"data.edited_dir is not a directory: {edited_dir}")
+    found: dict[str, list[Path]] = {}
+    for path in sorted(edited_dir.iterdir()):
+        if path.suffix.lower() in VIDEO_EXTS and path.is_file():
+            tid = task_id_from_name(path.stem)
+            if tid is not None:
+                found.setdefault(tid, []).append(path)
+    index, ambiguous = {}, {}
+    for tid, paths in found.items():
+        exact = [p for p in paths if p.stem == tid]
+        if len(paths) == 1 or len(exact) == 1:
+            index[tid] = exact[0] if exact else paths[0]
+        else:
+            ambiguous[tid] = paths
+    return index, ambiguous
+
+
+# ----------------------------------------------------------------------------- exclusions
+
+def _exclusion_rule(name: str, excl: Exclusion) -> tuple[set[str] | None, list[str]]:
+    ids = {str(i).strip() for i in excl.ids}
+    if excl.ids_file:
+        path = Path(excl.ids_file)
+        if not path.exists():
+            raise DataError(f"metrics.exclude.{name}.ids_file not found: {path}")
+        ids |= {line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")}
+    ids = {str(int(i)) if i.isdigit() else i for i in ids}
+    return (ids if ids else None), list(excl.categories)
+
+
+def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: tuple) -> str | None:
+    """Why a case is left out of a metric, or None. Category names match Level 1 or ``Level 1/Level 2``."""
+    ids, categories = rule
+    if ids is not None:
+        return "ids" if case_id in ids else None
+    for cat in categories:
+        if cat in level1 or cat in level12:
+            return f"category:{cat}"
+    return None
+
+
+# ----------------------------------------------------------------------------- benchmark
+
+@register_benchmark
+class CoveBench(Benchmark):
+    name = "cove"
+    config_class = CoveConfig
+    config_choices = {"data.pair_mismatch": ("resample", "fail"),
+                      "metrics.MSM.flow": ("farneback", "raft"), "metrics.MSM.formula": ("paper", "official"),
+                      "metrics.MF.tracker": ("lk", "cotracker")}
+
+    def enabled_metrics(self, cfg) -> list[str]:
+        unknown = [m for m in cfg.metrics.enabled if m not in OBJECTIVE_METRICS]
+        if unknown:
+            raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; CoVEBench objective metrics are "
+                            f"{list(OBJECTIVE_METRICS)}")
+        return list(cfg.metrics.enabled)
+
+    def case_fields(self, cfg) -> list[pa.Field]:
+        return [pa.field("categories_l2", pa.list_(pa.string()))] + \
+               [pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics(cfg)]
+
+    def stages(self, cfg) -> list[Stage]:
+        metrics = self.enabled_metrics(cfg)
+        specs = {m: getattr(cfg.metrics, m) for m in metrics}
+        resources: dict[str, float] = {}
+        for m in metrics:  # one stage hosts all frame metrics, so it needs the largest request
+            for k, v in METRICS[m](specs[m]).resources().items():
+                resources[k] = max(resources.get(k, 0.0), v)
+        stage = Stage(
+            name="frames", fn=FrameMetricsStage,
+            init_kwargs={"metrics": {m: _plain(specs[m]) for m in metrics}, "video_backend": cfg.video.backend,
+                         "pair_mismatch": cfg.data.pair_mismatch},
+            outputs={**{m: "float" for m in metrics}, **{f"error_{m}": "str" for m in metrics},
+                     "frames_decoded": "int", "videos_opened": "int", "warning_pair": "str"},
+            num_cpus=1.0, num_gpus=resources.get("num_gpus", 0.0),
+            workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
+        return [stage]
+
+    # -- loading
+    def load_cases(self, cfg) -> list[dict]:
+        checklist = Path(cfg.data.checklist)
+        tasks = read_checklist(checklist)
+        source_root = Path(cfg.data.source_dir)
+        if not source_root.is_dir():
+            raise DataError(f"data.source_dir is not a directory: {source_root}")
+        edited, ambiguous = index_edited_videos(Path(cfg.data.edited_dir))
+        metrics = self.enabled_metrics(cfg)
+        rules = {m: _exclusion_rule(m, getattr(cfg.metrics.exclude, m)) for m in metrics}
+        rows = [self._case_row(i, task, checklist, source_root, edited, ambiguous, rules)
+                for i, task in enumerate(tasks)]
+        if cfg.run.limit is not None:
+            rows = rows[: cfg.run.limit]
+        return rows
+
+    def _case_row(self, i, task, checklist, source_root, edited, ambiguous, rules) -> dict:
+        where = f"{checklist.name}: task[{i}]"
+        case_id = str(task.get("id")) if isinstance(task, dict) and task.get("id") is not None else f"#{i}"
+        if case_id.isdigit():
+            case_id = str(int(case_id))
+        row = {"benchmark": "cove", "case_id": case_id, "variant": "base", "categories": [], "categories_l2": [],
+               "annotations": json.dumps(task, ensure_ascii=False) if isinstance(task, dict) else None}
+        errors = validate_task(task, f"{where} (id={case_id})")
+        if errors:
+            row["error_load"] = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+            return row
+        row["instruction"] = task["editing_instruction"]
+        row["categories"], row["categories_l2"] = task_categories(task)
+        try:
+            source = resolve_under(source_root, task["videoA_path"], f"{where}.videoA_path")
+            if not source.exists():
+                raise DataError(f"{where}.videoA_path: source video not found: {source}")
+            row["source_path"] = str(source)
+            if case_id in ambiguous:
+                raise DataError(f"several edited videos match task {case_id}: {[p.name for p in ambiguous[case_id]]}")
+            if case_id not in edited:
+                raise DataError(f"edited video for task {case_id} not found in data.edited_dir "
+                                f"(expected {case_id}.mp4 or an official name pattern)")
+            row["edited_path"] = str(edited[case_id])
+        except DataError as exc:
+            row["error_load"] = str(exc)
+        for metric, rule in rules.items():
+            row[f"excluded_{metric}"] = exclusion_reason(case_id, row["categories"], row["categories_l2"], rule)
+        return row
+
+    # -- aggregation
+    def summarize(self, cases: pa.Table, cfg) -> dict:
+        rows = cases.to_pylist()
+        seed = cfg.run.seed
+        metrics = self.enabled_metrics(cfg)
+        summary: dict[str, Any] = {"benchmark": "cove", "n_cases": len({r["case_id"] for r in rows}),
+                                   "n_rows": len(rows), "metrics": {}, "by_category": {}, "exclusions": {}}
+        for m in metrics:
+            stats = metric_stats(rows, m, cfg.stats, seed)
+            excluded = [r for r in rows if r.get(f"excluded_{m}")]
+            failed = [r for r in rows if not r.get(f"excluded_{m}") and r.get(m) is None]
+            stats.update(n_excluded=len(excluded), n_failed=len(failed), scale="[0,1]",
+                         higher_is_better=METRICS[m].higher_is_better)
+            summary["metrics"][m] = stats
+            reasons: dict[str, int] = {}
+            for r in excluded:
+                reasons[r[f"excluded_{m}"]] = reasons.get(r[f"excluded_{m}"], 0) + 1
+            summary["exclusions"][m] = reasons
+        for category, members in group_rows(rows, "categories").items():
+            summary["by_category"][category] = {m: metric_stats(members, m, cfg.stats, seed) for m in metrics}
+        summary["failures"] = failure_report(rows)
+        return summary
+
+
+def read_checklist(path: Path) -> list:
+    if not path.exists():
+        raise DataError(f"data.checklist not found: {path}")
+    try:
+        tasks = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"data.checklist {path} is not valid JSON: {exc}") from exc
+    if not isinstance(tasks, list):
+        raise DataError(f"data.checklist {path}: expected a JSON list of tasks, got {type(tasks).__name__}")
+    return tasks
+
+
+def _plain(node) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(node, resolve=True) if not isinstance(node, dict) else dict(node)

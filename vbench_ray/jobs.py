@@ -1,0 +1,16 @@
+"""Shared body of the thin entrypoints in ``jobs/``: default config per benchmark, then ``vbench-ray run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vbench_ray.cli import REPO_CONFIGS, main
+
+
+def job_main(benchmark: str, argv: list[str]) -> int:
+    """``[CONFIG] [key=value ...]``; CONFIG defaults to ``configs/<benchmark>.yaml``."""
+    if not argv or "=" in argv[0]:
+        argv = [str(REPO_CONFIGS / f"{benchmark}.yaml"), *argv]
+    if not Path(argv[0]).exists():
+        raise SystemExit(f"config not found: {argv[0]}")
+    return main(["run", *argv])

@@ -1,0 +1,138 @@
+"""``run(cfg)``: one benchmark, one run directory, from cases to summary, report and wandb.
+
+The run directory (``output.dir``) holds ``config.yaml`` (the resolved config), ``cases/*.parquet``
+(one row per case and variant, streamed as results finish), ``summary.json``, ``report.html`` and
+``wandb/``. Re-running into the same directory skips finished ``(case_id, variant)`` rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from omegaconf import DictConfig, OmegaConf
+
+from vbench_ray.benchmarks import get_benchmark
+from vbench_ray.config import ConfigError, to_dict, to_yaml
+from vbench_ray.pipeline import build_dataset
+from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
+
+log = logging.getLogger(__name__)
+
+# Config sections whose change makes earlier rows incomparable: resuming across them is refused.
+RESULT_SECTIONS = ("benchmark", "data", "metrics", "judge", "judges", "score")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    summary: dict
+    n_computed: int  # rows computed by this invocation (0 when everything was already done)
+    seconds: float
+
+    @property
+    def summary_path(self) -> Path:
+        return self.run_dir / "summary.json"
+
+    @property
+    def report_path(self) -> Path:
+        return self.run_dir / "report.html"
+
+
+def ensure_ray(cfg: DictConfig) -> None:
+    """Connect to ``ray.address`` / ``RAY_ADDRESS`` (a cluster, or inside ``ray job submit``), else start locally."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+    else:
+        # Logical CPUs: at least 4, so a stage's actors never starve the tasks feeding them (STACK.md)
+        num_cpus = cfg.ray.num_cpus or max(4, os.cpu_count() or 1)
+        # address="local": a fresh runtime, never silently attaching to a cluster someone else started
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
+                 _node_ip_address="127.0.0.1")
+
+
+def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
+    saved = run_dir / "config.yaml"
+    has_rows = any((run_dir / "cases").glob("part-*.parquet"))
+    if not has_rows:
+        return
+    if not cfg.output.resume:
+        raise ConfigError(f"output.dir {run_dir} already holds results and output.resume=false; "
+                          f"choose a new output.dir or set output.resume=true")
+    if not saved.exists():
+        return
+    old = OmegaConf.load(saved)
+    changed = [k for k in RESULT_SECTIONS if OmegaConf.select(old, k) != OmegaConf.select(cfg, k)]
+    if changed:
+        raise ConfigError(f"output.dir {run_dir} holds rows computed with different `{'`, `'.join(changed)}` "
+                          f"settings; resuming would mix them. Use a new output.dir.")
+
+
+def run(cfg: DictConfig) -> RunResult:
+    start = time.perf_counter()
+    bench = get_benchmark(cfg.benchmark)
+    run_dir = Path(cfg.output.dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _check_resumable(run_dir, cfg)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+
+    schema = bench.schema(cfg)
+    sink = CaseSink(run_dir, schema)
+    cases = bench.load_cases(cfg)
+    todo = [c for c in cases if (c["case_id"], c["variant"]) not in sink.done_keys]
+    log.info("%s: %d cases, %d already done, %d to compute", cfg.benchmark, len(cases), len(cases) - len(todo), len(todo))
+    computed = _compute(bench, cfg, todo, schema, sink) if todo else 0
+
+    table = _current_rows(sink.read_all(), cases)
+    summary = finalize(run_dir, cfg, bench, table)
+    return RunResult(run_dir, summary, computed, time.perf_counter() - start)
+
+
+def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink) -> int:
+    ensure_ray(cfg)
+    ds = build_dataset(todo, bench.stages(cfg), _input_schema(schema, todo), parallelism=len(todo))
+    written = 0
+    for batch in ds.iter_batches(batch_size=cfg.ray.shard_rows, batch_format="pyarrow"):
+        written += sink.write(batch)
+    return written
+
+
+def _input_schema(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
+    """The part of the full schema the loader fills in (stage outputs are added by the stages)."""
+    keys = {k for r in rows for k in r}
+    return pa.schema([f for f in schema if f.name in keys])
+
+
+def _current_rows(table: pa.Table, cases: list[dict]) -> pa.Table:
+    """Rows of the cases this config selects (``run.limit`` may select fewer than the run dir holds)."""
+    keys = {(c["case_id"], c["variant"]) for c in cases}
+    mask = [k in keys for k in zip(table.column("case_id").to_pylist(), table.column("variant").to_pylist())]
+    return table.filter(pa.array(mask, type=pa.bool_())) if table.num_rows else table
+
+
+def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table) -> dict:
+    """summary.json, report.html and the wandb run, from the rows on disk."""
+    summary = bench.summarize(table, cfg)
+    summary = {"benchmark": cfg.benchmark, "run_name": run_name(cfg),
+               "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), **summary}
+    write_json(run_dir / "summary.json", summary)
+    if cfg.report.enabled:
+        from vbench_ray.report import write_report
+
+        write_report(run_dir, n_strips=cfg.report.n_strips)
+    log_to_wandb(run_dir, cfg.wandb, run_name(cfg), to_dict(cfg), summary, table)
+    return summary
+
+
+def run_name(cfg: DictConfig) -> str:
+    return cfg.run.name or Path(cfg.output.dir).resolve().name
