@@ -52,7 +52,7 @@ def cove_copy(cove_data, tmp_path):
 def cove_overrides(data: dict, out: Path, *extra: str) -> list[str]:
     return [f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
             f"data.edited_dir={data['edited_dir']}", f"output.dir={out}", "wandb.mode=disabled",
-            "report.enabled=false", *extra]
+            "report.enabled=false", "metrics.enabled=[SSIM,MSM,MF]", *extra]
 
 
 def moving_square_video(t: int = 12, h: int = 48, w: int = 64, step: int = 2, seed: int = 0) -> np.ndarray:

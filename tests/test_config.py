@@ -26,7 +26,7 @@ def test_cove_yaml_documents_the_cove_defaults():
 
     documented = OmegaConf.load(COVE)
     schema = OmegaConf.structured(CoveConfig)
-    for section in ("data", "metrics"):
+    for section in ("data", "metrics", "judge", "score"):
         assert OmegaConf.to_container(documented[section]) == OmegaConf.to_container(schema[section]), section
 
 

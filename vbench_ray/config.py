@@ -35,6 +35,7 @@ class RunConfig:
     name: Optional[str] = None  # defaults to the name of output.dir
     seed: int = 0  # seeds bootstrap resampling, synthetic data and perturbations
     limit: Optional[int] = None  # evaluate only the first N cases (smoke runs)
+    notes: List[str] = field(default_factory=list)  # lines shown in summary.json and the report
 
 
 @dataclass

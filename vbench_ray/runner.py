@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
 from vbench_ray.benchmarks import get_benchmark
@@ -25,7 +26,9 @@ from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 log = logging.getLogger(__name__)
 
 # Config sections whose change makes earlier rows incomparable: resuming across them is refused.
-RESULT_SECTIONS = ("benchmark", "data", "metrics", "judge", "judges", "score")
+# (Judge answers are matched per request and prompt in the judge log, and scoring options only change
+# how rows aggregate, so neither blocks a resume: replay re-scoring runs in the same directory.)
+RESULT_SECTIONS = ("benchmark", "data", "metrics")
 
 
 @dataclass
@@ -94,8 +97,29 @@ def run(cfg: DictConfig) -> RunResult:
     computed = _compute(bench, cfg, todo, schema, sink) if todo else 0
 
     table = _current_rows(sink.read_all(), cases)
-    summary = finalize(run_dir, cfg, bench, table)
+    judgments, judge_info = _judge(bench, cfg, table.to_pylist(), run_dir)
+    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info)
     return RunResult(run_dir, summary, computed, time.perf_counter() - start)
+
+
+def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.Table | None, dict | None]:
+    """The judge stage over the benchmark's requests; the judged items go to ``judgments.parquet``."""
+    requests = bench.judge_requests(rows, cfg)
+    if not requests:
+        return None, None
+    from vbench_ray.judges.backends import build_backend
+    from vbench_ray.judges.log import JudgeLog
+    from vbench_ray.judges.stage import JudgeStage, judge_stats
+
+    judge_log = JudgeLog(run_dir)
+    backend = build_backend(cfg.judge)
+    if cfg.judge.backend != "replay":
+        ensure_ray(cfg)
+    results = JudgeStage(backend, judge_log, cfg.judge.max_retries).run(requests)
+    judgments = bench.score_judgments(rows, results, cfg)
+    pq.write_table(judgments, run_dir / "judgments.parquet")
+    info = {"backend": cfg.judge.backend, "model": backend.model_label, **judge_stats(results, requests, judge_log)}
+    return judgments, info
 
 
 def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink) -> int:
@@ -120,11 +144,16 @@ def _current_rows(table: pa.Table, cases: list[dict]) -> pa.Table:
     return table.filter(pa.array(mask, type=pa.bool_())) if table.num_rows else table
 
 
-def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table) -> dict:
+def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: pa.Table | None = None,
+             judge_info: dict | None = None) -> dict:
     """summary.json, report.html and the wandb run, from the rows on disk."""
-    summary = bench.summarize(table, cfg)
+    summary = bench.summarize(table, cfg, judgments)
     summary = {"benchmark": cfg.benchmark, "run_name": run_name(cfg),
                "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), **summary}
+    if judge_info:
+        summary["judge"] = judge_info
+    if cfg.run.notes:
+        summary["notes"] = list(cfg.run.notes)
     write_json(run_dir / "summary.json", summary)
     if cfg.report.enabled:
         from vbench_ray.report import write_report

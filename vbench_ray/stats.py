@@ -43,3 +43,26 @@ def describe(values: Iterable, seed: int = 0, n_resamples: int = 1000, confidenc
     return {"value": float(arr.mean()) * scale,
             "ci95": [c * scale for c in ci] if ci is not None else None,
             "n": int(arr.size)}
+
+
+def ratio_ci(numerators, denominators, seed: int = 0, n_resamples: int = 1000,
+             confidence: float = 0.95) -> list[float] | None:
+    """Percentile bootstrap CI of a pooled ratio ``sum(num) / sum(den)``, resampling clusters (cases).
+
+    Pooled accuracies (all questions of a run) are ratios over cases whose questions are correlated;
+    resampling whole cases keeps that structure.
+    """
+    from scipy.stats import bootstrap
+
+    num = np.asarray(numerators, dtype=float)
+    den = np.asarray(denominators, dtype=float)
+    if num.size < 2:
+        return None
+    ratios = num / np.where(den == 0, np.nan, den)
+    if np.allclose(ratios, ratios[0]):
+        value = float(num.sum() / den.sum())
+        return [value, value]
+    res = bootstrap((num, den), lambda a, b, axis=-1: a.sum(axis=axis) / b.sum(axis=axis), paired=True,
+                    vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
+                    method="percentile", rng=np.random.default_rng(seed))
+    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]

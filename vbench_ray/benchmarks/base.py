@@ -55,7 +55,15 @@ class Benchmark:
             fields += stage.schema_fields()
         return pa.schema(fields)
 
-    def summarize(self, cases: pa.Table, cfg) -> dict:
+    def judge_requests(self, cases: list[dict], cfg) -> list:
+        """Judge requests for the case rows (``JudgeRequest``s); none for benchmarks without a judge."""
+        return []
+
+    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table | None:
+        """The judged items (one row per question, rubric item ...) from the judge stage's results."""
+        return None
+
+    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
         raise NotImplementedError
 
 

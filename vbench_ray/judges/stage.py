@@ -1,0 +1,146 @@
+"""The judge stage: requests -> backend -> parse -> validate -> retry the failed alone -> record.
+
+One generic loop for every benchmark (DESIGN.md, "Judges"):
+
+1. Requests already answered validly in the run's judge log (same id, same prompt) are not sent again.
+2. The rest go to the backend; each response is appended to the log as its batch finishes.
+3. A response that fails to parse or validate is re-asked, alone, up to ``judge.max_retries`` times.
+   The re-ask repeats the request with a short note quoting what was wrong (deterministic: the same
+   failure gives the same re-ask).
+4. A transport or engine failure (timeout, 5xx, dead engine) is also retried; after a restart such
+   requests are simply unanswered and are sent again, while valid answers are kept.
+
+The result per request is ``JudgeResult(status, value, attempts, error)``: ``ok`` with the parsed
+value, ``invalid`` (answered, never usable) or ``error`` (never answered).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+from vbench_ray.judges.base import JudgeRequest, JudgeResponse
+from vbench_ray.judges.log import JudgeLog, LogRecord
+from vbench_ray.judges.parsing import parse
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JudgeResult:
+    request_id: str
+    status: str  # ok | invalid | error
+    value: Any = None
+    attempts: int = 0
+    error: str | None = None
+
+
+def retry_request(request: JudgeRequest, reason: str) -> JudgeRequest:
+    """The same request with a note on what was wrong with the last answer, appended to the last user turn."""
+    messages = copy.deepcopy(request.messages)
+    note = {"type": "text", "text": f"Your previous answer could not be used ({reason[:300]}). "
+                                    "Answer again, following the output format exactly."}
+    last = messages[-1]
+    if isinstance(last.get("content"), str):
+        last["content"] = [{"type": "text", "text": last["content"]}]
+    last["content"].append(note)
+    return replace(request, messages=messages, attempt=request.attempt + 1)
+
+
+class JudgeStage:
+    def __init__(self, backend, judge_log: JudgeLog, max_retries: int = 3):
+        self.backend = backend
+        self.log = judge_log
+        self.max_retries = max_retries
+
+    def run(self, requests: list[JudgeRequest]) -> dict[str, JudgeResult]:
+        results: dict[str, JudgeResult] = {}
+        base_hash = {r.request_id: r.prompt_hash() for r in requests}
+        if len(base_hash) != len(requests):
+            raise ValueError("judge request ids must be unique")
+        pending = []
+        for request in requests:
+            done, resumed = self._from_log(request, base_hash[request.request_id])
+            if done is not None:
+                results[request.request_id] = done
+            else:
+                pending.append(resumed)
+        if len(pending) < len(requests):
+            log.info("judge: %d of %d requests answered in the judge log", len(requests) - len(pending), len(requests))
+        while pending:
+            pending = self._round(pending, base_hash, results)
+        return results
+
+    def _from_log(self, request: JudgeRequest, prompt_hash: str) -> tuple[JudgeResult | None, JudgeRequest]:
+        """A finished result from earlier records, or the request to send next (with its attempt count)."""
+        history = self.log.history(request.request_id, prompt_hash)
+        for record in history:
+            if record["parse_status"] == "ok":
+                parsed = parse(request.parser, record["text"], request.expected)
+                if parsed.ok:
+                    return JudgeResult(request.request_id, "ok", parsed.value, record["attempt"] + 1), request
+        invalid = [r for r in history if r["parse_status"] == "invalid"]
+        if len(invalid) > self.max_retries:
+            return JudgeResult(request.request_id, "invalid", None, len(invalid), invalid[-1]["parse_error"]), request
+        for record in invalid:  # rebuild the re-ask chain so prompts match what was asked before
+            request = retry_request(request, record["parse_error"] or "invalid")
+        return None, request
+
+    def _round(self, pending: list[JudgeRequest], base_hash: dict, results: dict) -> list[JudgeRequest]:
+        by_id = {r.request_id: r for r in pending}
+        retry: list[JudgeRequest] = []
+        for batch in self.backend.generate(pending):
+            records = []
+            for response in batch:
+                request = by_id[response.request_id]
+                record, result, again = self._judge(request, response, base_hash[request.request_id])
+                records.append(record)
+                if again is not None:
+                    retry.append(again)
+                else:
+                    results[request.request_id] = result
+            self.log.append(records)
+        answered = {r.request_id for r in retry} | set(results)
+        lost = [r for r in pending if r.request_id not in answered]
+        for request in lost:  # a backend that dropped a request: count it as a failed attempt
+            results[request.request_id] = JudgeResult(request.request_id, "error", None, request.attempt + 1,
+                                                      "the backend returned no response")
+        return retry
+
+    def _judge(self, request: JudgeRequest, response: JudgeResponse, prompt_hash: str):
+        """Log record, final result (or None) and the re-ask (or None) for one response."""
+        record = LogRecord(request_id=request.request_id, attempt=request.attempt, backend=self.backend.name,
+                           model=response.model or self.backend.model_label, prompt_hash=prompt_hash,
+                           attempt_hash=request.prompt_hash(),
+                           text=response.text, error=response.error, parse_status="error",
+                           latency_s=response.latency_s, prompt_tokens=response.prompt_tokens,
+                           completion_tokens=response.completion_tokens)
+        attempts = request.attempt + 1
+        if response.error is not None or response.text is None:
+            record.parse_error = response.error or "no text"
+            if request.attempt < self.max_retries:
+                return record, None, replace(request, attempt=request.attempt + 1)
+            return record, JudgeResult(request.request_id, "error", None, attempts, record.parse_error), None
+        parsed = parse(request.parser, response.text, request.expected)
+        record.parse_status = "ok" if parsed.ok else "invalid"
+        record.parse_error, record.parse_note = parsed.error, parsed.note
+        if parsed.ok:
+            return record, JudgeResult(request.request_id, "ok", parsed.value, attempts), None
+        if request.attempt < self.max_retries:
+            return record, None, retry_request(request, parsed.error or "invalid")
+        return record, JudgeResult(request.request_id, "invalid", None, attempts, parsed.error), None
+
+
+def judge_stats(results: dict[str, JudgeResult], requests: list[JudgeRequest], judge_log: JudgeLog) -> dict:
+    """Counts for summary.json: requests by final status, re-asks, and token totals from the log."""
+    statuses = [results[r.request_id].status for r in requests if r.request_id in results]
+    ids = {r.request_id for r in requests}
+    records = [r for r in judge_log.records if r["request_id"] in ids]
+    return {"n_requests": len(requests), "n_ok": statuses.count("ok"), "n_invalid": statuses.count("invalid"),
+            "n_error": statuses.count("error"),
+            "n_reasked": sum(1 for r in requests if r.request_id in results and results[r.request_id].attempts > 1),
+            "n_responses_logged": len(records),
+            "prompt_tokens": sum(r.get("prompt_tokens") or 0 for r in records),
+            "completion_tokens": sum(r.get("completion_tokens") or 0 for r in records)}
