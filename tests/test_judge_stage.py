@@ -1,0 +1,119 @@
+"""The generic judge loop: retries of the failed alone, transport errors, the log, resume, replay.
+
+The backend here is a scripted stand-in speaking the backend contract (answers chosen per request and
+attempt), so the loop's bookkeeping can be checked exactly; the real backends have their own tests.
+"""
+
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from vbench_ray.judges.backends.replay import ReplayBackend
+from vbench_ray.judges.base import JudgeBackend, JudgeConfig, JudgeRequest, JudgeResponse
+from vbench_ray.judges.log import JudgeLog, read_records
+from vbench_ray.judges.stage import JudgeStage
+
+GOOD = '[{"id": "Q1", "final_answer": "Yes"}]'
+
+
+class Scripted(JudgeBackend):
+    """Answers request ``rid`` on its k-th attempt with ``script[rid][k]`` (an ``Exception`` -> transport error)."""
+
+    name = "scripted"
+
+    def __init__(self, script):
+        super().__init__(OmegaConf.structured(JudgeConfig(backend="replay", model="scripted")))
+        self.script = script
+        self.sent: list[tuple[str, int]] = []
+
+    def generate(self, requests):
+        batch = []
+        for r in requests:
+            self.sent.append((r.request_id, r.attempt))
+            answers = self.script[r.request_id]
+            answer = answers[min(r.attempt, len(answers) - 1)]
+            if isinstance(answer, Exception):
+                batch.append(JudgeResponse(r.request_id, error=str(answer)))
+            else:
+                batch.append(JudgeResponse(r.request_id, text=answer, prompt_tokens=10, completion_tokens=5))
+        yield batch
+
+
+def req(rid):
+    return JudgeRequest(request_id=rid, messages=[{"role": "user", "content": [{"type": "text", "text": rid}]}],
+                        parser="checklist_items", expected={"ids": ["Q1"], "form": "TF"})
+
+
+def test_only_failed_requests_are_reasked(tmp_path):
+    backend = Scripted({"a": [GOOD], "b": ["gibberish", GOOD], "c": ["nope"] * 9, "d": [TimeoutError("504"), GOOD]})
+    results = JudgeStage(backend, JudgeLog(tmp_path), max_retries=3).run([req(x) for x in "abcd"])
+    assert results["a"].status == "ok" and results["a"].value == {"Q1": "Yes"} and results["a"].attempts == 1
+    assert results["b"].status == "ok" and results["b"].attempts == 2
+    assert results["c"].status == "invalid" and results["c"].attempts == 4 and "no parsable JSON" in results["c"].error
+    assert results["d"].status == "ok" and results["d"].attempts == 2
+    assert sorted(backend.sent) == sorted([("a", 0), ("b", 0), ("b", 1), ("c", 0), ("c", 1), ("c", 2), ("c", 3),
+                                           ("d", 0), ("d", 1)])
+    records = list(read_records(tmp_path))
+    assert len(records) == 9
+    assert [r["parse_status"] for r in records if r["request_id"] == "d"] == ["error", "ok"]
+    # a re-ask quotes what was wrong, so its prompt differs from the first attempt's
+    b = [r for r in records if r["request_id"] == "b"]
+    assert b[0]["prompt_hash"] == b[1]["prompt_hash"] and b[0]["attempt_hash"] != b[1]["attempt_hash"]
+
+
+def test_endpoint_down_is_recorded_not_raised(tmp_path):
+    backend = Scripted({"a": [ConnectionRefusedError("refused")]})
+    results = JudgeStage(backend, JudgeLog(tmp_path), max_retries=2).run([req("a")])
+    assert results["a"].status == "error" and "refused" in results["a"].error and results["a"].attempts == 3
+
+
+def test_restart_resends_only_unanswered_requests(tmp_path):
+    first = Scripted({"a": [GOOD], "b": [RuntimeError("engine died")]})
+    JudgeStage(first, JudgeLog(tmp_path), max_retries=0).run([req("a"), req("b")])
+    second = Scripted({"a": [GOOD], "b": [GOOD]})
+    results = JudgeStage(second, JudgeLog(tmp_path), max_retries=0).run([req("a"), req("b")])
+    assert second.sent == [("b", 0)]  # "a" came from the log
+    assert results["a"].status == results["b"].status == "ok"
+
+
+def test_restart_continues_the_reask_chain(tmp_path):
+    JudgeStage(Scripted({"a": ["bad", "bad"]}), JudgeLog(tmp_path), max_retries=1).run([req("a")])
+    # max_retries raised: the run continues from attempt 2 with the same re-ask prompts
+    again = Scripted({"a": ["bad", "bad", GOOD]})
+    results = JudgeStage(again, JudgeLog(tmp_path), max_retries=3).run([req("a")])
+    assert again.sent == [("a", 2)] and results["a"].status == "ok"
+
+
+def test_changed_prompt_is_asked_again(tmp_path):
+    JudgeStage(Scripted({"a": [GOOD]}), JudgeLog(tmp_path), max_retries=0).run([req("a")])
+    changed = req("a")
+    changed.messages[0]["content"][0]["text"] = "a new wording"
+    backend = Scripted({"a": [GOOD]})
+    JudgeStage(backend, JudgeLog(tmp_path), max_retries=0).run([changed])
+    assert backend.sent == [("a", 0)]
+
+
+def test_replay_reproduces_every_attempt(tmp_path):
+    script = {"a": [GOOD], "b": ["gibberish", GOOD], "c": ["nope"] * 9}
+    original = JudgeStage(Scripted(script), JudgeLog(tmp_path / "orig"), max_retries=2).run([req(x) for x in "abc"])
+    cfg = OmegaConf.structured(JudgeConfig(backend="replay", replay_path=str(tmp_path / "orig")))
+    replayed = JudgeStage(ReplayBackend(cfg), JudgeLog(tmp_path / "replay"), max_retries=2).run([req(x) for x in "abc"])
+    assert {k: (v.status, v.value, v.attempts) for k, v in replayed.items()} == \
+           {k: (v.status, v.value, v.attempts) for k, v in original.items()}
+
+
+def test_replay_from_plain_jsonl_and_missing_answers(tmp_path):
+    plain = tmp_path / "answers.jsonl"
+    plain.write_text(json.dumps({"request_id": "a", "text": GOOD}) + "\n" + "{torn line\n")
+    cfg = OmegaConf.structured(JudgeConfig(backend="replay", replay_path=str(plain)))
+    results = JudgeStage(ReplayBackend(cfg), JudgeLog(tmp_path), max_retries=1).run([req("a"), req("b")])
+    assert results["a"].status == "ok"
+    assert results["b"].status == "error" and "no recorded answer" in results["b"].error
+    with pytest.raises(ValueError, match="judge.replay_path"):
+        ReplayBackend(OmegaConf.structured(JudgeConfig(backend="replay")))
+
+
+def test_duplicate_request_ids_are_a_bug(tmp_path):
+    with pytest.raises(ValueError, match="unique"):
+        JudgeStage(Scripted({"a": [GOOD]}), JudgeLog(tmp_path)).run([req("a"), req("a")])
