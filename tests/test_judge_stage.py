@@ -117,3 +117,23 @@ def test_replay_from_plain_jsonl_and_missing_answers(tmp_path):
 def test_duplicate_request_ids_are_a_bug(tmp_path):
     with pytest.raises(ValueError, match="unique"):
         JudgeStage(Scripted({"a": [GOOD]}), JudgeLog(tmp_path)).run([req("a"), req("a")])
+
+
+class DiesMidway(Scripted):
+    """Answers the first request, then the engine dies (the generator raises)."""
+
+    def generate(self, requests):
+        first, rest = requests[0], requests[1:]
+        self.sent.append((first.request_id, first.attempt))
+        yield [JudgeResponse(first.request_id, text=GOOD)]
+        if rest:
+            raise RuntimeError("engine died")
+
+
+def test_engine_death_mid_run_keeps_finished_answers_and_retries_the_rest(tmp_path):
+    backend = DiesMidway({})
+    results = JudgeStage(backend, JudgeLog(tmp_path), max_retries=2).run([req("a"), req("b"), req("c")])
+    assert results["a"].status == results["b"].status == results["c"].status == "ok"
+    records = list(read_records(tmp_path))
+    died = [r for r in records if r["parse_status"] == "error"]
+    assert {r["request_id"] for r in died} == {"b", "c"} and "engine died" in died[0]["error"]

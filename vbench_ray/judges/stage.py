@@ -91,23 +91,33 @@ class JudgeStage:
     def _round(self, pending: list[JudgeRequest], base_hash: dict, results: dict) -> list[JudgeRequest]:
         by_id = {r.request_id: r for r in pending}
         retry: list[JudgeRequest] = []
-        for batch in self.backend.generate(pending):
-            records = []
-            for response in batch:
-                request = by_id[response.request_id]
-                record, result, again = self._judge(request, response, base_hash[request.request_id])
-                records.append(record)
-                if again is not None:
-                    retry.append(again)
-                else:
-                    results[request.request_id] = result
-            self.log.append(records)
-        answered = {r.request_id for r in retry} | set(results)
-        lost = [r for r in pending if r.request_id not in answered]
-        for request in lost:  # a backend that dropped a request: count it as a failed attempt
-            results[request.request_id] = JudgeResult(request.request_id, "error", None, request.attempt + 1,
-                                                      "the backend returned no response")
+        seen: set[str] = set()
+        try:
+            for batch in self.backend.generate(pending):
+                self._record(batch, by_id, base_hash, results, retry, seen)
+        except Exception as exc:  # the engine or endpoint died mid-round: what came back is already logged
+            log.error("judge backend %s failed mid-run: %s; unanswered requests count a failed attempt",
+                      self.backend.name, exc)
+            lost = [JudgeResponse(r.request_id, error=f"backend failure: {type(exc).__name__}: {exc}")
+                    for r in pending if r.request_id not in seen]
+            self._record(lost, by_id, base_hash, results, retry, seen)
+        dropped = [JudgeResponse(r.request_id, error="the backend returned no response")
+                   for r in pending if r.request_id not in seen]
+        self._record(dropped, by_id, base_hash, results, retry, seen)
         return retry
+
+    def _record(self, batch, by_id, base_hash, results, retry, seen) -> None:
+        records = []
+        for response in batch:
+            request = by_id[response.request_id]
+            seen.add(response.request_id)
+            record, result, again = self._judge(request, response, base_hash[request.request_id])
+            records.append(record)
+            if again is not None:
+                retry.append(again)
+            else:
+                results[request.request_id] = result
+        self.log.append(records)
 
     def _judge(self, request: JudgeRequest, response: JudgeResponse, prompt_hash: str):
         """Log record, final result (or None) and the re-ask (or None) for one response."""
