@@ -152,6 +152,7 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
         _section("Headline metrics", _headline(metrics)),
         _section("By category", _category_charts(summary.get("by_category"), metrics)),
         _variants(summary.get("by_variant"), scales),
+        _judge(summary.get("judge")),
         _section("Failures", _failures(summary.get("failures"))),
         _section("Exclusions", _exclusions(summary.get("exclusions"))),
         _section("Frame strips", _strips(cases, run_dir, n_strips, scales)),
@@ -162,6 +163,14 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
         f"<title>vbench-ray report: {_esc(title)}</title>\n<style>{_CSS}</style>\n</head>\n"
         f"<body>\n<main>\n{body}\n</main>\n</body>\n</html>\n"
     )
+
+
+def _judge(judge: Any) -> str:
+    """The judge that produced the judge-based metrics, and what its answers were worth."""
+    if not isinstance(judge, dict) or not judge:
+        return ""
+    rows = [(_esc(k.replace("_", " ")), _esc(v)) for k, v in judge.items()]
+    return _section("Judge", _table(["", ""], rows, ' id="judge"'))
 
 
 def _section(heading: str, content: str) -> str:
@@ -190,7 +199,9 @@ def _notes(notes: Any) -> str:
 def _headline(metrics: dict) -> str:
     if not metrics:
         return '<p class="empty">No metrics in summary.json.</p>'
-    headers = ["Metric", "Value", "95% CI", "n", "Excluded", "Failed", "Scale", "Better"]
+    judged = any("n_invalid" in (m or {}) for m in metrics.values())
+    headers = ["Metric", "Value", "95% CI", "n", "Excluded", "Failed"] + (["Invalid judge answers"] if judged else []) \
+        + ["Scale", "Better"]
     rows = []
     for name, m in metrics.items():
         m = m or {}
@@ -204,6 +215,7 @@ def _headline(metrics: dict) -> str:
                 _fmt_int(m.get("n")),
                 _fmt_int(m.get("n_excluded", 0)),
                 _fmt_int(m.get("n_failed", 0)),
+                *([_fmt_int(m["n_invalid"]) if "n_invalid" in m else NA] if judged else []),
                 _esc(scale) if scale is not None else NA,
                 better,
             )
