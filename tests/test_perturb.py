@@ -28,7 +28,7 @@ def test_blur_is_opencv_gaussian_with_derived_sigma(k):
     sigma = 0.3 * ((k - 1) * 0.5 - 1) + 0.8  # OpenCV's rule for sigmaX=0
     for t in range(len(FRAMES)):
         assert np.array_equal(out[t], cv2.GaussianBlur(FRAMES[t], (k, k), 0))
-        assert np.abs(out[t].astype(int) - cv2.GaussianBlur(FRAMES[t], (k, k), sigma).astype(int)).max() <= 2  # small k: fixed-point tables
+        assert np.abs(out[t].astype(int) - cv2.GaussianBlur(FRAMES[t], (k, k), sigma).astype(int)).mean() < 0.5  # k<=7: OpenCV's fixed tables
 
 
 @pytest.mark.parametrize("factor", [0.75, 0.5, 0.25])
