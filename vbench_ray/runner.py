@@ -102,26 +102,6 @@ def run(cfg: DictConfig) -> RunResult:
     return RunResult(run_dir, summary, computed, time.perf_counter() - start)
 
 
-def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.Table | None, dict | None]:
-    """The judge stage over the benchmark's requests; the judged items go to ``judgments.parquet``."""
-    requests = bench.judge_requests(rows, cfg)
-    if not requests:
-        return None, None
-    from vbench_ray.judges.backends import build_backend
-    from vbench_ray.judges.log import JudgeLog
-    from vbench_ray.judges.stage import JudgeStage, judge_stats
-
-    judge_log = JudgeLog(run_dir)
-    backend = build_backend(cfg.judge)
-    if cfg.judge.backend != "replay":
-        ensure_ray(cfg)
-    results = JudgeStage(backend, judge_log, cfg.judge.max_retries).run(requests)
-    judgments = bench.score_judgments(rows, results, cfg)
-    pq.write_table(judgments, run_dir / "judgments.parquet")
-    info = {"backend": cfg.judge.backend, "model": backend.model_label, **judge_stats(results, requests, judge_log)}
-    return judgments, info
-
-
 def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink) -> int:
     stages = bench.stages(cfg)
     if not stages:  # nothing per case to compute (e.g. judge metrics only): record the cases as loaded
@@ -145,6 +125,35 @@ def _current_rows(table: pa.Table, cases: list[dict]) -> pa.Table:
     keys = {(c["case_id"], c["variant"]) for c in cases}
     mask = [k in keys for k in zip(table.column("case_id").to_pylist(), table.column("variant").to_pylist())]
     return table.filter(pa.array(mask, type=pa.bool_())) if table.num_rows else table
+
+
+def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.Table | None, dict | None]:
+    """The benchmark's judge phases in order, one judge log; the judged items go to ``judgments.parquet``."""
+    phases = bench.judge_phases(cfg)
+    if not phases:
+        return None, None
+    from vbench_ray.judges.backends import build_backend
+    from vbench_ray.judges.log import JudgeLog
+    from vbench_ray.judges.stage import JudgeStage, judge_stats
+
+    judge_log = JudgeLog(run_dir)
+    results: dict = {}
+    info: dict = {}
+    for phase in phases:
+        requests = phase.build(rows, results)
+        if not requests:
+            continue
+        backend = build_backend(phase.judge_cfg)
+        if phase.judge_cfg.backend != "replay":
+            ensure_ray(cfg)
+        phase_results = JudgeStage(backend, judge_log, phase.judge_cfg.max_retries).run(requests)
+        results.update(phase_results)
+        info[phase.name] = {"backend": phase.judge_cfg.backend, "model": backend.model_label,
+                            **judge_stats(phase_results, requests, judge_log)}
+    judgments = bench.score_judgments(rows, results, cfg)
+    if judgments is not None:
+        pq.write_table(judgments, run_dir / "judgments.parquet")
+    return judgments, (info[phases[0].name] if len(phases) == 1 and info else info)
 
 
 def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: pa.Table | None = None,

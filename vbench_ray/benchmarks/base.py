@@ -8,7 +8,8 @@ its cases, which stages score them, which columns the case table has, and how ro
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, ClassVar, Iterable
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterable
 
 import pyarrow as pa
 
@@ -27,6 +28,16 @@ CASE_FIELDS = [
     pa.field("annotations", pa.string()),  # the case's annotation record as JSON text
     pa.field("error_load", pa.string()),
 ]
+
+
+@dataclass
+class JudgePhase:
+    """One judge stage: its name, its judge config node, and how to build its requests from the case
+    rows and the results of the phases before it (``build(rows, results) -> list[JudgeRequest]``)."""
+
+    name: str
+    judge_cfg: Any
+    build: Callable[[list[dict], dict], list]
 
 
 class DataError(ValueError):
@@ -55,8 +66,12 @@ class Benchmark:
             fields += stage.schema_fields()
         return pa.schema(fields)
 
-    def judge_requests(self, cases: list[dict], cfg) -> list:
-        """Judge requests for the case rows (``JudgeRequest``s); none for benchmarks without a judge."""
+    def judge_phases(self, cfg) -> list["JudgePhase"]:
+        """The judge stages this benchmark runs, in order (none for benchmarks without a judge).
+
+        A later phase may build its requests from an earlier one's results (ViDiC: the model under
+        test describes, then the judge answers the checklist from the description).
+        """
         return []
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table | None:

@@ -26,8 +26,8 @@ from typing import Any, List, Optional
 import pyarrow as pa
 
 from vbench_ray.benchmarks import cove_checklist as checklist
-from vbench_ray.benchmarks.base import (Benchmark, DataError, failure_report, group_rows, metric_stats,
-                                        register_benchmark)
+from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, failure_report, group_rows,
+                                        metric_stats, register_benchmark)
 from vbench_ray.config import BaseConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
 from vbench_ray.metrics import METRICS
@@ -310,9 +310,13 @@ class CoveBench(Benchmark):
         return row
 
     # -- checklist judging (paper §3.1, App. F.1, F.3)
-    def judge_requests(self, cases: list[dict], cfg) -> list[JudgeRequest]:
+    def judge_phases(self, cfg) -> list[JudgePhase]:
         if not self.checklist_metrics(cfg):
             return []
+        return [JudgePhase("checklist", cfg.judge, lambda cases, _: self.judge_requests(cases))]
+
+    @staticmethod
+    def judge_requests(cases: list[dict]) -> list[JudgeRequest]:
         return [r for case in cases if not case.get("error_load") for r in checklist.build_requests(case)]
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
