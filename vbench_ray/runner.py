@@ -8,6 +8,7 @@ The run directory (``output.dir``) holds ``config.yaml`` (the resolved config), 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import time
@@ -143,10 +144,12 @@ def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.
         requests = phase.build(rows, results)
         if not requests:
             continue
-        backend = build_backend(phase.judge_cfg)
         if phase.judge_cfg.backend != "replay":
             ensure_ray(cfg)
-        phase_results = JudgeStage(backend, judge_log, phase.judge_cfg.max_retries).run(requests)
+        phase_results: dict = {}
+        for judge_cfg, group in _by_video_override(phase.judge_cfg, requests):
+            backend = build_backend(judge_cfg)
+            phase_results.update(JudgeStage(backend, judge_log, judge_cfg.max_retries).run(group))
         results.update(phase_results)
         info[phase.name] = {"backend": phase.judge_cfg.backend, "model": backend.model_label,
                             **judge_stats(phase_results, requests, judge_log)}
@@ -154,6 +157,19 @@ def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.
     if judgments is not None:
         pq.write_table(judgments, run_dir / "judgments.parquet")
     return judgments, (info[phases[0].name] if len(phases) == 1 and info else info)
+
+
+def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list]]:
+    """Requests grouped by their ``video`` overrides (fps sweeps), each with its judge config: frame
+    sampling is a property of a vLLM processor, so each distinct sampling gets its own backend."""
+    groups: dict[str, list] = {}
+    for r in requests:
+        groups.setdefault(json.dumps(r.video, sort_keys=True), []).append(r)
+    out = []
+    for key, group in groups.items():
+        override = json.loads(key)
+        out.append((OmegaConf.merge(judge_cfg, {"video": override}) if override else judge_cfg, group))
+    return out
 
 
 def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: pa.Table | None = None,

@@ -91,6 +91,7 @@ class JudgeRequest:
     group: str = ""
     parser: str = ""  # name of the parser/validator in vbench_ray.judges.parsing.PARSERS
     expected: Any = None  # what the validator checks against (e.g. the question ids)
+    video: Optional[Dict[str, Any]] = None  # per-request judge.video overrides (fps sweeps): {"fps": 1.0}
     attempt: int = 0
 
     def prompt_hash(self) -> str:

@@ -152,6 +152,14 @@ PARSERS: dict[str, Callable[[str, Any], Parsed]] = {
 }
 
 
+def register_parser(name: str):
+    """Decorator: make ``fn(text, expected) -> Parsed`` available to requests as ``parser=name``."""
+    def decorate(fn: Callable[[str, Any], Parsed]):
+        PARSERS[name] = fn
+        return fn
+    return decorate
+
+
 def parse(parser: str, text: str | None, expected: Any) -> Parsed:
     if text is None:
         return Parsed(False, error="no answer")
