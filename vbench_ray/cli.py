@@ -1,6 +1,7 @@
 """``vbench-ray``: run, synth, report, demo.
 
     vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
+    vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
     vbench-ray synth cove --out DIR --n N        write a synthetic mini benchmark in the official layout
     vbench-ray report RUN_DIR                    (re)write RUN_DIR/report.html from the run's files
     vbench-ray demo [--out DIR]                  synth + run on the embedded default, print where things are
@@ -50,6 +51,19 @@ def _print_result(result) -> None:
         print(f"  {failures['count']} case(s) failed: {failures['by_stage']} (details in summary.json)")
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from vbench_ray.runner import run
+    from vbench_ray.sweeps import load_sweep
+
+    sweep = load_sweep(args.sweep, args.overrides)
+    result = run(sweep.config, variants=sweep.variants)
+    _print_result(result)
+    for variant, metrics in result.summary.get("by_variant", {}).items():
+        values = ", ".join(f"{m}={s['value']:.4g}" for m, s in metrics.items() if s.get("value") is not None)
+        print(f"  [{variant}] {values}")
+    return 0
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     if args.benchmark == "cove":
         from vbench_ray.synth.cove import synth_cove
@@ -96,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="YAML config, e.g. configs/cove.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. output.dir=runs/x")
     p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("sweep", help="evaluate a config over the variants of a sweep file")
+    p.add_argument("sweep", help="sweep YAML, e.g. configs/sweeps/vidic_robustness.yaml")
+    p.add_argument("overrides", nargs="*", help="key=value overrides of the base config")
+    p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("synth", help="write a synthetic mini benchmark")
     p.add_argument("benchmark", choices=["cove"])

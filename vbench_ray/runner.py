@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
@@ -82,7 +83,8 @@ def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
                           f"settings; resuming would mix them. Use a new output.dir.")
 
 
-def run(cfg: DictConfig) -> RunResult:
+def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
+    """Evaluate ``cfg``; with ``variants`` (``vbench_ray.sweeps``), every case once per variant."""
     start = time.perf_counter()
     bench = get_benchmark(cfg.benchmark)
     run_dir = Path(cfg.output.dir).resolve()
@@ -93,14 +95,35 @@ def run(cfg: DictConfig) -> RunResult:
     schema = bench.schema(cfg)
     sink = CaseSink(run_dir, schema)
     cases = bench.load_cases(cfg)
+    sweep_info = None
+    if variants:
+        cases, sweep_info = _expand(cfg, cases, variants, run_dir)
     todo = [c for c in cases if (c["case_id"], c["variant"]) not in sink.done_keys]
     log.info("%s: %d cases, %d already done, %d to compute", cfg.benchmark, len(cases), len(cases) - len(todo), len(todo))
     computed = _compute(bench, cfg, todo, schema, sink) if todo else 0
 
     table = _current_rows(sink.read_all(), cases)
     judgments, judge_info = _judge(bench, cfg, table.to_pylist(), run_dir)
-    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info)
+    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info, sweep_info)
     return RunResult(run_dir, summary, computed, time.perf_counter() - start)
+
+
+def _expand(cfg: DictConfig, cases: list[dict], variants: list, run_dir: Path) -> tuple[list[dict], dict]:
+    """Cases x variants, with each perturbed (video, variant) rendered once into ``run_dir/variants``."""
+    from vbench_ray.sweeps import expand, render_jobs, render_variants
+
+    variant_dir = run_dir / "variants"
+    jobs = render_jobs(cases, variants, variant_dir)
+    if jobs:
+        ensure_ray(cfg)
+    rendered = render_variants(jobs, cfg.ray.workers)
+    rows = expand(cases, variants, variant_dir)
+    for row in rows:
+        missing = [row[c] for c in ("source_path", "edited_path") if row.get(c) and not Path(row[c]).exists()]
+        if missing and not row.get("error_load"):
+            row["error_load"] = f"variant {row['variant']}: perturbed video could not be made: {missing[0]}"
+    info = {"variants": [{"name": v.name, "axis": v.axis, "value": v.value} for v in variants], **rendered}
+    return rows, info
 
 
 def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink) -> int:
@@ -173,11 +196,25 @@ def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list
 
 
 def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: pa.Table | None = None,
-             judge_info: dict | None = None) -> dict:
-    """summary.json, report.html and the wandb run, from the rows on disk."""
-    summary = bench.summarize(table, cfg, judgments)
+             judge_info: dict | None = None, sweep_info: dict | None = None) -> dict:
+    """summary.json, report.html and the wandb run(s), from the rows on disk.
+
+    Headline metrics are those of the ``base`` variant; with a sweep, ``by_variant.<variant>`` holds
+    every variant's metrics and each variant is its own wandb run in the sweep's group.
+    """
+    variants = [v["name"] for v in sweep_info["variants"]] if sweep_info else ["base"]
+    parts = {v: (_variant_rows(table, v), _variant_rows(judgments, v)) for v in variants}
+    base_rows, base_judged = parts.get("base", (table, judgments))
+    summary = bench.summarize(base_rows, cfg, base_judged)
     summary = {"benchmark": cfg.benchmark, "run_name": run_name(cfg),
                "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), **summary}
+    by_variant = {}
+    if sweep_info:
+        for v, (rows, judged) in parts.items():
+            by_variant[v] = {m: {k: s.get(k) for k in ("value", "ci95", "n")}
+                             for m, s in bench.summarize(rows, cfg, judged)["metrics"].items()}
+        summary["by_variant"] = by_variant
+        summary["sweep"] = {"name": cfg.wandb.group or run_name(cfg), **sweep_info}
     if judge_info:
         summary["judge"] = judge_info
     if cfg.run.notes:
@@ -187,8 +224,19 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
         from vbench_ray.report import write_report
 
         write_report(run_dir, n_strips=cfg.report.n_strips)
-    log_to_wandb(run_dir, cfg.wandb, run_name(cfg), to_dict(cfg), summary, table)
+    if not sweep_info:
+        log_to_wandb(run_dir, cfg.wandb, run_name(cfg), to_dict(cfg), summary, table)
+    for v, (rows, _) in parts.items() if sweep_info else ():
+        variant_summary = {"metrics": {m: s for m, s in by_variant[v].items()}}
+        log_to_wandb(run_dir, cfg.wandb, f"{run_name(cfg)}/{v}", {**to_dict(cfg), "variant": v},
+                     variant_summary, rows)
     return summary
+
+
+def _variant_rows(table: pa.Table | None, variant: str) -> pa.Table | None:
+    if table is None:
+        return None
+    return table.filter(pa.compute.equal(table.column("variant"), variant))
 
 
 def run_name(cfg: DictConfig) -> str:

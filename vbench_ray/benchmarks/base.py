@@ -26,6 +26,7 @@ CASE_FIELDS = [
     pa.field("source_path", pa.string()),
     pa.field("edited_path", pa.string()),
     pa.field("annotations", pa.string()),  # the case's annotation record as JSON text
+    pa.field("variant_params", pa.string()),  # what a sweep variant changes, as JSON (null for base)
     pa.field("error_load", pa.string()),
 ]
 

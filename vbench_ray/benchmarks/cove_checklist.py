@@ -73,6 +73,8 @@ def _video_part(path: str) -> dict:
 def build_requests(case: dict) -> list[JudgeRequest]:
     """One request per question type present in the task (official grouping)."""
     task = json.loads(case["annotations"])
+    params = json.loads(case.get("variant_params") or "{}")
+    video = {"fps": params["fps"]} if "fps" in params else None  # an fps sweep variant
     by_type: dict[str, list[dict]] = {}
     for _, _, q in iter_questions(task):
         by_type.setdefault(q["type"], []).append(q)
@@ -97,7 +99,8 @@ def build_requests(case: dict) -> list[JudgeRequest]:
             request_id=f"cove/{case['case_id']}/{case['variant']}/checklist/{qtype}",
             messages=[{"role": "system", "content": system_prompt(qtype)}, {"role": "user", "content": content}],
             case_id=case["case_id"], variant=case["variant"], stage="checklist", group=qtype,
-            parser="checklist_items", expected={"ids": [q["id"] for q in questions], "form": TYPE_FORM[qtype]}))
+            parser="checklist_items", expected={"ids": [q["id"] for q in questions], "form": TYPE_FORM[qtype]},
+            video=video))
     return requests
 
 

@@ -7,8 +7,13 @@ from pathlib import Path
 import numpy as np
 
 
-def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, crf: int = 18) -> Path:
-    """Write uint8 RGB frames ``(T, H, W, 3)`` to an h264/yuv420p mp4. H and W must be even."""
+def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, crf: int = 18,
+                pix_fmt: str = "yuv420p") -> Path:
+    """Write uint8 RGB frames ``(T, H, W, 3)`` to an h264 mp4. H and W must be even.
+
+    ``crf=0, pix_fmt="yuv444p"`` is (near) lossless: what perturbed sweep videos use, so that the
+    perturbation, not the encoder, is what a model sees.
+    """
     import av
 
     frames = np.asarray(frames)
@@ -25,7 +30,7 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, crf: in
 
     with av.open(str(path), mode="w") as container:
         stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
         stream.options = {"crf": str(crf), "preset": "veryfast"}
         for frame in frames:
             for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):

@@ -13,8 +13,9 @@ Media are handled here, the same way for every image-text model:
   model's own chat template renders its own image placeholders and its processor expands them;
 * an ``image_url`` part (``file://``, a path, or a ``data:image/...;base64`` URL) becomes one image part,
   downscaled to the same pixel budget.
-Remote (http) media are not fetched. A decoded video is kept in a small per-actor cache, since several
-requests of a case show the same video.
+A request's own ``video`` overrides (``JudgeRequest.video``, e.g. an fps sweep) replace ``judge.video`` for
+that request. Remote (http) media are not fetched. A decoded video is kept in a small per-actor cache
+(keyed on path, size, mtime and sampling), since several requests of a case show the same video.
 
 Generation: left padding, ``do_sample = temperature > 0`` (then ``temperature`` and ``top_p``),
 ``max_new_tokens = judge.max_tokens`` (capped so prompt plus answer fit the model's positions),
@@ -74,18 +75,26 @@ def _plain(cfg: Any) -> dict:
     return copy.deepcopy(dict(cfg))
 
 
+def _config_error(message: str) -> Exception:
+    from vbench_ray.config import ConfigError
+
+    return ConfigError(message)
+
+
 def resolve_model_path(model: str | None, env_vars: dict | None = None) -> Path:
-    """``judge.model`` as a local checkpoint directory: a path, or a hub id already in the local HF cache."""
+    """``judge.model`` as a local checkpoint directory: a path, or a hub id already in the local HF cache.
+
+    Raises ``ConfigError`` (a ``ValueError``) naming ``judge.model`` otherwise."""
     if not model:
-        raise ValueError("judge.backend=hf needs judge.model: a local transformers checkpoint directory "
-                         "(or a hub id already in the local Hugging Face cache)")
+        raise _config_error("judge.backend=hf needs judge.model: a local transformers checkpoint directory "
+                            "(or a hub id already in the local Hugging Face cache)")
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise ValueError(f"judge.model={model} is not a transformers checkpoint (no config.json in {path})")
+            raise _config_error(f"judge.model={model} is not a transformers checkpoint (no config.json in {path})")
         return path.resolve()
     if path.exists():
-        raise ValueError(f"judge.model={model} is a file; it must be a checkpoint directory")
+        raise _config_error(f"judge.model={model} is a file; it must be a checkpoint directory")
     if not path.is_absolute() and str(model).count("/") == 1 and not str(model).startswith("."):
         cache = (env_vars or {}).get("HF_HUB_CACHE") or None
         if cache is None and (env_vars or {}).get("HF_HOME"):
@@ -95,10 +104,10 @@ def resolve_model_path(model: str | None, env_vars: dict | None = None) -> Path:
 
             return Path(snapshot_download(str(model), local_files_only=True, cache_dir=cache))
         except Exception as exc:
-            raise FileNotFoundError(f"judge.model={model}: not a local directory, and not in the local Hugging Face "
-                                    f"cache ({type(exc).__name__}); download it first or set judge.model to a "
-                                    "local checkpoint directory") from exc
-    raise FileNotFoundError(f"judge.model not found: {model} (set judge.model to a local checkpoint directory)")
+            raise _config_error(f"judge.model={model}: not a local directory, and not in the local Hugging Face "
+                                f"cache ({type(exc).__name__}); download it first or set judge.model to a "
+                                "local checkpoint directory") from exc
+    raise _config_error(f"judge.model not found: {model} (set judge.model to a local checkpoint directory)")
 
 
 class HFBackend(JudgeBackend):
@@ -109,9 +118,9 @@ class HFBackend(JudgeBackend):
         plain = _plain(cfg)
         hf = plain.get("hf") or {}
         if str(hf.get("dtype", "bfloat16")) not in DTYPES:
-            raise ValueError(f"judge.hf.dtype must be one of {DTYPES}, got {hf.get('dtype')!r}")
+            raise _config_error(f"judge.hf.dtype must be one of {DTYPES}, got {hf.get('dtype')!r}")
         if int(hf.get("batch_size", 1)) < 1 or int(hf.get("workers", 1)) < 1:
-            raise ValueError("judge.hf.batch_size and judge.hf.workers must be at least 1")
+            raise _config_error("judge.hf.batch_size and judge.hf.workers must be at least 1")
         env_vars = {str(k): str(v) for k, v in (plain.get("env_vars") or {}).items()}
         plain["model_path"] = str(resolve_model_path(plain.get("model"), env_vars))
         plain["label"] = self.model_label
@@ -125,7 +134,8 @@ class HFBackend(JudgeBackend):
 
         hf = self.worker_cfg["hf"]
         on_gpu = str(hf.get("device", "cpu")).startswith("cuda")
-        rows = [{"request_id": r.request_id, "messages": json.dumps(r.messages, ensure_ascii=False)} for r in requests]
+        rows = [{"request_id": r.request_id, "messages": json.dumps(r.messages, ensure_ascii=False),
+                 "video": json.dumps(getattr(r, "video", None) or {})} for r in requests]
         kwargs: dict[str, Any] = {}
         if self.worker_cfg["env_vars"]:
             kwargs["runtime_env"] = {"env_vars": self.worker_cfg["env_vars"]}
@@ -150,6 +160,11 @@ class HFBackend(JudgeBackend):
                                   model=self.model_label) for r in requests if r.request_id not in answered]
             if lost:
                 yield lost
+            return
+        missing = [r for r in requests if r.request_id not in answered]
+        if missing:  # never expected: the actor answers every row it is given
+            yield [JudgeResponse(r.request_id, error="hf judge pipeline returned no row for this request",
+                                 model=self.model_label) for r in missing]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -278,7 +293,7 @@ class HFJudgeWorker:
 
     # ---------------------------------------------------------------------------------------------- media
 
-    def _open_image(self, url: str):
+    def _open_image(self, url: str, video: dict):
         from PIL import Image
 
         if url.startswith("data:"):
@@ -292,44 +307,46 @@ class HFJudgeWorker:
                 raise MediaError(f"image not found: {path}")
             image = Image.open(path)
         image.load()
-        return fit_pixels(image.convert("RGB"), self.cfg["video"].get("max_pixels"))
+        return fit_pixels(image.convert("RGB"), video.get("max_pixels"))
 
-    def _video_frames(self, url: str) -> list:
+    def _video_frames(self, url: str, video: dict) -> list:
         if url.startswith("data:"):
             mime, data = _data_url_bytes(url)
             suffix = "." + (mime.split("/")[-1] if "/" in mime else "mp4")
             with tempfile.NamedTemporaryFile(suffix=suffix) as fh:
                 fh.write(data)
                 fh.flush()
-                return self._decode(fh.name)
+                return self._decode(fh.name, video)
         path = _url_to_path(url)
         try:
             st = path.stat()
         except OSError:
             raise MediaError(f"video not found: {path}") from None
-        key = (str(path), st.st_size, st.st_mtime_ns)
+        key = (str(path), st.st_size, st.st_mtime_ns, json.dumps(video, sort_keys=True))
         if key in self.videos:
             self.videos.move_to_end(key)
             return self.videos[key]
-        frames = self._decode(str(path))
+        frames = self._decode(str(path), video)
         self.videos[key] = frames
         while len(self.videos) > _VIDEO_CACHE:
             self.videos.popitem(last=False)
         return frames
 
-    def _decode(self, path: str) -> list:
+    def _decode(self, path: str, video: dict) -> list:
         from PIL import Image
 
         from vbench_ray.video.io import VideoReader, fps_indices
 
-        video = self.cfg["video"]
         reader = VideoReader(path)
         info = reader.info
         indices = fps_indices(info.num_frames, info.fps, float(video["fps"]), int(video["max_frames"]))
         return [fit_pixels(Image.fromarray(frame), video.get("max_pixels")) for frame in reader.read(indices)]
 
-    def prepare(self, messages: list[dict]) -> tuple[str, list]:
-        """The prompt text (the model's chat template) and the images, in order, of one request."""
+    def prepare(self, messages: list[dict], video: dict | None = None) -> tuple[str, list]:
+        """The prompt text (the model's chat template) and the images, in order, of one request.
+
+        ``video`` overrides ``judge.video`` for this request (``JudgeRequest.video``, e.g. an fps sweep)."""
+        video = {**self.cfg["video"], **(video or {})}
         conversation, images = [], []
         for message in messages:
             content = message.get("content")
@@ -344,7 +361,7 @@ class HFJudgeWorker:
                         raise MediaError(f"judge.model {self.label} takes no images, but the request has a {kind} part")
                     key = "video_url" if kind in ("video_url", "video") else "image_url"
                     url = _part_url(part, key if key in part else kind)
-                    frames = self._video_frames(url) if key == "video_url" else [self._open_image(url)]
+                    frames = self._video_frames(url, video) if key == "video_url" else [self._open_image(url, video)]
                     images.extend(frames)
                     out.extend({"type": "image"} for _ in frames)
                 else:
@@ -412,7 +429,8 @@ class HFJudgeWorker:
             rid = row["request_id"]
             started = time.perf_counter()
             try:
-                ready.append((rid, self.prepare(json.loads(row["messages"])), time.perf_counter() - started))
+                override = json.loads(row.get("video") or "{}")
+                ready.append((rid, self.prepare(json.loads(row["messages"]), override), time.perf_counter() - started))
             except Exception as exc:
                 responses.append(self._error(rid, exc, time.perf_counter() - started))
         if ready:

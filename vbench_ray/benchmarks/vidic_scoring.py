@@ -1,0 +1,448 @@
+"""ViDiC-1K: checklist questions, the three judge phases' requests and parsers, the question table,
+and the accuracies Sim, Diff and Avg.
+
+Spec: ViDiC paper (seeds/002) §3.3.2 (accuracy, Eq. 1), Table 2 (Avg, Diff, Sim and the seven class
+columns), App. G.3 (prompt of the model under test), G.4 (judge protocol), G.5 (error analyst), §F
+(error analysis); official code facts in ANCHORS.md §2:
+
+* **describe**: the model under test sees the G.3 prompt, then Video A (``video1_path``) and Video B
+  (``video2_path``), and writes a free-text comparison. Request id ``vidic/{index}/{variant}/describe/response``.
+* **judge**: a text-only judge answers each checklist question from that description alone, one request
+  per question: system ``"You are a rigorous video analysis assistant. This is a {section} problem."``
+  (section = ``Similarities`` | ``Differences``, as in the official code), user = the G.4 protocol with the
+  description and the question. Ids ``.../judge/sim{k}`` and ``.../judge/diff{k}`` (k = position in its
+  list, from 0). Parsing follows the official order: a fenced ```json block, then the whole text as JSON,
+  then the pattern ``answer: yes|no|unsure`` (ASCII or full-width colon). ``unsure`` or anything else is
+  invalid and re-asked; after the retries the question counts wrong.
+* **error** (optional, G.5): for each question the judge answered wrongly, an analyst names one of five
+  error categories. Ids ``.../error/sim{k}`` / ``.../error/diff{k}``.
+
+Scoring: a question is correct when the judge's answer equals ``correct_answer`` (case-insensitive).
+``Sim`` / ``Diff`` are the accuracy over similarity / difference questions, ``Avg`` the accuracy over all
+questions pooled (Table 2's Avg is *not* the mean of Sim and Diff: Human 94.46 vs (92.99 + 98.57) / 2), all
+in percent. Questions whose description is missing or unusable, whose judge answer never became valid,
+or whose case lost its videos are counted wrong (as the official code's ``"error"`` answer is); they are
+reported as ``n_invalid``. CIs resample whole cases (a case's questions share one description).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from vbench_ray.judges.base import JudgeRequest
+from vbench_ray.judges.parsing import Parsed, extract_json, register_parser, strip_thinking
+from vbench_ray.stats import ratio_ci
+
+# Table 2's seven classes, in the paper's order of the G.3 framework.
+CLASSES = ("Subject", "Style", "Background", "Camera", "Motion", "Position", "Playback Technique")
+# The official checklist spells classes in lower case ("playback technique"); the paper's G.2 headings
+# give the longer names. Keys are normalised with ``_norm_class``.
+CLASS_ALIASES = {
+    **{c.lower(): c for c in CLASSES},
+    "camera work": "Camera",
+    "subject motion": "Motion",
+    "positional relationship": "Position",
+    "playback": "Playback Technique",
+}
+# (checklist key, id tag, metric) per section
+SECTIONS = (("Similarities", "sim", "Sim"), ("Differences", "diff", "Diff"))
+SECTION_TAG = {s: t for s, t, _ in SECTIONS}
+METRICS = ("Sim", "Diff", "Avg")
+ANSWERS = ("yes", "no")
+ERROR_TYPES = ("Hallucination", "Missed Detection", "Self-Contradiction", "Vague / Imprecise", "Reasoning Error")
+ORDERS = ("forward", "reverse")
+# variant_params keys that change the frame sampling of the model under test (JudgeRequest.video)
+VIDEO_PARAMS = ("fps", "max_frames", "max_pixels")
+
+JUDGE_SYSTEM = "You are a rigorous video analysis assistant. This is a {section} problem."
+
+
+def prompt(name: str) -> str:
+    return resources.files("vbench_ray.judges.prompts").joinpath("vidic", f"{name}.txt").read_text(encoding="utf-8")
+
+
+def fill(template: str, **values: str) -> str:
+    """``{name}`` placeholders replaced in one pass (a description containing ``{question}`` stays as is)."""
+    return re.sub(r"\{(" + "|".join(values) + r")\}", lambda m: values[m.group(1)], template)
+
+
+# ----------------------------------------------------------------------------- checklist questions
+
+@dataclass(frozen=True)
+class Question:
+    section: str  # Similarities | Differences
+    k: int  # position in its section's list, from 0
+    cls: str  # canonical class (CLASSES)
+    question: str
+    correct_answer: str  # yes | no
+
+    @property
+    def tag(self) -> str:
+        return f"{SECTION_TAG[self.section]}{self.k}"
+
+
+def _norm_class(value: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
+
+
+def canonical_class(value: Any) -> str | None:
+    return CLASS_ALIASES.get(_norm_class(value)) if isinstance(value, str) else None
+
+
+def parse_questions(item: Any, where: str) -> tuple[list[Question], list[str]]:
+    """The checklist questions of one item and the problems found, each naming its field
+    (``checklist.json: item[3] (index=3).structured_analysis.Differences[1].class: ...``)."""
+    if not isinstance(item, dict):
+        return [], [f"{where}: expected an object, got {type(item).__name__}"]
+    analysis = item.get("structured_analysis")
+    if not isinstance(analysis, dict):
+        return [], [f"{where}.structured_analysis: expected an object with Similarities and Differences lists, "
+                    f"got {type(analysis).__name__}"]
+    questions, errors = [], []
+    for section, _, _ in SECTIONS:
+        entries = analysis.get(section, [])  # a missing section is an empty one (official code)
+        if entries is None:
+            entries = []
+        if not isinstance(entries, list):
+            errors.append(f"{where}.structured_analysis.{section}: expected a list, got {type(entries).__name__}")
+            continue
+        for k, q in enumerate(entries):
+            qw = f"{where}.structured_analysis.{section}[{k}]"
+            if not isinstance(q, dict):
+                errors.append(f"{qw}: expected an object, got {type(q).__name__}")
+                continue
+            problems = []
+            cls = canonical_class(q.get("class"))
+            if cls is None:
+                problems.append(f"{qw}.class: unknown class {q.get('class')!r} (expected one of "
+                                f"{[c.lower() for c in CLASSES]})")
+            text = q.get("question")
+            if not isinstance(text, str) or not text.strip():
+                problems.append(f"{qw}.question: missing or empty")
+            gold = q.get("correct_answer")
+            if not isinstance(gold, str) or gold.strip().lower() not in ANSWERS:
+                problems.append(f"{qw}.correct_answer: expected 'yes' or 'no', got {gold!r}")
+            if problems:
+                errors += problems
+                continue
+            questions.append(Question(section, k, cls, text.strip(), gold.strip().lower()))
+    return questions, errors
+
+
+def item_questions(case: dict) -> list[Question]:
+    """The questions of a case row (empty when its annotations are unusable)."""
+    try:
+        item = json.loads(case.get("annotations") or "null")
+    except json.JSONDecodeError:
+        return []
+    questions, errors = parse_questions(item, "")
+    return [] if errors else questions
+
+
+def pair_key(video1: str, video2: str) -> tuple[str, str]:
+    """The official join key of a checklist item and a response, with ``./`` and ``//`` normalised."""
+    return posixpath.normpath(video1), posixpath.normpath(video2)
+
+
+# ----------------------------------------------------------------------------- request ids
+
+def request_id(case: dict, stage: str, group: str) -> str:
+    return f"vidic/{case['case_id']}/{case['variant']}/{stage}/{group}"
+
+
+def describe_id(case: dict) -> str:
+    return request_id(case, "describe", "response")
+
+
+# ----------------------------------------------------------------------------- describe (G.3)
+
+def _video_part(path: str) -> dict:
+    return {"type": "video_url", "video_url": {"url": Path(path).resolve().as_uri()}}
+
+
+def variant_params(case: dict) -> dict:
+    raw = case.get("variant_params")
+    if not raw:
+        return {}
+    params = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    if not isinstance(params, dict):
+        raise ValueError(f"case {case['case_id']} variant {case['variant']}: variant_params must be a JSON object")
+    return params
+
+
+def describe_request(case: dict) -> JudgeRequest:
+    """The G.3 prompt, then ``Video A:`` + video1 and ``Video B:`` + video2.
+
+    ``variant_params.order == "reverse"`` presents Video B first; each video keeps its own label, so the
+    description still speaks of Video A and Video B as the checklist does (the paper's order study, §4.2:
+    "Reverse (inputting Video B followed by Video A)"). ``fps`` / ``max_frames`` / ``max_pixels`` set the
+    request's frame sampling (``JudgeRequest.video``).
+    """
+    params = variant_params(case)
+    order = params.get("order", "forward")
+    if order not in ORDERS:
+        raise ValueError(f"case {case['case_id']} variant {case['variant']}: variant_params.order must be one of "
+                         f"{list(ORDERS)}, got {order!r}")
+    a = [{"type": "text", "text": "Video A:"}, _video_part(case["source_path"])]
+    b = [{"type": "text", "text": "Video B:"}, _video_part(case["edited_path"])]
+    videos = b + a if order == "reverse" else a + b
+    video = {k: params[k] for k in VIDEO_PARAMS if k in params} or None
+    return JudgeRequest(
+        request_id=describe_id(case),
+        messages=[{"role": "user", "content": [{"type": "text", "text": prompt("describe")}, *videos]}],
+        case_id=case["case_id"], variant=case["variant"], stage="describe", group="response",
+        parser="free_text", video=video)
+
+
+@register_parser("free_text")
+def parse_free_text(text: str, expected: Any = None) -> Parsed:
+    """Any non-empty text (after a reasoning model's ``</think>``); the value is that text, stripped."""
+    body = strip_thinking(text or "").strip()
+    if not body:
+        return Parsed(False, error="the answer is empty")
+    return Parsed(True, value=body)
+
+
+# ----------------------------------------------------------------------------- judge (G.4)
+
+def judge_request(case: dict, q: Question, description: str) -> JudgeRequest:
+    return JudgeRequest(
+        request_id=request_id(case, "judge", q.tag),
+        messages=[{"role": "system", "content": JUDGE_SYSTEM.format(section=q.section)},
+                  {"role": "user", "content": fill(prompt("judge"), description=description, question=q.question)}],
+        case_id=case["case_id"], variant=case["variant"], stage="judge", group=q.tag, parser="vidic_judge")
+
+
+_FENCED_JSON = re.compile(r"```json\s*(.*?)\s*```", re.DOTALL | re.IGNORECASE)
+# The official pattern, also matching a JSON key's closing quote (`"answer": "yes"` outside a fence).
+_ANSWER_RE = re.compile(r"answer[\"']?\s*[:：]\s*[\"']?(yes|no|unsure)", re.IGNORECASE)
+
+
+def _judge_answer(text: str) -> tuple[Any, str, str]:
+    """(answer, explanation, how) by the official order: fenced json, whole text as JSON, regex."""
+    m = _FENCED_JSON.search(text)
+    if m:
+        try:
+            data = json.loads(m.group(1))
+            if isinstance(data, dict):
+                return data.get("answer"), str(data.get("explanation", "")), "json block"
+        except json.JSONDecodeError:
+            pass
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            return data.get("answer"), str(data.get("explanation", "")), "json"
+    except json.JSONDecodeError:
+        pass
+    m = _ANSWER_RE.search(text)
+    if m:
+        reason = re.search(r"(explanation|because|reason)[:：]?\s*(.*)", text, re.IGNORECASE | re.DOTALL)
+        return m.group(1), (reason.group(2).strip() if reason else text.strip()), "regex"
+    return None, "", "none"
+
+
+@register_parser("vidic_judge")
+def parse_judge(text: str, expected: Any = None) -> Parsed:
+    """``{"answer": "yes"|"no", "explanation"}``; ``unsure``, a missing answer or anything else is invalid."""
+    answer, explanation, how = _judge_answer(strip_thinking(text or ""))
+    if answer is None:
+        if how == "none":
+            return Parsed(False, error='no JSON object with an "answer" and no "answer: yes/no" in the reply')
+        return Parsed(False, error='the JSON object has no "answer" field')
+    norm = str(answer).strip().strip(".!\"' ").lower()
+    if norm not in ANSWERS:
+        return Parsed(False, error=f'the answer must be "yes" or "no", got {str(answer)[:40]!r}')
+    return Parsed(True, value={"answer": norm, "explanation": explanation},
+                  note=None if how != "regex" else "answer found by the answer: pattern")
+
+
+# ----------------------------------------------------------------------------- error analysis (G.5)
+
+def error_request(case: dict, q: Question, description: str, judged: dict) -> JudgeRequest:
+    user = (f"[Question]\n{q.question}\n\n[Correct Answer]\n{q.correct_answer}\n\n"
+            f"[Model's Description]\n{description}\n\n[Model's Predicted Answer]\n{judged['answer']}\n\n"
+            f"[Judge's Reason]\n{judged.get('explanation') or '(none)'}")
+    return JudgeRequest(
+        request_id=request_id(case, "error", q.tag),
+        messages=[{"role": "system", "content": prompt("error_analysis")}, {"role": "user", "content": user}],
+        case_id=case["case_id"], variant=case["variant"], stage="error", group=q.tag, parser="vidic_error_type")
+
+
+_ERROR_KEYWORDS = (  # first match wins; checked on the lower-cased label
+    ("self contradiction", "Self-Contradiction"), ("contradict", "Self-Contradiction"),
+    ("hallucinat", "Hallucination"), ("non existent", "Hallucination"),
+    ("missed", "Missed Detection"), ("incomplete", "Missed Detection"), ("omission", "Missed Detection"),
+    ("vague", "Vague / Imprecise"), ("imprecise", "Vague / Imprecise"),
+    ("reasoning", "Reasoning Error"),
+)
+
+
+def error_category(label: Any) -> str | None:
+    """One of ``ERROR_TYPES`` for a label like ``"Missed Detection (Incomplete)"`` or ``"2"``."""
+    text = re.sub(r"[\s_\-/]+", " ", str(label).strip().lower())
+    if re.fullmatch(r"[1-5]\.?", text):
+        return ERROR_TYPES[int(text[0]) - 1]
+    for key, category in _ERROR_KEYWORDS:
+        if key in text:
+            return category
+    return None
+
+
+@register_parser("vidic_error_type")
+def parse_error_type(text: str, expected: Any = None) -> Parsed:
+    try:
+        data = extract_json(text)
+    except ValueError as exc:
+        return Parsed(False, error=str(exc))
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    if not isinstance(data, dict) or "error_type" not in data:
+        return Parsed(False, error='expected a JSON object with "error_type" and "explanation"')
+    category = error_category(data["error_type"])
+    if category is None:
+        return Parsed(False, error=f"error_type {str(data['error_type'])[:60]!r} is not one of {list(ERROR_TYPES)}")
+    return Parsed(True, value={"error_type": category, "explanation": str(data.get("explanation", ""))})
+
+
+# ----------------------------------------------------------------------------- building the phases
+
+def scorable(case: dict) -> bool:
+    return not case.get("error_load")
+
+
+def describe_text(case: dict, results: dict) -> str | None:
+    result = results.get(describe_id(case))
+    return result.value if result is not None and result.status == "ok" else None
+
+
+def judge_requests(cases: Iterable[dict], results: dict) -> list[JudgeRequest]:
+    """One request per question of every case whose description came back usable."""
+    out = []
+    for case in cases:
+        text = describe_text(case, results) if scorable(case) else None
+        if text is not None:
+            out += [judge_request(case, q, text) for q in item_questions(case)]
+    return out
+
+
+def error_requests(cases: Iterable[dict], results: dict) -> list[JudgeRequest]:
+    """One request per question the judge answered validly but wrongly."""
+    out = []
+    for case in cases:
+        text = describe_text(case, results) if scorable(case) else None
+        if text is None:
+            continue
+        for q in item_questions(case):
+            r = results.get(request_id(case, "judge", q.tag))
+            if r is not None and r.status == "ok" and r.value["answer"] != q.correct_answer:
+                out.append(error_request(case, q, text, r.value))
+    return out
+
+
+# ----------------------------------------------------------------------------- question table
+
+JUDGMENT_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("variant", pa.string()), ("section", pa.string()), ("k", pa.int64()),
+    ("class", pa.string()), ("question", pa.string()), ("correct_answer", pa.string()), ("answer", pa.string()),
+    ("correct", pa.bool_()), ("status", pa.string()), ("request_id", pa.string()), ("explanation", pa.string()),
+    ("error_type", pa.string()),
+])
+
+
+def judgment_rows(case: dict, results: dict) -> list[dict]:
+    """One row per checklist question. ``status``: the judge request's final status (``ok``, ``invalid``,
+    ``error``), or why no judge request was sent: ``describe_invalid`` / ``describe_error`` /
+    ``describe_missing`` (no usable description) or ``load_error`` (the case's videos failed to load)."""
+    questions = item_questions(case)
+    if not questions:
+        return []
+    if not scorable(case):
+        upstream = "load_error"
+    else:
+        d = results.get(describe_id(case))
+        upstream = None if d is not None and d.status == "ok" else f"describe_{d.status if d else 'missing'}"
+    rows = []
+    for q in questions:
+        rid = request_id(case, "judge", q.tag)
+        answer = explanation = error_type = None
+        if upstream:
+            status = upstream
+        else:
+            r = results.get(rid)
+            status = r.status if r is not None else "missing"
+            if status == "ok":
+                answer, explanation = r.value["answer"], r.value.get("explanation")
+        if answer is not None and answer != q.correct_answer:
+            e = results.get(request_id(case, "error", q.tag))
+            error_type = e.value["error_type"] if e is not None and e.status == "ok" else None
+        rows.append({"case_id": case["case_id"], "variant": case["variant"], "section": q.section, "k": q.k,
+                     "class": q.cls, "question": q.question, "correct_answer": q.correct_answer, "answer": answer,
+                     "correct": answer is not None and answer.lower() == q.correct_answer.lower(),
+                     "status": status, "request_id": rid, "explanation": explanation, "error_type": error_type})
+    return rows
+
+
+# ----------------------------------------------------------------------------- metrics
+
+def accuracy(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict:
+    """Pooled accuracy in percent over ``rows`` (questions), with a case-resampling bootstrap CI."""
+    per_case: dict[str, list[int]] = {}
+    for r in rows:
+        c = per_case.setdefault(r["case_id"], [0, 0])
+        c[0] += bool(r["correct"])
+        c[1] += 1
+    n = sum(c[1] for c in per_case.values())
+    out = {"value": None, "ci95": None, "n": n, "n_cases": len(per_case),
+           "n_correct": sum(c[0] for c in per_case.values()),
+           "n_invalid": sum(1 for r in rows if r["status"] != "ok"), "scale": "percent"}
+    if n == 0:
+        return out
+    cases = sorted(per_case)
+    sums = np.array([100.0 * per_case[c][0] for c in cases])
+    counts = np.array([float(per_case[c][1]) for c in cases])
+    out["value"] = float(sums.sum() / counts.sum())
+    out["ci95"] = ratio_ci(sums, counts, seed=seed, n_resamples=n_resamples, confidence=confidence)
+    return out
+
+
+def section_metrics(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict[str, dict]:
+    """``Sim`` (similarity questions), ``Diff`` (difference questions), ``Avg`` (all of them pooled)."""
+    args = (seed, n_resamples, confidence)
+    return {"Sim": accuracy([r for r in rows if r["section"] == "Similarities"], *args),
+            "Diff": accuracy([r for r in rows if r["section"] == "Differences"], *args),
+            "Avg": accuracy(rows, *args)}
+
+
+def by_class(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict[str, dict]:
+    """Sim / Diff / Avg per class (Table 2's class columns are the Avg), all seven classes listed."""
+    keep = ("value", "ci95", "n", "n_cases", "n_invalid")
+    out = {}
+    for cls in CLASSES:
+        metrics = section_metrics([r for r in rows if r["class"] == cls], seed, n_resamples, confidence)
+        out[cls] = {m: {k: v for k, v in s.items() if k in keep} for m, s in metrics.items()}
+    return out
+
+
+def error_type_counts(rows: list[dict]) -> dict:
+    """Counts of the G.5 categories over the wrongly answered questions (Table 6)."""
+    wrong = [r for r in rows if r["status"] == "ok" and not r["correct"]]
+    typed = [r for r in wrong if r["error_type"]]
+
+    def counts(subset: list[dict]) -> dict[str, int]:
+        return {t: sum(1 for r in subset if r["error_type"] == t) for t in ERROR_TYPES}
+
+    total = counts(typed)
+    return {"counts": total,
+            "percent": {t: (100.0 * v / len(typed) if typed else None) for t, v in total.items()},
+            "n_wrong": len(wrong), "n_analysed": len(typed), "n_unanalysed": len(wrong) - len(typed),
+            "by_section": {metric: counts([r for r in typed if r["section"] == section])
+                           for section, _, metric in SECTIONS}}
