@@ -152,6 +152,7 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
         _section("Headline metrics", _headline(metrics)),
         _section("By category", _category_charts(summary.get("by_category"), metrics)),
         _variants(summary.get("by_variant"), scales),
+        _sweep_charts(summary.get("sweep"), summary.get("by_variant"), scales),
         _judge(summary.get("judge")),
         _section("Failures", _failures(summary.get("failures"))),
         _section("Exclusions", _exclusions(summary.get("exclusions"))),
@@ -238,6 +239,29 @@ def _variants(by_variant: Any, scales: dict) -> str:
             cells.append(f'{_fmt(m.get("value"), scales.get(name))}<br><small>{ci} n={n}</small>')
         rows.append(cells)
     return _section("By variant", _table(["Variant", *names], rows, ' id="by-variant" class="num"'))
+
+
+def _sweep_charts(sweep: Any, by_variant: Any, scales: dict) -> str:
+    """Score against each swept axis (fps, resolution, noise level, input order), base first."""
+    if not isinstance(sweep, dict) or not isinstance(by_variant, dict):
+        return ""
+    axes: dict[str, list[tuple[Any, str]]] = {}
+    for v in sweep.get("variants") or []:
+        if v.get("axis"):
+            axes.setdefault(v["axis"], []).append((v.get("value"), v["name"]))
+    blocks = []
+    for axis, members in axes.items():
+        members = sorted(members, key=lambda m: (isinstance(m[0], str), m[0]))
+        labels = [("base", "base")] + [(name, name) for _, name in members]
+        charts = []
+        for metric in _metric_names(by_variant.values(), scales):
+            per = {label: (by_variant.get(name) or {}).get(metric) or {} for label, name in labels}
+            svg = _bar_chart(metric, per, scales.get(metric))
+            charts.append(f'<figure class="chart"><figcaption>{_esc(metric)} vs {_esc(axis)}</figcaption>{svg}</figure>')
+        blocks.append(f'<h3>{_esc(axis)}</h3><div class="charts">{"".join(charts)}</div>')
+    if not blocks:
+        return ""
+    return _section(f"Sweep: {sweep.get('name', '')}", "".join(blocks))
 
 
 def _metric_names(groups: Iterable[Any], scales: dict) -> list[str]:
