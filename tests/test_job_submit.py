@@ -78,7 +78,8 @@ def test_job_submit_runs_cove_on_a_local_head(ray_head, cove_data, tmp_path):
     cmd = [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", str(REPO), "--",
            "python", "jobs/cove.py", "configs/cove.yaml",
            f"data.checklist={cove_data['checklist']}", f"data.source_dir={cove_data['source_dir']}",
-           f"data.edited_dir={cove_data['edited_dir']}", f"output.dir={out}", "wandb.mode=offline"]
+           f"data.edited_dir={cove_data['edited_dir']}", f"output.dir={out}", "wandb.mode=offline",
+           "metrics.enabled=[SSIM,MSM,MF]"]
     for _ in range(12):  # the head's job agent comes up a few seconds after `ray start` returns
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
         if "No available agent" not in proc.stderr:

@@ -31,6 +31,7 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
@@ -66,6 +67,7 @@ VIDEO_PARAMS = ("fps", "max_frames", "max_pixels")
 JUDGE_SYSTEM = "You are a rigorous video analysis assistant. This is a {section} problem."
 
 
+@lru_cache(maxsize=None)
 def prompt(name: str) -> str:
     return resources.files("vbench_ray.judges.prompts").joinpath("vidic", f"{name}.txt").read_text(encoding="utf-8")
 
