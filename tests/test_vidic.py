@@ -499,3 +499,40 @@ def test_report_renders(vidic_data, tmp_path):
     result = run(cfg)
     assert result.report_path.exists() and "Avg" in result.report_path.read_text()
     shutil.rmtree(tmp_path / "r")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_robustness_sweep_end_to_end_with_replay(vidic_data, tmp_path, ray_local):
+    """The shipped sweep's axes on 3 synthetic pairs: every variant's requests answered by a scripted
+    model and a perfect judge; perturbed videos rendered once per (video, variant), reused on re-run."""
+    from vbench_ray.sweeps import load_sweep
+
+    checklist, root = Path(vidic_data["checklist"]), vidic_data["video_root"]
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(f"base: {VIDIC}\nname: mini_robustness\naxes:\n  fps: [0.5, 1]\n  resolution: [48]\n"
+                          "  noise: [noise:15, blur:5, saturation:0.5]\n  order: [forward, reverse]\n")
+    variants = [v.name for v in load_sweep(sweep_file, [f"data.checklist={checklist}", "output.dir=x"]).variants]
+    assert variants == ["base", "fps:0.5", "fps:1", "res:48", "noise:15", "blur:5", "saturation:0.5", "order:reverse"]
+    lines = []
+    for item in _gold(vidic_data)[:3]:
+        for v in variants:
+            lines.append({"request_id": f"vidic/{item['index']}/{v}/describe/response", "text": DESCRIPTION})
+            for q in scoring.parse_questions(item, "")[0]:
+                lines.append({"request_id": f"vidic/{item['index']}/{v}/judge/{q.tag}", "text": _json_answer(q.correct_answer)})
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "run"
+    args = [f"data.checklist={checklist}", f"data.video_root={root}", f"output.dir={out}", "run.limit=3",
+            "wandb.mode=disabled", *_replay(answers)]
+    sweep = load_sweep(sweep_file, args)
+    first = run(sweep.config, variants=sweep.variants).summary
+    assert set(first["by_variant"]) == set(variants)
+    assert all(m["Avg"]["value"] == 100.0 for m in first["by_variant"].values())
+    # 3 pairs = 6 videos, each decoded once per pixel-changing variant (res, noise, blur, saturation)
+    assert first["sweep"]["rendered"] == first["sweep"]["videos_decoded"] == 6 * 4
+    log = [json.loads(line) for line in (out / "judge_log.jsonl").read_text().splitlines()]
+    describe = {r["request_id"] for r in log if "/describe/" in r["request_id"]}
+    assert len(describe) == 3 * len(variants)
+    again = run(load_sweep(sweep_file, args).config, variants=sweep.variants).summary
+    assert again["sweep"]["rendered"] == 0 and again["by_variant"] == first["by_variant"]

@@ -2,7 +2,7 @@
 
     vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
     vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
-    vbench-ray synth cove --out DIR --n N        write a synthetic mini benchmark in the official layout
+    vbench-ray synth cove|vidic --out DIR --n N  write a synthetic mini benchmark in the official layout
     vbench-ray report RUN_DIR                    (re)write RUN_DIR/report.html from the run's files
     vbench-ray demo [--out DIR]                  synth + run on the embedded default, print where things are
 """
@@ -66,12 +66,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_synth(args: argparse.Namespace) -> int:
     if args.benchmark == "cove":
-        from vbench_ray.synth.cove import synth_cove
-
-        info = synth_cove(Path(args.out), n=args.n, seed=args.seed)
+        from vbench_ray.synth.cove import synth_cove as synth
     else:
-        raise SystemExit(f"unknown benchmark for synth: {args.benchmark}")
-    print(json.dumps({k: str(v) for k, v in info.items() if k != "edits"}, indent=2))
+        from vbench_ray.synth.vidic import synth_vidic as synth
+    info = synth(Path(args.out), n=args.n, seed=args.seed)
+    print(json.dumps({k: str(v) for k, v in info.items() if not isinstance(v, dict)}, indent=2))
     return 0
 
 
@@ -117,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("synth", help="write a synthetic mini benchmark")
-    p.add_argument("benchmark", choices=["cove"])
+    p.add_argument("benchmark", choices=["cove", "vidic"])
     p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
