@@ -81,21 +81,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+DEMO_NOTE = ("The checklist judge of this demo is a tiny model with random weights, built offline: its "
+             "UAS/IFS/VRS/SEM mean nothing (most answers are invalid and count as wrong). It shows the "
+             "judge path running end to end; point judge.model at a real VLM for real scores.")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The embedded default: a synthetic mini CoVEBench evaluated on local Ray."""
+    """The embedded default: a synthetic mini CoVEBench, objective metrics and a tiny random judge, on local Ray."""
     from vbench_ray.config import load_config
+    from vbench_ray.judges.tiny import build_tiny_judge
     from vbench_ray.runner import run
     from vbench_ray.synth.cove import synth_cove
 
     out = Path(args.out).resolve()
     data = synth_cove(out / "data", n=args.n, seed=args.seed)
+    judge = build_tiny_judge(out / "tiny-judge", seed=args.seed)
     cfg = load_config(REPO_CONFIGS / "cove.yaml", [
         f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
         f"data.edited_dir={data['edited_dir']}", f"output.dir={out / 'run'}", f"run.seed={args.seed}",
+        "judge.backend=hf", f"judge.model={judge}", "judge.name=tiny-random-judge", "judge.max_tokens=48",
+        "judge.max_retries=1", "judge.video.max_frames=4", f"run.notes=[{json.dumps(DEMO_NOTE)}]",
         *args.overrides])
     result = run(cfg)
     print(f"synthetic data: {out / 'data'}")
     _print_result(result)
+    print(f"note: {DEMO_NOTE}")
     return 0
 
 

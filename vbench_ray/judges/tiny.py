@@ -102,8 +102,9 @@ def _write(tmp: Path, seed: int) -> None:
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     text = Qwen2Config(vocab_size=len(tok), **TEXT, tie_word_embeddings=True, initializer_range=INIT_STD,
                        bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD])
-    config = LlavaConfig(vision_config=CLIPVisionConfig(**VISION, initializer_range=INIT_STD).to_dict(), text_config=text.to_dict(),
-                         image_token_index=ids[IMAGE], image_seq_length=(VISION["image_size"] // VISION["patch_size"]) ** 2,
+    vision = CLIPVisionConfig(**VISION, initializer_range=INIT_STD)
+    config = LlavaConfig(vision_config=vision.to_dict(), text_config=text.to_dict(), image_token_index=ids[IMAGE],
+                         image_seq_length=(VISION["image_size"] // VISION["patch_size"]) ** 2,
                          vision_feature_select_strategy="default", vision_feature_layer=-1,
                          tie_word_embeddings=True, dtype="bfloat16")
     torch.manual_seed(seed)
@@ -118,8 +119,8 @@ def _write(tmp: Path, seed: int) -> None:
                                vision_feature_select_strategy="default", chat_template=CHAT_TEMPLATE,
                                image_token=IMAGE, num_additional_image_tokens=1)
     processor.save_pretrained(tmp)
-    (tmp / "README.md").write_text("A tiny RANDOM-WEIGHT LLaVA built by vbench_ray.judges.tiny for plumbing tests and the "
-                                   "demo. Its answers and any score computed from them mean nothing.\n")
+    (tmp / "README.md").write_text("A tiny RANDOM-WEIGHT LLaVA built by vbench_ray.judges.tiny for plumbing tests and "
+                                   "the demo. Its answers and any score computed from them mean nothing.\n")
 
 
 def is_built(out_dir: str | Path) -> bool:

@@ -136,6 +136,9 @@ class HFBackend(JudgeBackend):
         on_gpu = str(hf.get("device", "cpu")).startswith("cuda")
         rows = [{"request_id": r.request_id, "messages": json.dumps(r.messages, ensure_ascii=False),
                  "video": json.dumps(getattr(r, "video", None) or {})} for r in requests]
+        if on_gpu and ray.cluster_resources().get("GPU", 0) < 1:
+            log.warning("hf judge: judge.hf.device=%s but the Ray cluster has no GPU; Ray Data waits for one "
+                        "(set judge.hf.device=cpu to run on CPU)", hf.get("device"))
         kwargs: dict[str, Any] = {}
         if self.worker_cfg["env_vars"]:
             kwargs["runtime_env"] = {"env_vars": self.worker_cfg["env_vars"]}
@@ -268,6 +271,8 @@ class HFJudgeWorker:
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         self.multimodal = hasattr(self.processor, "image_processor")
         self.model = self._load_model(path).to(device).eval()
+        if self.dtype == "auto":  # the checkpoint's own dtype: cast pixel inputs to it
+            self.dtype = self.model.dtype
         self.tokenizer.padding_side = "left"
         if getattr(self.processor, "tokenizer", None) is not None:
             self.processor.tokenizer.padding_side = "left"
@@ -386,7 +391,7 @@ class HFJudgeWorker:
         inputs = {}
         for key, value in enc.items():
             if isinstance(value, torch.Tensor):
-                is_float = value.is_floating_point() and self.dtype != "auto"
+                is_float = value.is_floating_point()
                 value = value.to(self.device, dtype=self.dtype) if is_float else value.to(self.device)
             inputs[key] = value
         prompt_len = inputs["input_ids"].shape[1]
