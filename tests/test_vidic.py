@@ -536,3 +536,35 @@ def test_robustness_sweep_end_to_end_with_replay(vidic_data, tmp_path, ray_local
     assert len(describe) == 3 * len(variants)
     again = run(load_sweep(sweep_file, args).config, variants=sweep.variants).summary
     assert again["sweep"]["rendered"] == 0 and again["by_variant"] == first["by_variant"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sweep_with_the_tiny_models(vidic_data, tmp_path, ray_local):
+    """The real path: a tiny random VLM (hf backend) describes each pair under every variant, the same tiny
+    model judges the text; every variant is scored and is its own offline wandb run in the sweep's group."""
+    from vbench_ray.judges.tiny import build_tiny_judge
+    from vbench_ray.sweeps import load_sweep
+
+    tiny = build_tiny_judge(tmp_path / "tiny")
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(f"base: {VIDIC}\nname: tiny_sweep\naxes:\n  fps: [1]\n  noise: [blur:5]\n"
+                          "  order: [reverse]\n")
+    out = tmp_path / "run"
+    args = [f"data.checklist={vidic_data['checklist']}", f"data.video_root={vidic_data['video_root']}",
+            f"output.dir={out}", "run.limit=2", "wandb.mode=offline", "report.enabled=false"]
+    for role in ("model", "judge"):
+        args += [f"{role}.backend=hf", f"{role}.model={tiny}", f"{role}.max_tokens=16", f"{role}.max_retries=0",
+                 f"{role}.video.max_frames=8"]
+    sweep = load_sweep(sweep_file, args)
+    s = run(sweep.config, variants=sweep.variants).summary
+    assert set(s["by_variant"]) == {"base", "fps:1", "blur:5", "order:reverse"}
+    describe = [json.loads(line) for line in (out / "judge_log.jsonl").read_text().splitlines()
+                if "/describe/" in line]
+    assert len(describe) == 2 * 4 and all(r["text"] is not None and r["prompt_tokens"] for r in describe)
+    tokens = {r["request_id"].split("/")[2]: r["prompt_tokens"] for r in describe if r["request_id"].startswith("vidic/0/")}
+    assert tokens["fps:1"] < tokens["base"]  # 3 s clips: 3 frames per video at 1 fps, 6 at the base 2 fps
+    for v in s["by_variant"].values():
+        assert v["Avg"]["n"] > 0 and 0.0 <= v["Avg"]["value"] <= 100.0
+    runs = list((out / "wandb").glob("offline-run-*"))
+    assert len(runs) == 4
