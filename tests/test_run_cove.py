@@ -161,7 +161,7 @@ def test_killed_run_restarts_without_recomputing(cove_data, tmp_path, ray_local)
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
     try:
-        deadline = time.time() + 180
+        deadline = time.time() + 300
         while time.time() < deadline and len(list((out / "cases").glob("part-*.parquet"))) < 3:
             assert proc.poll() is None, "the run ended before it could be killed"
             time.sleep(0.05)
