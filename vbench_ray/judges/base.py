@@ -47,6 +47,8 @@ class HTTPJudgeConfig:
     api_key_env: Optional[str] = None  # name of the environment variable holding the API key (never logged)
     qps: Optional[float] = None  # request rate limit per worker
     max_retries: int = 3  # transport retries (5xx, 429, timeouts) with backoff, before the judge's own retries
+    retry_wait_s: float = 1.0  # first backoff wait; doubles per retry (a server's Retry-After wins)
+    send_sampling: bool = True  # false: send no temperature/top_p/max_tokens/seed (APIs that reject them)
     timeout_s: float = 600.0
     concurrency: int = 4  # parallel HTTP workers
     media: str = "file"  # how videos reach the server: file (file:// URL, server on this machine) | base64

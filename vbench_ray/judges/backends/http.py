@@ -24,8 +24,9 @@ subclass, :func:`row_isolating_http_udf`, taking the same constructor arguments,
   schemas vary between servers and rows, which Arrow does not always unify), parsed by the postprocess into
   ``choices[0].message.content`` and ``usage.{prompt,completion}_tokens``.
 
-Retry wait: ``HTTPJudgeConfig`` has no key for it yet; ``judge.http.retry_wait_s`` is read when present (default
-1.0 s, Ray's ``base_retry_wait_time_in_s``).
+Retry wait: ``judge.http.retry_wait_s`` (default 1.0 s, Ray's ``base_retry_wait_time_in_s``).
+Sampling: ``judge.http.send_sampling=false`` leaves temperature, top_p, max_tokens and seed out of the body,
+for APIs that accept only their defaults (the official ViDiC judge, gpt-5-mini, is called with none).
 
 Media: ``judge.http.media=file`` sends ``file://`` URLs as they are (a vLLM server on this machine started with
 ``--allowed-local-media-path``); ``base64`` inlines every local file as a ``data:video/mp4;base64,...`` URL so a
@@ -146,7 +147,8 @@ def row_isolating_http_udf():
                     error = f"{type(exc).__name__}: {short(str(exc), 300)}"
                     break
                 if attempt < int(self.max_retries):
-                    await asyncio.sleep(wait if wait is not None else float(self.base_retry_wait_time_in_s) * 2 ** attempt)
+                    backoff = float(self.base_retry_wait_time_in_s) * 2 ** attempt
+                    await asyncio.sleep(wait if wait is not None else backoff)
             out["http_error"] = f"{error} (after {out['http_attempts']} attempt(s))"
             return out
 
@@ -179,8 +181,8 @@ def _postprocess(row: dict) -> dict:
         text = _message_text(choice["message"].get("content"))
     except (KeyError, IndexError, TypeError, AttributeError):
         detail = body.get("error") if isinstance(body, dict) else None
-        return response_row(idx, error=f"http: no choices[0].message in the response: {short(json.dumps(detail or body), 300)}",
-                            latency_s=latency)
+        return response_row(idx, latency_s=latency, error="http: no choices[0].message in the response: "
+                                                          f"{short(json.dumps(detail or body), 300)}")
     if text is None:
         return response_row(idx, error=f"http: the response has no message content "
                                        f"(finish_reason={choice.get('finish_reason')!r})", latency_s=latency)
@@ -247,7 +249,8 @@ class HTTPBackend(JudgeBackend):
         kwargs = dict(
             url=self.url,
             headers=self.headers(),
-            qps=None if self.qps is None else max(1, int(round(self.qps))),  # Ray's field is an int; the UDF gets the float
+            # Ray's field is an int; the request step gets the exact float (set in _build_dataset)
+            qps=None if self.qps is None else max(1, int(round(self.qps))),
             max_retries=int(h.max_retries),
             base_retry_wait_time_in_s=self.retry_wait_s,
             session_factory=functools.partial(make_session, float(h.timeout_s)),
@@ -259,7 +262,7 @@ class HTTPBackend(JudgeBackend):
         return kwargs
 
     def payload_base(self) -> dict:
-        body = self.sampling_params()
+        body = self.sampling_params() if opt(self.cfg.http, "send_sampling", True) else {}
         if self.cfg.model:
             body = {"model": str(self.cfg.model), **body}
         return body

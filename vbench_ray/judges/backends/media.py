@@ -206,8 +206,9 @@ def request_rows(requests: list[JudgeRequest]) -> list[dict]:
     return [{IDX: i, "vbr_messages": json.dumps(r.messages, ensure_ascii=False)} for i, r in enumerate(requests)]
 
 
-def stream_responses(requests: list[JudgeRequest], pre_failed: dict[int, str], build_dataset: Callable[[list[dict]], Any],
-                     model: str, secrets: Iterable[str] = (), what: str = "judge") -> Iterator[list[JudgeResponse]]:
+def stream_responses(requests: list[JudgeRequest], pre_failed: dict[int, str],
+                     build_dataset: Callable[[list[dict]], Any], model: str, secrets: Iterable[str] = (),
+                     what: str = "judge") -> Iterator[list[JudgeResponse]]:
     """Run ``build_dataset(rows)`` (a Ray dataset of :func:`response_row` rows) and stream the responses.
 
     ``pre_failed`` maps request indices to an error found before sending (missing media...): those come

