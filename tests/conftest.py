@@ -16,6 +16,22 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
+def _session_ray_token() -> None:
+    """Ray 2.60 uses token auth even locally, with one token in ~/.ray/auth_token shared by every Ray on the
+    machine; the test session uses a token file of its own so nothing outside can replace it mid-run."""
+    import secrets
+    import tempfile
+
+    if "RAY_AUTH_TOKEN_PATH" in os.environ:
+        return
+    path = Path(tempfile.mkdtemp(prefix="vbr-token-")) / "auth_token"
+    path.write_text(secrets.token_hex(32))
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(path))
+
+
+_session_ray_token()
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A local Ray runtime shared by every test that needs one (starting Ray costs ~10 s)."""
