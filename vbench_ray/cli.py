@@ -2,7 +2,7 @@
 
     vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
     vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
-    vbench-ray synth cove|vidic --out DIR --n N  write a synthetic mini benchmark in the official layout
+    vbench-ray synth cove|vidic|nrv --out DIR    write a synthetic mini benchmark in the official layout
     vbench-ray report RUN_DIR                    (re)write RUN_DIR/report.html from the run's files
     vbench-ray demo [--out DIR]                  synth + run on the embedded default, print where things are
 """
@@ -68,6 +68,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_synth(args: argparse.Namespace) -> int:
     if args.benchmark == "cove":
         from vbench_ray.synth.cove import synth_cove as synth
+    elif args.benchmark == "nrv":
+        from vbench_ray.synth.nrv import synth_nrv as synth
     else:
         from vbench_ray.synth.vidic import synth_vidic as synth
     info = synth(Path(args.out), n=args.n, seed=args.seed)
@@ -127,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("synth", help="write a synthetic mini benchmark")
-    p.add_argument("benchmark", choices=["cove", "vidic"])
+    p.add_argument("benchmark", choices=["cove", "vidic", "nrv"])
     p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)

@@ -151,6 +151,9 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
         _notes(summary.get("notes")),
         _section("Headline metrics", _headline(metrics)),
         _section("By category", _category_charts(summary.get("by_category"), metrics)),
+        _section("By difficulty", _category_charts(summary.get("by_difficulty"), metrics))
+        if summary.get("by_difficulty") else "",
+        _report_tables(summary.get("report_tables")),
         _variants(summary.get("by_variant"), scales),
         _sweep_charts(summary.get("sweep"), summary.get("by_variant"), scales),
         _judge(summary.get("judge")),
@@ -167,11 +170,25 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
 
 
 def _judge(judge: Any) -> str:
-    """The judge that produced the judge-based metrics, and what its answers were worth."""
+    """The judge(s) behind the judge-based metrics: one row per judge phase or judge, one column per count."""
     if not isinstance(judge, dict) or not judge:
         return ""
-    rows = [(_esc(k.replace("_", " ")), _esc(v)) for k, v in judge.items()]
-    return _section("Judge", _table(["", ""], rows, ' id="judge"'))
+    per = judge if all(isinstance(v, dict) for v in judge.values()) else {"judge": judge}
+    keys = list(dict.fromkeys(k for v in per.values() for k in v))
+    rows = [(_esc(name), *[_esc(v.get(k, NA)) for k in keys]) for name, v in per.items()]
+    return _section("Judge", _table(["", *[k.replace("_", " ") for k in keys]], rows, ' id="judge"'))
+
+
+def _report_tables(tables: Any) -> str:
+    """Benchmark-specific tables (``summary.report_tables``: ``{title, columns, rows}``, plain-text cells)."""
+    if not isinstance(tables, list):
+        return ""
+    out = []
+    for t in tables:
+        if isinstance(t, dict) and t.get("rows"):
+            rows = [[_esc(c) for c in row] for row in t["rows"]]
+            out.append(_section(str(t.get("title", "")), _table([str(c) for c in t.get("columns", [])], rows)))
+    return "\n".join(out)
 
 
 def _section(heading: str, content: str) -> str:

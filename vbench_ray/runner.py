@@ -96,6 +96,8 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     sink = CaseSink(run_dir, schema)
     cases = bench.load_cases(cfg)
     sweep_info = None
+    if variants is None:  # a benchmark may ask for variants itself (NRVBench's negative controls)
+        variants = bench.variants(cfg)
     if variants:
         cases, sweep_info = _expand(cfg, cases, variants, run_dir)
     todo = [c for c in cases if (c["case_id"], c["variant"]) not in sink.done_keys]
@@ -206,6 +208,8 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
     parts = {v: (_variant_rows(table, v), _variant_rows(judgments, v)) for v in variants}
     base_rows, base_judged = parts.get("base", (table, judgments))
     summary = bench.summarize(base_rows, cfg, base_judged)
+    for key, value in bench.summarize_variants(table, cfg, judgments).items():  # e.g. negative-control checks
+        summary[key] = summary.get(key, []) + value if isinstance(value, list) else value
     summary = {"benchmark": cfg.benchmark, "run_name": run_name(cfg),
                "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), **summary}
     by_variant = {}

@@ -33,7 +33,7 @@ from vbench_ray.video.perturb import Perturbation
 
 log = logging.getLogger(__name__)
 
-AXES = ("fps", "resolution", "noise", "order")
+AXES = ("fps", "resolution", "noise", "order", "control")
 ORDERS = ("forward", "reverse")
 VIDEO_COLUMNS = ("source_path", "edited_path")
 
@@ -77,6 +77,13 @@ def make_variant(axis: str, value: Any) -> Variant:
         if value not in ORDERS:
             raise ConfigError(f"sweep axis order: values must be {ORDERS}, got {value!r}")
         return BASE if value == "forward" else Variant("order:reverse", axis, value, {"order": "reverse"})
+    if axis == "control":  # negative controls (NRVBench App. F.1), for any editing benchmark
+        from vbench_ray import controls
+
+        try:
+            return controls.control_variant(str(value))
+        except ValueError as exc:
+            raise ConfigError(f"sweep axis control: {exc}") from None
     raise ConfigError(f"unknown sweep axis {axis!r}; known: {list(AXES)}")
 
 

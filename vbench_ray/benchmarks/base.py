@@ -82,6 +82,14 @@ class Benchmark:
     def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
         raise NotImplementedError
 
+    def variants(self, cfg) -> list | None:
+        """Variants the benchmark's own config asks for (``vbench_ray.sweeps.Variant``), or None."""
+        return None
+
+    def summarize_variants(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+        """Summary sections computed across variants (all rows), merged into summary.json."""
+        return {}
+
 
 BENCHMARKS: dict[str, type[Benchmark]] = {}
 
