@@ -26,3 +26,17 @@ def test_data_errors_are_one_line_messages(tmp_path, capsys):
                  f"data.edited_dir={tmp_path}", f"output.dir={tmp_path}/run", "wandb.mode=disabled"])
     assert code == 2
     assert "data.checklist not found" in capsys.readouterr().err
+
+
+def test_verify_agentic_writes_reward_json(tmp_path, capsys):
+    from vbench_ray.agentic import synth_agentic
+
+    info = synth_agentic(tmp_path / "tasks", seed=0, n_assembly=0, n_sequencing=1, n_repair=0, n_repurpose=0)
+    task = next(p for p in (tmp_path / "tasks").rglob("task.json")).parent
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "solution.json").write_text('{"order": ["not-a-clip"]}')
+    assert main(["verify", "agentic", "--task", str(task), "--submission", str(sub)]) == 0
+    reward = json.loads((sub / "reward.json").read_text())
+    assert reward["reward"] == 0 and reward["details"]["status"] == "invalid"
+    assert "unknown clip" in reward["details"]["reason"] and info["n_tasks"] == 1

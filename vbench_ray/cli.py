@@ -2,7 +2,8 @@
 
     vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
     vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
-    vbench-ray synth cove|vidic|nrv --out DIR    write a synthetic mini benchmark in the official layout
+    vbench-ray synth cove|vidic|nrv|agentic --out DIR  write a synthetic mini benchmark in the official layout
+    vbench-ray verify agentic --task T --submission S   score one AgenticVBench submission, write reward.json
     vbench-ray report RUN_DIR                    (re)write RUN_DIR/report.html from the run's files
     vbench-ray demo [--out DIR]                  synth + run on the embedded default, print where things are
 """
@@ -68,12 +69,27 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_synth(args: argparse.Namespace) -> int:
     if args.benchmark == "cove":
         from vbench_ray.synth.cove import synth_cove as synth
+    elif args.benchmark == "agentic":
+        from vbench_ray.agentic import synth_agentic
+
+        info = synth_agentic(Path(args.out), seed=args.seed)
+        print(json.dumps({k: str(v) for k, v in info.items() if not isinstance(v, dict)}, indent=2))
+        return 0
     elif args.benchmark == "nrv":
         from vbench_ray.synth.nrv import synth_nrv as synth
     else:
         from vbench_ray.synth.vidic import synth_vidic as synth
     info = synth(Path(args.out), n=args.n, seed=args.seed)
     print(json.dumps({k: str(v) for k, v in info.items() if not isinstance(v, dict)}, indent=2))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """AgenticVBench: score one submission folder against its task bundle, write reward.json."""
+    from vbench_ray.agentic import verify_cli
+
+    reward = verify_cli(Path(args.task), Path(args.submission), out_path=args.out, judge=args.judge or None)
+    print(json.dumps(reward, indent=2, default=str))
     return 0
 
 
@@ -129,11 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("synth", help="write a synthetic mini benchmark")
-    p.add_argument("benchmark", choices=["cove", "vidic", "nrv"])
+    p.add_argument("benchmark", choices=["cove", "vidic", "nrv", "agentic"])
     p.add_argument("--out", required=True)
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(fn=cmd_synth)
+
+    p = sub.add_parser("verify", help="verify one AgenticVBench submission (writes reward.json)")
+    p.add_argument("benchmark", choices=["agentic"])
+    p.add_argument("--task", required=True, help="the task bundle folder")
+    p.add_argument("--submission", required=True, help="the folder holding the deliverables")
+    p.add_argument("--out", default=None, help="where reward.json goes (default: SUBMISSION/reward.json)")
+    p.add_argument("--judge", nargs="*", default=[], help="judge key=value settings for Repurpose rubric items")
+    p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser("report", help="write RUN_DIR/report.html")
     p.add_argument("run_dir")

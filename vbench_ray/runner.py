@@ -77,7 +77,10 @@ def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
     if not saved.exists():
         return
     old = OmegaConf.load(saved)
-    changed = [k for k in RESULT_SECTIONS if OmegaConf.select(old, k) != OmegaConf.select(cfg, k)]
+    from vbench_ray.benchmarks import get_benchmark
+
+    sections = RESULT_SECTIONS + tuple(get_benchmark(cfg.benchmark).result_sections)
+    changed = [k for k in sections if OmegaConf.select(old, k) != OmegaConf.select(cfg, k)]
     if changed:
         raise ConfigError(f"output.dir {run_dir} holds rows computed with different `{'`, `'.join(changed)}` "
                           f"settings; resuming would mix them. Use a new output.dir.")

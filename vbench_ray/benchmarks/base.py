@@ -49,6 +49,8 @@ class Benchmark:
     name: ClassVar[str] = ""
     config_class: ClassVar[type] = object
     config_choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # config sections (beyond benchmark, data, metrics) whose change invalidates rows already computed
+    result_sections: ClassVar[tuple[str, ...]] = ()
 
     def load_cases(self, cfg) -> list[dict]:
         """Rows with the ``CASE_FIELDS`` (plus benchmark columns); bad cases carry ``error_load``."""

@@ -1,0 +1,21 @@
+"""Ray job entrypoint for AgenticVBench: the same arguments as `vbench-ray run`.
+
+    ray job submit --address http://127.0.0.1:8265 --working-dir . -- \
+        python jobs/agentic.py configs/agentic.yaml data.tasks_dir=... data.submissions_dir=... output.dir=...
+
+    # a baseline agent (random | heuristic | oracle) instead of submitted rollouts:
+    python jobs/agentic.py data.tasks_dir=... data.agent=heuristic output.dir=...
+
+The config path may be left out (configs/agentic.yaml is used). Inside `ray job submit`, RAY_ADDRESS is
+set and the run attaches to the cluster; run directly, it starts a local Ray runtime.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the working dir, when not pip-installed
+
+from vbench_ray.jobs import job_main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(job_main("agentic", sys.argv[1:]))

@@ -1,0 +1,403 @@
+"""AgenticVBench: agent rollouts verified as Ray Data tasks, Repurpose rubric items judged, scores per family.
+
+Spec: AgenticVBench paper (seeds/004) §2.4-2.7 and App. H (the verifiers, :mod:`vbench_ray.agentic.verifiers`),
+§3 and App. A.4 (K=3 repetitions per task averaged; failed rollouts scored 0; per-family means), and
+ANCHORS.md §4 (official layout and judge). Bundle and submission format: docs/agentic_bundle.md.
+
+Cases are rollouts: one row per ``(task, repetition)``, ``case_id = "{task_id}:{rep}"``.
+
+* ``data.tasks_dir``: task bundles, one folder per task (``task.json``, ``instruction.md``, ``inputs/``,
+  ``truth/``). ``data.families`` selects families.
+* ``data.submissions_dir``: any agent's outputs, ``SUBMISSIONS/<task_id>/<rep>/`` (or the deliverables
+  directly in ``SUBMISSIONS/<task_id>/``). With ``data.reps = K``, every task gets K rollouts: reps beyond
+  K are ignored (with a warning), absent ones are **missing** rollouts scored 0 and counted.
+* ``data.agent`` (``random`` | ``heuristic`` | ``oracle``): run a baseline agent first, as a Ray stage
+  writing ``OUTPUT/submissions/<agent>/<task_id>/<rep>/`` (or ``data.submissions_dir``), then verify
+  its rollouts like any other.
+
+Stages (Ray Data tasks): ``agent`` (only with ``data.agent``) and ``verify``, which runs the family's
+verifier and writes ``reward``, ``status`` (``ok`` | ``invalid`` | ``missing``), ``reason`` and
+``details`` (the ``reward.json`` details) per rollout. A Repurpose rollout's Format pillar is scored
+there and the frames for its judge are written to ``OUTPUT/judge_frames/``; the ``rubric`` judge phase
+asks one request per remaining rubric item, and the rollout's reward is computed in the summary
+(``judgments.parquet`` holds every item). A rollout whose verification raised is **failed**: scored 0,
+counted, listed under ``failures``.
+
+Summary: per family, the mean over tasks of the mean over the task's K rollouts, with a bootstrap CI
+over tasks (``metrics.<family>``; ``metrics.overall`` pools all tasks); ``sequencing_strict``
+(App. H.2 Eq. 7) and ``repurpose_format`` (the programmatic Format pillar alone) beside them;
+``by_category`` per sub-type (e.g. ``repair/colour_shift``); ``counts`` of ok / invalid / missing /
+failed rollouts per family; ``by_task`` with every rollout's reward.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, List, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from vbench_ray.agentic.bundle import FAMILIES, BundleError, find_reps, list_tasks, load_task
+from vbench_ray.agentic.verifiers import measures
+from vbench_ray.agentic.verifiers import repurpose as rp
+from vbench_ray.agentic.verifiers.repair import RANGE_SCORES, RepairConfig
+from vbench_ray.agentic.verifiers.sequencing import SCORES as SEQUENCING_SCORES
+from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
+from vbench_ray.benchmarks.base import Benchmark, DataError, JudgePhase, failure_report, register_benchmark
+from vbench_ray.config import BaseConfig
+from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
+from vbench_ray.pipeline import Stage
+from vbench_ray.stats import describe
+
+log = logging.getLogger(__name__)
+
+AGENTS = ("random", "heuristic", "oracle")
+PRIMARY_INPUT = {"repair": "broken.mp4", "repurpose": "source.mp4"}
+PRIMARY_OUTPUT = {"assembly": "solution.mp4", "sequencing": "solution.mp4", "repair": "fixed.mp4",
+                  "repurpose": "final.mp4"}
+OUTCOMES = ("ok", "invalid", "missing", "failed")
+
+
+# ----------------------------------------------------------------------------- config
+
+@dataclass
+class AgenticDataConfig:
+    tasks_dir: str = "???"  # task bundles, one folder per task (docs/agentic_bundle.md)
+    submissions_dir: Optional[str] = None  # SUBMISSIONS/<task_id>/<rep>/ deliverables (default with data.agent: OUTPUT/submissions/<agent>)
+    agent: Optional[str] = None  # null: score data.submissions_dir | random | heuristic | oracle: run a baseline agent first
+    reps: int = 3  # K repetitions per task (paper: K=3); absent ones are missing rollouts, scored 0 and counted
+    families: List[str] = field(default_factory=lambda: list(FAMILIES))  # families to evaluate
+
+
+@dataclass
+class AgenticConfig(BaseConfig):
+    benchmark: str = "agentic"
+    data: AgenticDataConfig = field(default_factory=AgenticDataConfig)
+    sequencing: SequencingConfig = field(default_factory=SequencingConfig)
+    repair: RepairConfig = field(default_factory=RepairConfig)
+    repurpose: rp.RepurposeConfig = field(default_factory=rp.RepurposeConfig)
+    judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(max_tokens=1024))
+
+
+# ----------------------------------------------------------------------------- stage functions (Ray tasks)
+
+def case_id_of(task_id: str, rep: str) -> str:
+    return f"{task_id}:{rep}"
+
+
+def agent_row(row: dict, agent: str, seed: int) -> dict:
+    """The ``agent`` stage: a baseline agent writes this rollout's deliverables."""
+    from vbench_ray.agentic.baselines import solve
+
+    info = solve(agent, row["task_dir"], row["submission_dir"], rep=row["rep"], seed=seed)
+    return {"agent_info": json.dumps(info, default=str)}
+
+
+def verify_row(row: dict, settings: dict, frames_dir: str | None) -> dict:
+    """The ``verify`` stage: the family's verifier on one rollout (:func:`verify_rollout`)."""
+    from vbench_ray.agentic.verify import safe_name, settings_from, verify_rollout
+
+    task = load_task(row["task_dir"])
+    sub = row.get("submission_dir")
+    if not sub or not Path(sub).is_dir():
+        return {"reward": 0.0, "status": "missing", "reason": "no submission folder for this repetition",
+                "details": json.dumps({"status": "missing"})}
+    frames = Path(frames_dir) / safe_name(row["case_id"]) if frames_dir else None
+    return verify_rollout(task, Path(sub), settings_from(settings), frames)
+
+
+def _plain(node) -> Any:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(node, resolve=True) if not isinstance(node, (dict, list)) else node
+
+
+# ----------------------------------------------------------------------------- benchmark
+
+@register_benchmark
+class AgenticBench(Benchmark):
+    name = "agentic"
+    config_class = AgenticConfig
+    result_sections = ("sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
+    config_choices = {**JUDGE_CHOICES, "data.agent": AGENTS, "sequencing.score": SEQUENCING_SCORES,
+                      "repair.range_score": RANGE_SCORES, "repurpose.invert_negative": rp.INVERT_MODES}
+
+    def case_fields(self, cfg) -> list[pa.Field]:
+        return [pa.field(n, pa.string()) for n in ("task_id", "family", "subtype", "rep", "task_dir", "submission_dir")]
+
+    @staticmethod
+    def _check(cfg) -> None:
+        unknown = [f for f in cfg.data.families if f not in FAMILIES]
+        if unknown:
+            raise DataError(f"data.families: unknown famil(ies) {unknown}; known: {list(FAMILIES)}")
+        for key, known in (("visual_metrics", measures.VISUAL), ("audio_metrics", measures.AUDIO)):
+            bad = [m for m in getattr(cfg.repair, key) if m not in known]
+            if bad:
+                raise DataError(f"repair.{key}: unknown measurement(s) {bad}; known: {list(known)}")
+        if cfg.data.reps < 1:
+            raise DataError(f"data.reps must be at least 1, got {cfg.data.reps}")
+        if cfg.data.agent is None and not cfg.data.submissions_dir:
+            raise DataError("data.submissions_dir is not set: point it at the agents' outputs "
+                            "(SUBMISSIONS/<task_id>/<rep>/), or set data.agent to run a baseline agent")
+
+    def submissions_root(self, cfg) -> Path:
+        if cfg.data.submissions_dir:
+            return Path(cfg.data.submissions_dir)
+        return Path(cfg.output.dir).resolve() / "submissions" / str(cfg.data.agent)
+
+    def stages(self, cfg) -> list[Stage]:
+        stages = []
+        common = {"num_cpus": 1.0, "workers": cfg.ray.workers, "batch_size": cfg.ray.batch_size}
+        if cfg.data.agent:
+            stages.append(Stage(name="agent", fn=functools.partial(agent_row, agent=cfg.data.agent, seed=cfg.run.seed),
+                                outputs={"agent_info": "str"}, **common))
+        settings = {k: _plain(getattr(cfg, k)) for k in ("sequencing", "repair", "repurpose")}
+        frames_dir = str(Path(cfg.output.dir).resolve() / "judge_frames") if cfg.repurpose.judge_enabled else None
+        stages.append(Stage(name="verify", fn=functools.partial(verify_row, settings=settings, frames_dir=frames_dir),
+                            outputs={"reward": "float", "status": "str", "reason": "str", "details": "str",
+                                     "strict": "int", "format_share": "float", "judge_frames": "str",
+                                     "judge_audio": "str"}, **common))
+        return stages
+
+    # -- loading
+    def load_cases(self, cfg) -> list[dict]:
+        self._check(cfg)
+        try:
+            task_dirs = list_tasks(cfg.data.tasks_dir)
+        except BundleError as exc:
+            raise DataError(f"data.tasks_dir: {exc}") from exc
+        if not task_dirs:
+            raise DataError(f"data.tasks_dir {cfg.data.tasks_dir} holds no task bundle (folders with task.json)")
+        subs = self.submissions_root(cfg)
+        if cfg.data.agent is None and not subs.is_dir():
+            raise DataError(f"data.submissions_dir is not a directory: {subs}")
+        rows: list[dict] = []
+        for task_dir in task_dirs:
+            rows += self._task_rows(cfg, task_dir, subs)
+        if cfg.run.limit is not None:
+            rows = rows[: cfg.run.limit]
+        return rows
+
+    def _task_rows(self, cfg, task_dir: Path, subs: Path) -> list[dict]:
+        base = {"benchmark": "agentic", "variant": "base", "task_dir": str(task_dir.resolve()), "annotations": None}
+        try:
+            task = load_task(task_dir)
+        except BundleError as exc:  # counted as failed rollouts of its family (when task.json names one)
+            family = _family_hint(task_dir)
+            return [{**base, "case_id": case_id_of(task_dir.name, str(i)), "task_id": task_dir.name, "rep": str(i),
+                     "family": family, "categories": [family] if family else [], "error_load": str(exc)}
+                    for i in range(cfg.data.reps)]
+        if task.family not in cfg.data.families:
+            return []
+        base.update(task_id=task.task_id, family=task.family, subtype=task.subtype, instruction=task.instruction,
+                    categories=[task.family] + ([f"{task.family}/{task.subtype}"] if task.subtype else []),
+                    annotations=json.dumps({"task": task.meta}, ensure_ascii=False))
+        if task.family in PRIMARY_INPUT:
+            path = task.input(PRIMARY_INPUT[task.family])
+            base["source_path"] = str(path) if path.exists() else None
+        if cfg.data.agent:
+            reps = [(str(i), subs / task.task_id / str(i)) for i in range(cfg.data.reps)]
+        else:
+            found = find_reps(subs, task.task_id)
+            if len(found) > cfg.data.reps:
+                log.warning("task %s: %d repetitions submitted, data.reps=%d; using %s", task.task_id, len(found),
+                            cfg.data.reps, [r for r, _ in found[: cfg.data.reps]])
+                found = found[: cfg.data.reps]
+            reps = [(r, p) for r, p in found]
+            names = {r for r, _ in found}
+            j = 0
+            while len(reps) < cfg.data.reps:
+                name = f"missing{j}"
+                j += 1
+                if name not in names:
+                    reps.append((name, None))
+        rows = []
+        for rep, folder in reps:
+            row = {**base, "case_id": case_id_of(task.task_id, rep), "rep": rep,
+                   "submission_dir": str(Path(folder).resolve()) if folder is not None else None}
+            if folder is not None:
+                row["edited_path"] = str(Path(folder).resolve() / PRIMARY_OUTPUT[task.family])
+            rows.append(row)
+        return rows
+
+    # -- judging (Repurpose rubric items, §2.7)
+    def judge_phases(self, cfg) -> list[JudgePhase]:
+        if "repurpose" not in cfg.data.families or not cfg.repurpose.judge_enabled:
+            return []
+        return [JudgePhase("rubric", cfg.judge, lambda cases, _results: self.judge_requests(cases))]
+
+    @staticmethod
+    def judge_requests(cases: list[dict]) -> list:
+        requests, tasks = [], {}
+        for case in cases:
+            if case.get("family") != "repurpose" or case.get("status") != "ok" or not case.get("judge_frames"):
+                continue
+            if any(v for k, v in case.items() if k.startswith("error_")):
+                continue
+            task = tasks.get(case["task_dir"]) or tasks.setdefault(case["task_dir"], load_task(case["task_dir"]))
+            requests += rp.build_requests(case["case_id"], case["variant"], rp.brief_text(task),
+                                          rp.judged_items(task.rubric), json.loads(case["judge_frames"]),
+                                          case.get("judge_audio"))
+        return requests
+
+    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
+        rows = []
+        for case, scored in _repurpose_scores(cases, results, cfg).items():
+            for it in scored["items"]:
+                rows.append({"case_id": case[0], "variant": case[1], "task_id": scored["task_id"], "rep": scored["rep"],
+                             "item_id": it["item_id"], "pillar": it["pillar"], "weight": it["weight"],
+                             "narrative_essential": it["narrative_essential"], "passed": it["pass"],
+                             "why": it["why"], "status": it["status"],
+                             "contribution": rp.contribution(it["weight"], bool(it["pass"]), it["narrative_essential"],
+                                                             cfg.repurpose.invert_negative),
+                             "request_id": None if it["status"] == "programmatic"
+                             else rp.request_id(case[0], case[1], it["item_id"])})
+        return pa.Table.from_pylist(rows, schema=JUDGMENT_SCHEMA)
+
+    # -- aggregation
+    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+        rows = cases.to_pylist()
+        judged = judgments.to_pylist() if judgments is not None else None
+        rollouts = rollout_rewards(rows, judged, cfg)
+        seed, st = cfg.run.seed, cfg.stats
+        tasks = task_means(rollouts)
+        stats = lambda values: describe(values, seed=seed, n_resamples=st.bootstrap_samples,  # noqa: E731
+                                        confidence=st.confidence)
+        summary: dict[str, Any] = {"benchmark": "agentic", "n_cases": len(tasks), "n_rows": len(rows),
+                                   "n_tasks": len(tasks), "reps": cfg.data.reps, "agent": cfg.data.agent,
+                                   "metrics": {}, "by_category": {}, "counts": {}}
+        families = [f for f in FAMILIES if any(t["family"] == f for t in tasks.values())]
+        for fam in families:
+            members = [t for t in tasks.values() if t["family"] == fam]
+            summary["metrics"][fam] = {**stats([t["mean"] for t in members]), "scale": "[0,1]", "higher_is_better": True,
+                                       "n_rollouts": sum(len(t["rewards"]) for t in members)}
+        if tasks:
+            summary["metrics"]["overall"] = {**stats([t["mean"] for t in tasks.values()]), "scale": "[0,1]",
+                                             "higher_is_better": True}
+        seq = [t for t in tasks.values() if t["family"] == "sequencing"]
+        if seq:
+            summary["metrics"]["sequencing_strict"] = {**stats([t["strict"] for t in seq]), "scale": "[0,1]",
+                                                       "higher_is_better": True}
+        rep_tasks = [t for t in tasks.values() if t["family"] == "repurpose"]
+        if rep_tasks:
+            summary["metrics"]["repurpose_format"] = {**stats([t["format_share"] for t in rep_tasks]),
+                                                      "scale": "[0,1]", "higher_is_better": True}
+            summary["repurpose_judged"] = bool(cfg.repurpose.judge_enabled)
+        for t in tasks.values():
+            for cat in t["categories"]:
+                summary["by_category"].setdefault(cat, []).append(t["mean"])
+        summary["by_category"] = {cat: {"reward": stats(v)} for cat, v in sorted(summary["by_category"].items())}
+        for fam in families:
+            members = [r for r in rollouts if r["family"] == fam]
+            counts = {o: sum(r["outcome"] == o for r in members) for o in OUTCOMES}
+            reasons: dict[str, int] = {}
+            for r in members:
+                if r["outcome"] in ("invalid", "missing") and r.get("reason"):
+                    key = str(r["reason"])[:120]
+                    reasons[key] = reasons.get(key, 0) + 1
+            summary["counts"][fam] = {"tasks": len({r["task_id"] for r in members}), "rollouts": len(members),
+                                      **counts, "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1])[:10])}
+        summary["by_task"] = {tid: {k: t[k] for k in ("family", "subtype", "mean", "rewards", "outcomes")}
+                              for tid, t in sorted(tasks.items())}
+        summary["failures"] = failure_report(rows)
+        return summary
+
+
+JUDGMENT_SCHEMA = pa.schema([
+    ("case_id", pa.string()), ("variant", pa.string()), ("task_id", pa.string()), ("rep", pa.string()),
+    ("item_id", pa.string()), ("pillar", pa.string()), ("weight", pa.float64()), ("narrative_essential", pa.bool_()),
+    ("passed", pa.bool_()), ("why", pa.string()), ("status", pa.string()), ("contribution", pa.float64()),
+    ("request_id", pa.string()),
+])
+
+
+def _family_hint(task_dir: Path) -> str | None:
+    try:
+        family = json.loads((task_dir / "task.json").read_text(encoding="utf-8")).get("family")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return family if family in FAMILIES else None
+
+
+def _failed(row: dict) -> bool:
+    return any(v for k, v in row.items() if k.startswith("error_"))
+
+
+def _repurpose_scores(cases: list[dict], results: dict | None, cfg, judged: list[dict] | None = None) -> dict:
+    """Per Repurpose rollout that passed its gates: every rubric item with its outcome, and the score.
+
+    Judge answers come from the judge phase's ``results`` (request id -> JudgeResult) or, when
+    summarising from disk, from the ``judged`` item rows; without either, judged items count as failed.
+    """
+    by_item: dict[tuple, dict] = {}
+    for j in judged or []:
+        by_item[(j["case_id"], j["variant"], j["item_id"])] = j
+    tasks: dict[str, Any] = {}
+    out = {}
+    for case in cases:
+        if case.get("family") != "repurpose" or case.get("status") != "ok" or _failed(case):
+            continue
+        task = tasks.get(case["task_dir"]) or tasks.setdefault(case["task_dir"], load_task(case["task_dir"]))
+        fmt = json.loads(case["details"]).get("format_items", [])
+        answers: dict[str, Any] = {}
+        for item in rp.judged_items(task.rubric):
+            if results is not None:
+                res = results.get(rp.request_id(case["case_id"], case["variant"], item["id"]))
+                answers[item["id"]] = (res.value if res is not None and res.status == "ok"
+                                       else (res.status if res is not None else "missing"))
+            else:
+                j = by_item.get((case["case_id"], case["variant"], item["id"]))
+                if j is not None and j["status"] == "ok":
+                    answers[item["id"]] = {"pass": bool(j["passed"]), "why": j["why"]}
+                elif j is not None:
+                    answers[item["id"]] = j["status"]
+        scored = rp.score_items(fmt, task.rubric, answers, cfg.repurpose)
+        out[(case["case_id"], case["variant"])] = {**scored, "task_id": case["task_id"], "rep": case["rep"]}
+    return out
+
+
+def rollout_rewards(rows: list[dict], judged: list[dict] | None, cfg) -> list[dict]:
+    """Every rollout with its final reward and outcome (ok | invalid | missing | failed); failed and
+    missing rollouts score 0 (paper §3: failed rollouts are scored as 0)."""
+    repurpose = _repurpose_scores(rows, None, cfg, judged)
+    out = []
+    for r in rows:
+        if _failed(r):
+            outcome, reward = "failed", 0.0
+        else:
+            outcome = r.get("status") or "failed"
+            reward = r.get("reward")
+            if r.get("family") == "repurpose" and outcome == "ok":
+                reward = repurpose[(r["case_id"], r["variant"])]["reward"]
+            reward = 0.0 if reward is None or outcome != "ok" else float(reward)
+        fmt_share = r.get("format_share") if outcome == "ok" else 0.0
+        out.append({"case_id": r["case_id"], "task_id": r.get("task_id") or r["case_id"].split(":")[0],
+                    "family": r.get("family"), "subtype": r.get("subtype"), "rep": r.get("rep"),
+                    "categories": r.get("categories") or [], "outcome": outcome, "reward": reward,
+                    "strict": int(r.get("strict") or 0) if outcome == "ok" else 0,
+                    "format_share": float(fmt_share or 0.0),
+                    "reason": r.get("reason") or next((v for k, v in r.items() if k.startswith("error_") and v), None)})
+    return out
+
+
+def task_means(rollouts: list[dict]) -> dict[str, dict]:
+    """Per task: the mean over its rollouts (K repetitions) of reward, strict match and Format share."""
+    tasks: dict[str, dict] = {}
+    for r in rollouts:
+        t = tasks.setdefault(r["task_id"], {"family": r["family"], "subtype": r["subtype"],
+                                            "categories": r["categories"], "rewards": {}, "outcomes": {},
+                                            "_strict": [], "_fmt": []})
+        t["rewards"][r["rep"]] = r["reward"]
+        t["outcomes"][r["rep"]] = r["outcome"]
+        t["_strict"].append(r["strict"])
+        t["_fmt"].append(r["format_share"])
+    for t in tasks.values():
+        t["mean"] = float(np.mean(list(t["rewards"].values())))
+        t["strict"] = float(np.mean(t.pop("_strict")))
+        t["format_share"] = float(np.mean(t.pop("_fmt")))
+    return {k: v for k, v in tasks.items() if v["family"] is not None}
