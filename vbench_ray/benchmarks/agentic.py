@@ -49,6 +49,7 @@ from vbench_ray.agentic.verifiers.repair import RANGE_SCORES, RepairConfig
 from vbench_ray.agentic.verifiers.sequencing import SCORES as SEQUENCING_SCORES
 from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
 from vbench_ray.benchmarks.base import Benchmark, DataError, JudgePhase, failure_report, register_benchmark
+from vbench_ray.agents.loop import AgentConfig
 from vbench_ray.config import BaseConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.pipeline import Stage
@@ -78,6 +79,7 @@ class AgenticDataConfig:
 class AgenticConfig(BaseConfig):
     benchmark: str = "agentic"
     data: AgenticDataConfig = field(default_factory=AgenticDataConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)  # agent.model set: run LLM rollouts (docs/agents.md)
     sequencing: SequencingConfig = field(default_factory=SequencingConfig)
     repair: RepairConfig = field(default_factory=RepairConfig)
     repurpose: rp.RepurposeConfig = field(default_factory=rp.RepurposeConfig)
@@ -141,11 +143,18 @@ class AgenticBench(Benchmark):
                 raise DataError(f"repair.{key}: unknown measurement(s) {bad}; known: {list(known)}")
         if cfg.data.reps < 1:
             raise DataError(f"data.reps must be at least 1, got {cfg.data.reps}")
-        if cfg.data.agent is None and not cfg.data.submissions_dir:
+        if cfg.data.agent is None and not cfg.data.submissions_dir and not cfg.agent.model:
             raise DataError("data.submissions_dir is not set: point it at the agents' outputs "
-                            "(SUBMISSIONS/<task_id>/<rep>/), or set data.agent to run a baseline agent")
+                            "(SUBMISSIONS/<task_id>/<rep>/), set agent.model (and agent.base_url) to run an "
+                            "LLM agent, or set data.agent to run a baseline agent")
+
+    @staticmethod
+    def runs_llm_agent(cfg) -> bool:
+        return bool(cfg.agent.model) and cfg.data.agent is None
 
     def submissions_root(self, cfg) -> Path:
+        if self.runs_llm_agent(cfg):
+            return Path(cfg.output.dir).resolve() / "agent" / "submissions"
         if cfg.data.submissions_dir:
             return Path(cfg.data.submissions_dir)
         return Path(cfg.output.dir).resolve() / "submissions" / str(cfg.data.agent)
@@ -173,6 +182,8 @@ class AgenticBench(Benchmark):
             raise DataError(f"data.tasks_dir: {exc}") from exc
         if not task_dirs:
             raise DataError(f"data.tasks_dir {cfg.data.tasks_dir} holds no task bundle (folders with task.json)")
+        if self.runs_llm_agent(cfg):
+            self._rollouts(cfg)
         subs = self.submissions_root(cfg)
         if cfg.data.agent is None and not subs.is_dir():
             raise DataError(f"data.submissions_dir is not a directory: {subs}")
@@ -182,6 +193,19 @@ class AgenticBench(Benchmark):
         if cfg.run.limit is not None:
             rows = rows[: cfg.run.limit]
         return rows
+
+    def _rollouts(self, cfg) -> dict:
+        """The LLM agent's K rollouts per task on Ray (resumable), into OUTPUT/agent (issue: agent rollouts)."""
+        from omegaconf import OmegaConf
+
+        from vbench_ray.agents.rollouts import run_rollouts
+        from vbench_ray.runner import ensure_ray
+
+        ensure_ray(cfg)
+        agent = OmegaConf.to_object(cfg.agent)
+        settings = {k: _plain(getattr(cfg, k)) for k in ("sequencing", "repair", "repurpose")}
+        return run_rollouts(cfg.data.tasks_dir, Path(cfg.output.dir).resolve() / "agent", agent, k=cfg.data.reps,
+                            families=list(cfg.data.families), verify_settings=settings)
 
     def _task_rows(self, cfg, task_dir: Path, subs: Path) -> list[dict]:
         base = {"benchmark": "agentic", "variant": "base", "task_dir": str(task_dir.resolve()), "annotations": None}
@@ -305,6 +329,11 @@ class AgenticBench(Benchmark):
         summary["by_task"] = {tid: {k: t[k] for k in ("family", "subtype", "mean", "rewards", "outcomes")}
                               for tid, t in sorted(tasks.items())}
         summary["failures"] = failure_report(rows)
+        rollouts = Path(cfg.output.dir).resolve() / "agent" / "rollouts_summary.json"
+        if self.runs_llm_agent(cfg) and rollouts.exists():  # trajectory analytics (paper §3.2)
+            info = json.loads(rollouts.read_text())
+            summary["agent"] = {"model": info.get("model"), "label": info.get("label"), "harness": info.get("harness"),
+                                "counts": info.get("counts"), "analytics": info.get("analytics")}
         return summary
 
 
