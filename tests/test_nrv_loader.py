@@ -202,8 +202,10 @@ def test_roi_box_and_flow_evidence_by_hand():
 def test_job_entrypoint_reports_config_errors(nrv_data, capsys):
     import runpy
 
-    job = runpy.run_path(str(REPO / "jobs" / "nrv.py"))
-    assert job["main"]([f"data.annotations={nrv_data['annotations']}", "controls.names=[shuffled]"]) == 2
+    runpy.run_path(str(REPO / "jobs" / "nrv.py"))  # importable without side effects (a __main__ guard)
+    from vbench_ray.jobs import job_main
+
+    assert job_main("nrv", [f"data.annotations={nrv_data['annotations']}", "controls.names=[shuffled]"]) == 2
     assert "output.dir" in capsys.readouterr().err
 
 
