@@ -298,3 +298,5 @@ def test_agentic_job_with_agent_model_runs_rollouts_then_scores(ray_local, scrip
     assert s["metrics"]["sequencing"]["value"] > 0.9 and s["metrics"]["sequencing"]["n"] == 1
     assert s["agent"]["model"] == "scripted" and s["agent"]["analytics"]["overall"]["top_tool_share"] > 0
     assert (tmp_path / "run" / "agent" / "trajectories").is_dir()
+    table = next(t for t in s["report_tables"] if t["title"].startswith("Agent trajectories"))
+    assert table["rows"][0][:2] == ["overall", "2"] and any(r[0] == "family sequencing" for r in table["rows"])

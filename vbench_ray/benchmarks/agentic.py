@@ -334,6 +334,7 @@ class AgenticBench(Benchmark):
             info = json.loads(rollouts.read_text())
             summary["agent"] = {"model": info.get("model"), "label": info.get("label"), "harness": info.get("harness"),
                                 "counts": info.get("counts"), "analytics": info.get("analytics")}
+            summary.setdefault("report_tables", []).append(analytics_table(info.get("analytics") or {}))
         return summary
 
 
@@ -430,3 +431,21 @@ def task_means(rollouts: list[dict]) -> dict[str, dict]:
         t["strict"] = float(np.mean(t.pop("_strict")))
         t["format_share"] = float(np.mean(t.pop("_fmt")))
     return {k: v for k, v in tasks.items() if v["family"] is not None}
+
+
+def analytics_table(analytics: dict) -> dict:
+    """Trajectory analytics (paper §3.2) as a report table: one row overall, per model and per family."""
+    groups = [("overall", analytics.get("overall"))]
+    groups += [(f"model {k}", v) for k, v in (analytics.get("by_model") or {}).items()]
+    groups += [(f"family {k}", v) for k, v in (analytics.get("by_family") or {}).items()]
+    rows = []
+    for name, g in groups:
+        if not g:
+            continue
+        share = f"{g['top_tool']} ({100 * g['top_tool_share']:.0f}%)" if g.get("top_tool") else "–"
+        rows.append([name, str(g["n_rollouts"]), f"{g['tool_calls']['mean'] or 0:.1f}", share,
+                     f"{g['turns']['median'] or 0:.0f}", str(g["prompt_tokens"]["total"]),
+                     str(g["completion_tokens"]["total"]), f"{g['wall_s']['median'] or 0:.1f}", str(g["submitted"])])
+    return {"title": "Agent trajectories (§3.2)",
+            "columns": ["Group", "Rollouts", "Tool calls (mean)", "Most-used tool", "Turns (median)",
+                        "Prompt tokens", "Completion tokens", "Wall s (median)", "Submitted"], "rows": rows}
