@@ -1,14 +1,13 @@
 """Sweeps: variant expansion, perturbed videos made once and reused, by-variant summaries."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, cove_overrides
-from vbench_ray.config import ConfigError, load_config
+from vbench_ray.config import ConfigError
 from vbench_ray.runner import run
 from vbench_ray.sweeps import BASE, expand, load_sweep, make_variant, variants_from_axes
 from vbench_ray.video.io import VideoReader

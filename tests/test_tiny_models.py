@@ -48,6 +48,7 @@ from pathlib import Path
 import pytest
 
 from conftest import moving_square_video
+from tiny.procs import kill_tagged
 from tiny.models import build_tiny_qwen2, build_tiny_qwen2_vl
 from tiny.torchvision_stub import stub_env, stub_path
 
@@ -88,36 +89,8 @@ def tiny_media(tiny_dir) -> dict:
     return {"video": video, "image": image, "dir": video.parent}
 
 
-def _tagged_pids(tag: str) -> list[int]:
-    """Pids of live processes whose environment carries ``VBR_TINY_TAG=tag`` (i.e. started by this test)."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
-
-
 def _kill_tagged(tag: str, grace_s: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL, every leftover process started by this test (engine cores, Ray workers...)."""
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
-        pids = _tagged_pids(tag)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and _tagged_pids(tag):
-            time.sleep(0.2)
+    kill_tagged(tag, grace_s)
 
 
 def _env(tmp: Path, *, stub: bool = False, ray: bool = False) -> dict:
