@@ -54,7 +54,8 @@ from vbench_ray.config import BaseConfig, ConfigError
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.metrics.base import METRICS
 from vbench_ray.metrics.learned import CLIPConfig, LPIPS_ARCHS, LPIPSConfig, StructDistConfig
-from vbench_ray.metrics.preservation import (BACKGROUND_MODES, AllFrames, BackgroundConfig, MotionScoreConfig,
+from vbench_ray.metrics.base import AllFrames
+from vbench_ray.metrics.preservation import (BACKGROUND_MODES, BackgroundConfig, MotionScoreConfig,
                                              NIQEConfig)
 from vbench_ray.pipeline import Stage, format_exception
 from vbench_ray.stats import bootstrap_ci, describe, finite

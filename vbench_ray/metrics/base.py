@@ -52,6 +52,18 @@ class Sampling:
         return uniform_indices(info.num_frames, self.n)
 
 
+class AllFrames(Sampling):
+    """Every frame of the video (``frames: null`` in a metric config)."""
+
+    def indices(self, info: VideoInfo) -> list[int]:
+        return list(range(info.num_frames))
+
+
+def sampling_of(frames: int | None) -> Sampling:
+    """``frames`` uniform frames, or every frame when ``frames`` is None."""
+    return AllFrames(n=None) if frames is None else Sampling(n=int(frames))
+
+
 class FrameMetric:
     """Base class. Subclasses set ``name`` (the output column), ``needs_source`` and implement ``compute``.
 
@@ -68,11 +80,13 @@ class FrameMetric:
         self.cfg = cfg
 
     def sampling(self) -> Sampling:
-        return Sampling(n=int(getattr(self.cfg, "frames", 10)))
+        """``cfg.frames`` uniform frames (every frame when null; 10 when the config has no such key)."""
+        return sampling_of(getattr(self.cfg, "frames", 10))
 
     def resources(self) -> dict:
-        """Ray resources one worker of this metric needs, e.g. ``{"num_gpus": 0.5}``."""
-        return {}
+        """Ray resources one worker of this metric needs: a GPU when ``cfg.device`` is a CUDA device.
+        Metrics that use the GPU only for some settings (RAFT, CoTracker) override this."""
+        return {"num_gpus": 1.0} if str(getattr(self.cfg, "device", "cpu")).startswith("cuda") else {}
 
     def setup(self) -> None:
         """Load models. Called once per worker before the first ``compute``."""

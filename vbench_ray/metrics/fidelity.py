@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from skimage.metrics import structural_similarity
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric
+from vbench_ray.metrics.base import FrameMetric, register_metric
 from vbench_ray.video.flow import gray_resize
 
 
@@ -52,9 +52,6 @@ class SSIM(FrameMetric):
 
     def __init__(self, cfg: SSIMConfig | None = None):
         super().__init__(cfg or SSIMConfig())
-
-    def sampling(self) -> Sampling:
-        return Sampling(n=int(self.cfg.frames))
 
     def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
         if source is None:

@@ -46,8 +46,8 @@ from typing import Any, ClassVar, Optional
 import cv2
 import numpy as np
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights
-from vbench_ray.metrics.preservation import background_of, sampling_of
+from vbench_ray.metrics.base import FrameMetric, register_metric, require_weights
+from vbench_ray.metrics.preservation import background_of
 
 # ----------------------------------------------------------------------------- LPIPS
 
@@ -203,9 +203,6 @@ class LPIPSConfig:
     batch_size: int = 8  # frame pairs per forward pass
 
 
-def _device_resources(device: str) -> dict:
-    return {"num_gpus": 1.0} if str(device).startswith("cuda") else {}
-
 
 @register_metric
 class BackgroundLPIPS(FrameMetric):
@@ -219,12 +216,6 @@ class BackgroundLPIPS(FrameMetric):
     def __init__(self, cfg: Any = None):
         super().__init__(cfg or LPIPSConfig())
         self.net = None
-
-    def sampling(self) -> Sampling:
-        return sampling_of(self.cfg.frames)
-
-    def resources(self) -> dict:
-        return _device_resources(self.cfg.device)
 
     def setup(self) -> None:
         self.net = load_lpips(self.cfg.arch, self.cfg.weights, self.cfg.backbone_weights, self.cfg.lin_weights,
@@ -348,12 +339,6 @@ class _ClipMetric(FrameMetric):
     def __init__(self, cfg: Any = None):
         super().__init__(cfg or CLIPConfig())
         self.bundle = None
-
-    def sampling(self) -> Sampling:
-        return sampling_of(self.cfg.frames)
-
-    def resources(self) -> dict:
-        return _device_resources(self.cfg.device)
 
     def setup(self) -> None:
         self.bundle = load_clip(self.cfg.model, self.cfg.device, self.config_key)
@@ -595,12 +580,6 @@ class StructDist(FrameMetric):
     def __init__(self, cfg: Any = None):
         super().__init__(cfg or StructDistConfig())
         self.net = None
-
-    def sampling(self) -> Sampling:
-        return sampling_of(self.cfg.frames)
-
-    def resources(self) -> dict:
-        return _device_resources(self.cfg.device)
 
     def setup(self) -> None:
         self.net = load_dino(self.cfg)

@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights
+from vbench_ray.metrics.base import FrameMetric, register_metric, require_weights
 from vbench_ray.video.flow import rgb_resize
 
 TRACKERS = ("lk", "cotracker")
@@ -221,9 +221,6 @@ class MF(FrameMetric):
         if self.cfg.tracker not in TRACKERS:
             raise ValueError(f"metrics.MF.tracker must be one of {TRACKERS}, got {self.cfg.tracker!r}")
         self.tracker: PointTracker | None = None
-
-    def sampling(self) -> Sampling:
-        return Sampling(n=int(self.cfg.frames))
 
     def resources(self) -> dict:
         return {"num_gpus": 0.5} if self.cfg.tracker == "cotracker" and str(self.cfg.device).startswith("cuda") else {}

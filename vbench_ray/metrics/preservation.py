@@ -39,23 +39,11 @@ import numpy as np
 from scipy.special import gamma as gamma_fn
 from skimage.metrics import structural_similarity
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights
+from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, sampling_of
 from vbench_ray.video.flow import farneback_flow, gray_resize
-from vbench_ray.video.io import VideoInfo
 
 BACKGROUND_MODES = ("exclude", "zero")
 SSIM_WIN = 7  # scikit-image's default window
-
-
-class AllFrames(Sampling):
-    """Every frame of the video (``frames: null`` in a metric config)."""
-
-    def indices(self, info: VideoInfo) -> list[int]:
-        return list(range(info.num_frames))
-
-
-def sampling_of(frames: Optional[int]) -> Sampling:
-    return AllFrames(n=None) if frames is None else Sampling(n=int(frames))
 
 
 class MaskedFrameMetric(FrameMetric):
@@ -348,9 +336,6 @@ class NIQE(FrameMetric):
     def __init__(self, cfg: Any = None):
         super().__init__(cfg or NIQEConfig())
 
-    def sampling(self) -> Sampling:
-        return sampling_of(self.cfg.frames)
-
     def setup(self) -> None:
         path = require_weights(self.cfg.model, "metrics.NIQE.model", "NIQE pristine model")
         self.mu, self.cov = load_niqe_model(path)
@@ -389,9 +374,6 @@ class MotionScore(FrameMetric):
 
     def __init__(self, cfg: Any = None):
         super().__init__(cfg or MotionScoreConfig())
-
-    def sampling(self) -> Sampling:
-        return sampling_of(self.cfg.frames)
 
     def compute(self, edited, source=None) -> float:
         return motion_score(edited, int(self.cfg.size))

@@ -28,7 +28,7 @@ from typing import Optional
 
 import numpy as np
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights
+from vbench_ray.metrics.base import FrameMetric, register_metric, require_weights
 from vbench_ray.video.flow import farneback_flows, gray_resize, raft_variant_for, rgb_resize
 
 FLOWS = ("farneback", "raft")
@@ -111,9 +111,6 @@ class MSM(FrameMetric):
         if self.cfg.formula not in FORMULAS:
             raise ValueError(f"metrics.MSM.formula must be one of {FORMULAS}, got {self.cfg.formula!r}")
         self._raft = None
-
-    def sampling(self) -> Sampling:
-        return Sampling(n=int(self.cfg.frames))
 
     def resources(self) -> dict:
         return {"num_gpus": 0.25} if self.cfg.flow == "raft" and str(self.cfg.device).startswith("cuda") else {}
