@@ -77,8 +77,6 @@ def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
     if not saved.exists():
         return
     old = OmegaConf.load(saved)
-    from vbench_ray.benchmarks import get_benchmark
-
     sections = RESULT_SECTIONS + tuple(get_benchmark(cfg.benchmark).result_sections)
     changed = [k for k in sections if OmegaConf.select(old, k) != OmegaConf.select(cfg, k)]
     if changed:
