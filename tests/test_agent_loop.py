@@ -287,7 +287,7 @@ def test_real_vllm_server_nonsense_model_is_survived(tiny_server, seq_tasks, tmp
 def test_agentic_job_with_agent_model_runs_rollouts_then_scores(ray_local, scripted, seq_tasks, api_key, tmp_path):
     """`vbench-ray run configs/agentic.yaml agent.base_url=... agent.model=...`: rollouts, verification,
     per-family scores with CIs and the trajectory analytics, all from one config."""
-    from vbench_ray.config import load_config
+    from vbench_ray.configure import load_config
     from vbench_ray.runner import run
 
     cfg = load_config(Path(__file__).resolve().parent.parent / "configs" / "agentic.yaml", [

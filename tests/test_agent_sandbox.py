@@ -142,3 +142,88 @@ def test_harness_reads_refuse_symlinks_and_escapes(box, bundle):
         assert not res.ok and "TOP-SECRET" not in res.text and "root:" not in res.text, (args, res.text)
     res = tools.call("write_file", {"path": "inputs/notes.txt", "content": "overwritten"})
     assert not res.ok and (bundle["task"] / "inputs" / "notes.txt").read_text() == "public input\n"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# limits the harness itself needs: no hang on FIFOs, a total disk quota, bounded output, no host paths
+# --------------------------------------------------------------------------------------------------------------
+
+def test_a_fifo_deliverable_neither_hangs_collect_nor_read_file(box):
+    """A FIFO (or any non-regular file) at a deliverable's name is skipped at once; real files still come back."""
+    r = box.run("mkfifo outputs/solution.json && printf '# report' > outputs/report.md && echo ok", timeout_s=30)
+    assert "ok" in r.stdout, r
+    result = {}
+
+    def collect():
+        result["got"] = box.collect(["solution.json", "report.md"], box.root / "collected")
+        result["read"] = Tools(box).call("read_file", {"path": "outputs/solution.json"})
+
+    th = threading.Thread(target=collect, daemon=True)
+    th.start()
+    th.join(timeout=15)
+    assert not th.is_alive(), "collect()/read_file blocked on a FIFO"
+    assert result["got"] == ["report.md"]
+    assert (box.root / "collected" / "report.md").read_text() == "# report"
+    assert not (box.root / "collected" / "solution.json").exists()
+    assert not result["read"].ok and "not a regular file" in result["read"].text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the /sandbox quota is a tmpfs mounted by root")
+def test_sandbox_has_a_total_disk_and_inode_quota(bundle, tmp_path):
+    """Files each under fsize, together over disk_mb, fail with ENOSPC; so does creating more than disk_inodes
+    files. The inputs copied in do not count against the agent's share; cleanup unmounts."""
+    limits = SandboxLimits(fsize_mb=32)
+    limits.disk_mb, limits.disk_inodes = 40, 200
+    sb = Sandbox(tmp_path / "quota", key="quota", limits=limits)
+    sb.prepare(bundle["task"] / "inputs", "the instruction")
+    try:
+        assert os.path.ismount(sb.work)
+        r = sb.run("for i in 1 2 3; do head -c 16M /dev/zero > outputs/big$i || echo FAIL$i; done; "
+                   "du -sm outputs | cut -f1", timeout_s=60)
+        assert "FAIL1" not in r.stdout and "FAIL2" not in r.stdout, r
+        assert "FAIL3" in r.stdout and "No space left on device" in r.stderr, r
+        assert int(r.stdout.split()[-1]) <= 42  # MiB, rounded up by du
+        r = sb.run("rm -f outputs/big*; n=0; for i in $(seq 1 1000); do : > outputs/f$i 2>/dev/null || break; "
+                   "n=$i; done; echo created=$n; cat inputs/notes.txt", timeout_s=60)
+        created = int(r.stdout.split("created=")[1].split()[0])
+        assert 150 <= created < 250, r.stdout
+        assert "public input" in r.stdout
+    finally:
+        sb.cleanup()
+    assert not os.path.ismount(sb.work) and not sb.root.exists()
+
+
+def test_command_output_is_capped_while_it_streams(box):
+    """200 MB of output: the harness keeps a head and a tail, says how much was cut, and never holds the
+    whole stream in memory (traced Python allocations stay far below the output size)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        r = box.run("printf HEAD-MARK; head -c 200M /dev/zero | tr '\\0' x; printf TAIL-MARK; echo err >&2",
+                    timeout_s=120, max_output=64 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, f"peak traced memory {peak / 2**20:.0f} MiB while reading 200 MiB of output"
+    total = 200 * 2**20 + len("HEAD-MARK") + len("TAIL-MARK")
+    assert r.exit_code == 0 and r.stdout_bytes == total, (r.exit_code, r.stdout_bytes)
+    assert r.stdout.startswith("HEAD-MARKx") and r.stdout.endswith("xTAIL-MARK")
+    assert f"{total - 64 * 1024} bytes cut" in r.stdout and len(r.stdout) < 64 * 1024 + 200
+    assert r.stderr == "err\n" and r.stderr_bytes == 4
+    # the default comes from limits.output_kb (agent.limits.output_kb in the config)
+    r = Sandbox(box.root, key=box.key, limits=SandboxLimits(output_kb=2)).run("head -c 5000 /dev/zero", timeout_s=30)
+    assert r.stdout_bytes == 5000 and f"{5000 - 2048} bytes cut" in r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="/sandbox is its own tmpfs only as root")
+def test_mountinfo_shows_no_host_paths(box, tmp_path):
+    """Inside the sandbox the mount table names no host folder: not the run directory, not the repository
+    or its virtualenv (where ffmpeg comes from)."""
+    r = box.run("cat /proc/self/mountinfo /proc/1/mountinfo; echo; cat /proc/mounts", timeout_s=30)
+    assert r.exit_code == 0 and "/sandbox" in r.stdout, r
+    repo = str(Path(__file__).resolve().parent.parent)
+    for host in (str(tmp_path), str(box.root), repo, "site-packages", "imageio_ffmpeg"):
+        assert host not in r.stdout, (host, r.stdout)
+    sandbox_line = next(line for line in r.stdout.splitlines() if line.split()[4:5] == ["/sandbox"])
+    assert sandbox_line.split()[3] == "/", sandbox_line  # the root of its own filesystem

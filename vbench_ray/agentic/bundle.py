@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vbench_ray.safepaths import safe_id
+
 FAMILIES = ("assembly", "sequencing", "repair", "repurpose")
 BUNDLE_VERSION = 1
 TASK_JSON = "task.json"
@@ -129,6 +131,10 @@ def load_task(root: str | Path, with_truth: bool = True) -> TaskBundle:
     if not isinstance(meta, dict):
         raise BundleError(f"{where}: expected a JSON object")
     _need(meta, "task_id", str, where)
+    try:  # the id names the task's submission, trajectory and sandbox folders: no separators, no `..`
+        safe_id(meta["task_id"], f"{where}.task_id")
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
     family = _need(meta, "family", str, where)
     if family not in FAMILIES:
         raise BundleError(f"{where}.family: unknown family {family!r} (expected one of {list(FAMILIES)})")
@@ -229,7 +235,10 @@ def find_reps(submissions_root: str | Path, task_id: str) -> list[tuple[str, Pat
     ``SUBMISSIONS/TASK_ID/REP/`` folders; or ``SUBMISSIONS/TASK_ID/`` itself when it holds deliverables
     directly (rep ``"0"``). A task without a folder has no repetitions.
     """
-    folder = Path(submissions_root) / task_id
+    try:  # the id alone is checked: a submissions folder may legitimately be a symlink to elsewhere
+        folder = Path(submissions_root) / safe_id(task_id, "task_id")
+    except ValueError:
+        return []  # an id that is no folder name has no folder (load_task refuses such ids anyway)
     if not folder.is_dir():
         return []
     if any((folder / name).exists() for name in ALL_DELIVERABLES):

@@ -58,7 +58,9 @@ def settings_from(node: Any = None) -> VerifySettings:
 
 
 def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "case"
+    """``text`` as one file-name component; ``.``/``..`` (which would name the parent folder) become ``case``."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+    return name if name.strip(".") else "case"
 
 
 def verify_rollout(task: TaskBundle, submission: Path, settings: VerifySettings | None = None,

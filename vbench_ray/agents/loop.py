@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from vbench_ray.agents.sandbox import SandboxLimits
 from vbench_ray.agents.tools import TOOL_SCHEMAS, Tools, truncate
+from vbench_ray.judges.backends.media import scrub
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,8 @@ class ChatClient:
         return f"ChatClient(url={self.url!r}, model={self.cfg.model!r}, api_key_env={self.cfg.api_key_env!r})"
 
     def scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        """``text`` without the key, in any case and any 8+ character piece of it (see ``media.scrub``)."""
+        return scrub(text, [self._key]) or ""
 
     def body(self, messages: list[dict]) -> dict:
         cfg = self.cfg

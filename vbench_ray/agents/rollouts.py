@@ -30,11 +30,12 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from vbench_ray.agentic.bundle import DELIVERABLES, INPUTS, list_tasks, load_task
+from vbench_ray.agentic.bundle import DELIVERABLES, INPUTS, BundleError, list_tasks, load_task
 from vbench_ray.agents.analytics import trajectory_analytics
 from vbench_ray.agents.loop import AgentConfig, Secret, read_key, run_agent
 from vbench_ray.agents.sandbox import Sandbox
 from vbench_ray.agents.tools import Tools
+from vbench_ray.safepaths import safe_id, within
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,14 @@ def _write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def rollout_paths(out: Path, task_id: str, rep: str) -> dict[str, Path]:
+    """The submission folder, trajectory file and sandbox root of one rollout, all checked to lie inside
+    ``out``: the ids come from task bundles (data), and these folders are emptied and deleted."""
+    tid, rep = safe_id(task_id, "task_id"), safe_id(rep, "rep")
+    return {"sub": within(out, "submissions", tid, rep), "traj": within(out, "trajectories", tid, f"{rep}.json"),
+            "box": within(out, "sandboxes", tid, rep)}
 
 
 def _verify(task_dir: Path, sub: Path, settings: Any) -> dict:
@@ -64,14 +73,13 @@ def rollout_one(task_dir: str, rep: str, out_dir: str, cfg: AgentConfig, setting
                 verify_only: bool = False, api_key: Optional[Secret] = None) -> dict:
     """One rollout end to end (the body of the Ray task). Returns the trajectory's outcome record."""
     task_dir_p, out = Path(task_dir), Path(out_dir)
-    task = load_task(task_dir_p, with_truth=False)  # the agent side never loads the truth
-    sub = out / "submissions" / task.task_id / rep
-    traj_path = out / "trajectories" / task.task_id / f"{rep}.json"
+    task = load_task(task_dir_p, with_truth=False)  # the agent side never loads the truth (validates task_id)
+    paths = rollout_paths(out, task.task_id, rep)  # checked again here: this is where folders get deleted
+    sub, traj_path = paths["sub"], paths["traj"]
     if verify_only:
         traj = json.loads(traj_path.read_text(encoding="utf-8"))
     else:
-        box = Sandbox(out / "sandboxes" / task.task_id / rep, key=f"{out.resolve()}|{task.task_id}|{rep}",
-                      limits=cfg.limits)
+        box = Sandbox(paths["box"], key=f"{out.resolve()}|{task.task_id}|{rep}", limits=cfg.limits)
         traj: dict[str, Any] = {}
         t0 = time.monotonic()
         try:
@@ -86,15 +94,15 @@ def rollout_one(task_dir: str, rep: str, out_dir: str, cfg: AgentConfig, setting
                     "error": f"{type(exc).__name__}: {exc}", "turns": [], "n_turns": 0, "submitted": False,
                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
                     "wall_s": round(time.monotonic() - t0, 3)}
-        if sub.exists():
-            for p in sub.iterdir():  # a fresh attempt replaces a crashed one's leftovers
-                if p.is_file():
+        names = tuple(dict.fromkeys(DELIVERABLES[task.family] + ("solution.json",)))
+        if sub.is_dir() and not sub.is_symlink():
+            for name in (*names, "reward.json"):  # a fresh attempt replaces a crashed one's leftovers (ours only)
+                p = sub / name
+                if p.is_file() or p.is_symlink():
                     p.unlink()
         sub.mkdir(parents=True, exist_ok=True)
-        traj["delivered"] = box.collect(tuple(dict.fromkeys(DELIVERABLES[task.family] + ("solution.json",))), sub) \
-            if box.work.exists() else []
-        if not cfg.keep_sandbox:
-            box.cleanup()
+        traj["delivered"] = box.collect(names, sub) if box.work.exists() else []
+        box.cleanup(keep=cfg.keep_sandbox)  # keep: its files stay (copied off the tmpfs); never leave a mount
         traj.update(task_id=task.task_id, family=task.family, subtype=task.subtype, rep=rep,
                     done=traj.get("stop_reason") != "harness_error")
     traj["verification"] = _verify(task_dir_p, sub, settings)
@@ -128,7 +136,12 @@ def run_rollouts(tasks_dir: str | Path, out_dir: str | Path, agent_cfg: AgentCon
         raise ValueError("agent.model is not set: name the served model (and agent.base_url its endpoint)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = [load_task(p, with_truth=False) for p in list_tasks(tasks_dir)]
+    tasks = []
+    for p in list_tasks(tasks_dir):
+        try:
+            tasks.append(load_task(p, with_truth=False))
+        except BundleError as exc:  # not run; the benchmark's verify stage reports it as that task's load error
+            log.error("agent rollouts: skipping task bundle %s: %s", p.name, exc)
     if families:
         tasks = [t for t in tasks if t.family in families]
     if task_ids:
@@ -142,14 +155,15 @@ def run_rollouts(tasks_dir: str | Path, out_dir: str | Path, agent_cfg: AgentCon
     pending, skipped, reverify = {}, [], []
     for t in tasks:
         for rep in reps:
-            traj_path = out / "trajectories" / t.task_id / f"{rep}.json"
+            paths = rollout_paths(out, t.task_id, rep)
+            traj_path = paths["traj"]
             done = False
             if traj_path.exists():
                 try:
                     done = bool(json.loads(traj_path.read_text(encoding="utf-8")).get("done"))
                 except (json.JSONDecodeError, OSError):
                     done = False
-            reward_ok = (out / "submissions" / t.task_id / rep / "reward.json").exists()
+            reward_ok = (paths["sub"] / "reward.json").exists()
             if done and reward_ok:
                 skipped.append((t.task_id, rep))
                 continue
@@ -167,7 +181,7 @@ def run_rollouts(tasks_dir: str | Path, out_dir: str | Path, agent_cfg: AgentCon
     rollouts, trajs = [], []
     for t in tasks:
         for rep in reps:
-            path = out / "trajectories" / t.task_id / f"{rep}.json"
+            path = rollout_paths(out, t.task_id, rep)["traj"]
             try:
                 traj = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):

@@ -124,9 +124,13 @@ class Tools:
         r = self.sandbox.run(command, timeout_s=timeout)
         lim = self.max_output_chars // 2
         status = f"timed out after {timeout:.0f} s (process tree killed)" if r.timed_out else f"exit code {r.exit_code}"
-        text = f"{status}\n--- stdout ---\n{truncate(r.stdout, lim)}\n--- stderr ---\n{truncate(r.stderr, lim)}"
+        sizes = f" (stdout {r.stdout_bytes} bytes, stderr {r.stderr_bytes} bytes in all; head and tail shown)" \
+            if max(r.stdout_bytes, r.stderr_bytes) > lim else ""
+        text = (f"{status}{sizes}\n--- stdout ---\n{truncate(r.stdout, lim)}\n"
+                f"--- stderr ---\n{truncate(r.stderr, lim)}")
         return ToolResult(text, ok=not r.timed_out and r.exit_code == 0,
-                          info={"exit_code": r.exit_code, "timed_out": r.timed_out, "wall_s": round(r.wall_s, 3)})
+                          info={"exit_code": r.exit_code, "timed_out": r.timed_out, "wall_s": round(r.wall_s, 3),
+                                "stdout_bytes": r.stdout_bytes, "stderr_bytes": r.stderr_bytes})
 
     def _duration(self, rel: str, budget: float) -> tuple[float, float]:
         r = self.sandbox.run(f"ffmpeg -hide_banner -i {shlex.quote(rel)}", timeout_s=min(budget, 60))
@@ -194,10 +198,10 @@ class Tools:
     def _read_file(self, args: dict, budget: float) -> ToolResult:
         host = self.sandbox.resolve(str(args["path"]))
         limit = max(1, min(int(args.get("max_bytes") or 20000), 1 << 20))
-        data = self.sandbox.read_back(host, max_bytes=1 << 30)
-        text = data[:limit].decode("utf-8", "replace")
-        more = f"\n... [{len(data) - limit} more bytes]" if len(data) > limit else ""
-        return ToolResult(text + more, info={"bytes": len(data)})
+        data, size = self.sandbox.read_head(host, limit)  # only what is shown is read into memory
+        text = data.decode("utf-8", "replace")
+        more = f"\n... [{size - len(data)} more bytes]" if size > len(data) else ""
+        return ToolResult(text + more, info={"bytes": size})
 
     def _write_file(self, args: dict, budget: float) -> ToolResult:
         host = self.sandbox.resolve(str(args["path"]))
@@ -215,7 +219,8 @@ class Tools:
 
     def _submit(self, args: dict, budget: float) -> ToolResult:
         outputs = self.sandbox.work / "outputs"
-        present = sorted(p.name for p in outputs.iterdir() if p.is_file()) if outputs.is_dir() else []
+        present = sorted(p.name for p in outputs.iterdir() if p.is_file() and not p.is_symlink()) \
+            if outputs.is_dir() and not outputs.is_symlink() else []
         missing = [d for d in self.deliverables if d not in present]
         note = f"; missing deliverables: {', '.join(missing)}" if missing else ""
         return ToolResult(f"submitted: {', '.join(present) or 'no files'} in {SANDBOX_MOUNT}/outputs{note}",

@@ -66,14 +66,46 @@ def env_vars(cfg: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items() if v is not None}
 
 
+MIN_FRAGMENT = 8  # a run of this many characters of a secret (or more) is redacted wherever it appears
+
+
 def scrub(text: Optional[str], secrets: Iterable[str]) -> Optional[str]:
-    """``text`` with every secret replaced by ``***`` (an API key must never reach a log or an error)."""
+    """``text`` with every secret replaced by ``***`` (an API key must never reach a log or an error).
+
+    Servers echo keys in other shapes than the one sent: upper-cased, masked to their last characters
+    (``...a1b2c3d4e5f6``), cut in the middle. So matching ignores case, and every run of 8 or more
+    characters that occurs in a secret is redacted, not only the whole key. A secret shorter than 8
+    characters is redacted only whole (ignoring case): its fragments would match ordinary words.
+    """
     if text is None:
         return None
     for secret in secrets:
         if secret:
-            text = text.replace(secret, "***")
+            text = _redact_one(text, str(secret))
     return text
+
+
+def _redact_one(text: str, secret: str) -> str:
+    # lower-case character by character so that indices in `low` are indices in `text`
+    low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+    key = secret.lower()
+    n = min(MIN_FRAGMENT, len(key))
+    grams = {key[i:i + n] for i in range(len(key) - n + 1)}
+    spans: list[list[int]] = []
+    for i in range(len(low) - n + 1):
+        if low[i:i + n] in grams:
+            if spans and i <= spans[-1][1]:
+                spans[-1][1] = i + n  # overlapping or touching windows: one longer fragment
+            else:
+                spans.append([i, i + n])
+    if not spans:
+        return text
+    out, pos = [], 0
+    for start, end in spans:
+        out += [text[pos:start], "***"]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def short(text: str, limit: int = ERROR_SNIPPET) -> str:
@@ -236,7 +268,8 @@ def stream_responses(requests: list[JudgeRequest], pre_failed: dict[int, str],
                     continue
                 seen.add(idx)
                 error = scrub(row.get("error"), secrets)
-                out.append(JudgeResponse(requests[idx].request_id, text=row.get("text") if error is None else None,
+                text = scrub(row.get("text"), secrets) if error is None else None  # a server may echo the key
+                out.append(JudgeResponse(requests[idx].request_id, text=text,
                                          error=error, latency_s=row.get("latency_s"),
                                          prompt_tokens=row.get("prompt_tokens"),
                                          completion_tokens=row.get("completion_tokens"), model=model))
