@@ -117,6 +117,39 @@ def test_sequencing_accepts_stems_and_a_bare_list(tmp_path):
     assert v.reward == pytest.approx(m["weighted"]) and v.details["adjusted"] == pytest.approx(m["adjusted"])
 
 
+@pytest.mark.parametrize("sources", [["3", "1", "2", "4"], [3, 1, 2, 4],
+                                     ["clip_03.mp4", "clip_01", "2", "clip_04.mp4"]])
+def test_sequencing_reads_the_official_segments_format(tmp_path, sources):
+    """Issue 10 item 8: the official harness writes {"segments": [{"source": <clip number>, ...}]}."""
+    clips = ["clip_03.mp4", "clip_01.mp4", "clip_04.mp4", "clip_02.mp4"]  # the true order
+    task = _seq_task(tmp_path, clips)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    segments = [{"output": [float(i), i + 1.0], "source": s, "source_range": [0.0, 1.0]} for i, s in enumerate(sources)]
+    (sub / "solution.json").write_text(json.dumps({"segments": segments}))
+    v = sequencing.verify(task, sub)
+    # predicted 3,1,2,4 -> true ranks [0, 1, 3, 2]: ND = (0+0+1+1) / floor(16/2) = 0.25, LIS = 3/4,
+    # ADJ = 1/3 (only 3->1 is a true successor pair); paper score 0.75 * 0.75 / 3 = 0.1875
+    assert v.status == "ok" and v.details["predicted"] == ["clip_03.mp4", "clip_01.mp4", "clip_02.mp4", "clip_04.mp4"]
+    assert (v.details["nd"], v.details["lis"], v.details["adj"]) == pytest.approx((0.25, 0.75, 1 / 3))
+    assert v.reward == pytest.approx(0.1875)
+    weighted = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted"))
+    assert weighted.reward == pytest.approx(0.4 * 0.75 + 0.3 * 0.75 + 0.3 / 3)  # 0.625
+
+
+def test_sequencing_official_segments_perfect_and_malformed(tmp_path):
+    task = _seq_task(tmp_path, ["1.mp4", "2.mp4", "3.mp4"])
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "solution.json").write_text(json.dumps({"segments": [{"source": "1"}, {"source": "2"}, {"source": "3"}]}))
+    assert sequencing.verify(task, sub).reward == 1.0
+    (sub / "solution.json").write_text(json.dumps({"segments": "1,2,3"}))
+    v = sequencing.verify(task, sub)
+    assert v.reward == 0.0 and "segments is not a list" in v.details["reason"]
+    (sub / "solution.json").write_text(json.dumps({"segments": [{"source": "1"}, {"source": "2"}, {"output": [0, 1]}]}))
+    assert sequencing.verify(task, sub).reward == 0.0  # a segment without a source is no clip
+
+
 # ----------------------------------------------------------------------------- assembly
 
 def test_chance_adjustment_by_hand():

@@ -158,6 +158,16 @@ def test_identical_static_videos_score_half():
     assert small_mf().compute(still, still) == pytest.approx(0.5, abs=1e-6)
 
 
+@pytest.mark.parametrize("n_src,n_edit,which", [(1, 8, "source"), (8, 1, "edited")])
+def test_one_frame_video_is_a_recorded_failure(n_src, n_edit, which):
+    # issue 10 item 1: MF needs a velocity, i.e. 2 frames of each video; one frame raises, never scores
+    from vbench_ray.metrics.base import VideoTooShortError
+
+    src, edit = translated_video(3, 0)[:n_src], translated_video(3, 0)[:n_edit]
+    with pytest.raises(VideoTooShortError, match=f"MF needs at least 2 frames of the {which} video, got 1"):
+        small_mf().compute(edit, src)
+
+
 # --------------------------------------------------------------------------- config, CoTracker
 
 def test_cotracker_without_weights_names_the_config_key(monkeypatch):

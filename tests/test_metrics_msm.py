@@ -34,7 +34,7 @@ def translated_video(offsets, size=224, margin=48, seed=0):
 
 def test_constant_flow_is_perfectly_smooth():
     flows = np.stack([const_flow(1.5, -0.5)] * 4)
-    assert msm_score(flows, "paper") == pytest.approx(1.0, abs=1e-9)
+    assert msm_score(flows, "paper_text") == pytest.approx(1.0, abs=1e-9)
     assert msm_score(flows, "official") == pytest.approx(1.0, abs=1e-6)
 
 
@@ -42,7 +42,7 @@ def test_alternating_flow_has_full_jitter():
     # F_{t+1} = -F_t: J = ||-2v|| / (2||v|| + eps) = 1 everywhere
     v = const_flow(2.0, 1.0)
     flows = np.stack([v, -v, v, -v])
-    assert msm_score(flows, "paper") == pytest.approx(0.0, abs=1e-6)
+    assert msm_score(flows, "paper_text") == pytest.approx(0.0, abs=1e-6)
 
 
 def test_jitter_is_bounded_by_one():
@@ -67,27 +67,47 @@ def mixed_pair():
 
 def test_mask_excludes_still_pixels_paper():
     # MSM = 1 - (0 + 0.707107 + 0.5) / 3 = 1 - 0.402369 = 0.597631
-    assert msm_score(mixed_pair(), "paper") == pytest.approx(1 - (math.sqrt(2) / 2 + 0.5) / 3, abs=1e-6)
-    assert msm_score(mixed_pair(), "paper") == pytest.approx(0.597631, abs=1e-6)
+    assert msm_score(mixed_pair(), "paper_text") == pytest.approx(1 - (math.sqrt(2) / 2 + 0.5) / 3, abs=1e-6)
+    assert msm_score(mixed_pair(), "paper_text") == pytest.approx(0.597631, abs=1e-6)
 
 
 def test_msm_averages_over_the_t_minus_2_pairs():
     v = const_flow(1.0, 0.0)
     flows = np.stack([v, v, -v])  # pair 1: J = 0, pair 2: J = 1 → MSM = 1 - (0 + 1) / 2
-    assert msm_score(flows, "paper") == pytest.approx(0.5, abs=1e-6)
+    assert msm_score(flows, "paper_text") == pytest.approx(0.5, abs=1e-6)
     # official: pair 1 scores 1.0, pair 2 (reversal) scores 0.3 → mean 0.65
     assert msm_score(flows, "official") == pytest.approx(0.65, abs=1e-6)
 
 
 def test_no_motion_counts_as_smooth():
     flows = np.zeros((3, 4, 4, 2))
-    assert msm_score(flows, "paper") == 1.0
+    assert msm_score(flows, "paper_text") == 1.0
     assert msm_score(flows, "official") == 1.0
 
 
 def test_fewer_than_two_flows_is_nan():
     assert math.isnan(msm_score(np.zeros((1, 4, 4, 2))))
-    assert math.isnan(MSM().compute(np.zeros((2, 8, 8, 3), np.uint8)))
+
+
+@pytest.mark.parametrize("frames", [1, 2])
+def test_too_short_video_is_a_failure_not_a_perfect_score(frames):
+    # issue 10 item 1: with repeated indices a 1-frame (frozen) video used to score MSM = 1.0; now the
+    # sampler gives min(T, 10) distinct frames and MSM refuses fewer than 3 with a clear message
+    from vbench_ray.metrics.base import VideoTooShortError
+    from vbench_ray.video.io import VideoInfo
+
+    metric = MSM()
+    idx = metric.sampling().indices(VideoInfo(path="v.mp4", num_frames=frames, fps=24.0, height=8, width=8, backend="test"))
+    assert idx == list(range(frames))
+    with pytest.raises(VideoTooShortError, match=f"MSM needs at least 3 frames of the edited video, got {frames}"):
+        metric.compute(np.zeros((len(idx), 8, 8, 3), np.uint8))
+
+
+def test_three_distinct_frames_of_constant_motion_are_smooth():
+    # a 3-frame video is sampled as frames 0, 1, 2 (no repeats): two equal flows, official score 1.0,
+    # where the repeated sampling [0,0,0,0,1,1,1,2,2,2] gave zero flows between repeats and scored 0.5
+    video = translated_video([(0, 0), (2, 0), (4, 0)])
+    assert MSM().compute(video) > 0.9
 
 
 def test_unknown_formula_raises():
@@ -128,7 +148,9 @@ def test_jittered_translation_is_less_smooth():
         angle = rng.uniform(0, 2 * np.pi)
         x, y = x + int(round(4 * np.cos(angle))), y + int(round(4 * np.sin(angle)))
     smooth = MSM().compute(translated_video([(2 * t, 0) for t in range(10)]))
-    jittery = MSM().compute(translated_video(offsets))
+    paper_text = MSM(MSMConfig(formula="paper_text"))
+    smooth = paper_text.compute(translated_video([(2 * t, 0) for t in range(10)]))
+    jittery = paper_text.compute(translated_video(offsets))
     assert jittery < 0.7 < smooth
     official = MSM(MSMConfig(formula="official"))
     steady = translated_video([(2 * t, 0) for t in range(10)])
@@ -154,7 +176,7 @@ def test_unknown_flow_raises():
 def test_defaults_and_registry():
     metric = build_metric("MSM")
     assert isinstance(metric, MSM) and not metric.needs_source
-    assert metric.cfg.formula == "paper" and metric.cfg.flow == "farneback"
+    assert metric.cfg.formula == "official" and metric.cfg.flow == "farneback"
     assert metric.sampling().n == 10
 
 

@@ -61,9 +61,11 @@ def test_native_resolutions_may_differ():
     assert SSIM(SSIMConfig(frames=2, size=16)).compute(edit, src) == pytest.approx(1.0)
 
 
-def test_different_frame_counts_raise():
-    with pytest.raises(ValueError, match="same number of sampled frames"):
-        SSIM().compute(textured(0, t=3), textured(0, t=4))
+def test_shorter_video_pairs_the_first_samples():
+    # an edited video of 3 frames gives 3 samples, the source 4: frames 0..2 of each are paired (official)
+    src = np.concatenate([textured(0, t=3), rgb_constant([0], h=64, w=64)])
+    edit = textured(0, t=3)
+    assert SSIM().compute(edit, src) == pytest.approx(1.0)
 
 
 def test_missing_source_raises():

@@ -12,8 +12,15 @@ def test_uniform_indices_match_the_official_formula():
     # round(i * (T-1) / (n-1)): T=24, n=10 -> i*23/9 = 0, 2.56, 5.11, 7.67, 10.22, 12.78, 15.33, 17.89, 20.44, 23
     assert uniform_indices(24, 10) == [0, 3, 5, 8, 10, 13, 15, 18, 20, 23]
     assert uniform_indices(5, 3) == [0, 2, 4]
-    assert uniform_indices(1, 4) == [0, 0, 0, 0]  # fewer frames than asked: repeats, as the official code
+    # fewer frames than asked: min(T, n) distinct frames, never repeats (official sampler, issue 10 item 1)
+    assert uniform_indices(1, 4) == [0]
+    assert uniform_indices(3, 10) == [0, 1, 2]
+    assert uniform_indices(6, 10) == [0, 1, 2, 3, 4, 5]
+    assert uniform_indices(10, 10) == list(range(10))
+    # one frame: T // 2 (not (T - 1) // 2): 8 frames -> 4, 7 frames -> 3
+    assert uniform_indices(8, 1) == [4]
     assert uniform_indices(7, 1) == [3]
+    assert uniform_indices(2, 1) == [1]
     assert uniform_indices(0, 10) == []
 
 

@@ -248,7 +248,9 @@ def repair_oracle(task: TaskBundle, out: Path, rng: np.random.Generator) -> dict
     if t["group"] == "timeline":
         first = [r["range"] if isinstance(r, dict) else r for r in t["ranges"]]
         _write(out / "solution.json", {"ranges": first})
-    _report(out, f"# Repair report\n\nOracle: {t.get('defect')} in {t.get('window')}; delivered the golden reference.")
+    w = t.get("window") or [0.0, 0.0]
+    _report(out, f"# Repair report\n\n## Diagnosis\n- type: {t.get('defect')}\n- start: {w[0]:.3f}\n- end: {w[1]:.3f}\n\n"
+                 "## Repair\nOracle: delivered the golden reference.")
     return {"how": "golden reference (oracle)"}
 
 

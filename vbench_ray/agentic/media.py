@@ -161,20 +161,102 @@ def _decode_video(container, stream, max_side: int | None, keep_fps: float | Non
 
 
 def probe_media(path: str | Path) -> MediaInfo:
-    """Container, codecs, geometry, frame count (decoded), duration and audio format of ``path``."""
-    return read_media(path, video=True, audio=True).info
+    """Container, codecs, geometry, frame count (decoded), duration and audio format of ``path``.
+
+    Both streams are decoded and counted, nothing is kept: memory does not grow with the file's length."""
+    return probe_stream(path)[0]
 
 
-def _decode_audio(container, stream) -> np.ndarray:
+def probe_stream(path: str | Path) -> tuple[MediaInfo, int]:
+    """:func:`probe_media` and the number of audio samples :func:`read_media` would keep (0: no audio)."""
+    import av
+
+    path = Path(path)
+    _check_file(path)
+    try:
+        container = av.open(str(path))
+    except Exception as exc:
+        raise MediaError(f"cannot open media file {path}: {type(exc).__name__}: {exc}") from exc
+    with container:
+        vs = container.streams.video[0] if container.streams.video else None
+        as_ = container.streams.audio[0] if container.streams.audio else None
+        n_frames = n_samples = None
+        try:
+            if vs is not None:
+                n_frames = sum(1 for _ in container.decode(vs))
+                container.seek(0)
+            if as_ is not None:
+                n_samples = sum(len(c) for c in _audio_chunks(container, as_))
+        except Exception as exc:
+            raise MediaError(f"cannot decode {path}: {type(exc).__name__}: {exc}") from exc
+        info = _info(path, container, vs, as_, n_frames, n_samples)
+    if vs is not None and not n_frames:
+        raise MediaError(f"video stream of {path} has no frames")
+    kept = n_samples or 0
+    limit = audio_limit(info)
+    return info, (min(kept, limit) if limit is not None else kept)
+
+
+def _resize(img: np.ndarray, max_side: int | None) -> np.ndarray:
+    import cv2
+
+    if max_side and max(img.shape[:2]) > max_side:
+        h, w = img.shape[:2]
+        scale = max_side / max(h, w)
+        img = cv2.resize(img, (max(2, round(w * scale)), max(2, round(h * scale))), interpolation=cv2.INTER_AREA)
+    return img
+
+
+def iter_frames(path: str | Path, max_side: int | None = None):
+    """The frames of ``path`` (uint8 RGB, downscaled as in :func:`read_media`), decoded one at a time."""
+    import av
+
+    with av.open(str(path)) as container:
+        if not container.streams.video:
+            return
+        for frame in container.decode(container.streams.video[0]):
+            yield _resize(frame.to_ndarray(format="rgb24"), max_side)
+
+
+def iter_audio(path: str | Path, limit: int | None = None):
+    """The first audio stream of ``path`` as mono float32 chunks, as decoded (at most ``limit`` samples
+    in all: :func:`read_media` keeps the audio no longer than the video)."""
+    import av
+
+    with av.open(str(path)) as container:
+        if not container.streams.audio:
+            return
+        left = limit
+        for chunk in _audio_chunks(container, container.streams.audio[0]):
+            if left is not None:
+                chunk = chunk[:left]
+                left -= len(chunk)
+            if len(chunk):
+                yield chunk
+            if left is not None and left <= 0:
+                return
+
+
+def audio_limit(info: MediaInfo) -> int | None:
+    """How many samples :func:`read_media` keeps: no more than the video's duration (AAC pads its end)."""
+    if info.has_video and info.duration > 0 and info.sample_rate:
+        return int(round(info.duration * info.sample_rate))
+    return None
+
+
+def _audio_chunks(container, stream):
     import av
 
     resampler = av.AudioResampler(format="fltp", layout="mono", rate=stream.codec_context.sample_rate)
-    chunks = []
     for frame in container.decode(stream):
         for out in resampler.resample(frame):
-            chunks.append(out.to_ndarray()[0])
+            yield out.to_ndarray()[0].astype(np.float32)
     for out in resampler.resample(None):
-        chunks.append(out.to_ndarray()[0])
+        yield out.to_ndarray()[0].astype(np.float32)
+
+
+def _decode_audio(container, stream) -> np.ndarray:
+    chunks = list(_audio_chunks(container, stream))
     return np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
 
 

@@ -331,6 +331,7 @@ def _repair_task(root: Path, seed: int, k: int) -> dict:
         truth["ranges"] = [{"range": [(a + seg) / FPS, (a + 2 * seg) / FPS], "equivalent": [[a / FPS, (a + seg) / FPS]]}]
         truth["tolerance_s"] = 0.25
         truth["window"] = [a / FPS, (a + 2 * seg) / FPS]
+        truth["window_golden"] = [a / FPS, (a + seg) / FPS]  # the same stretch in the golden's time
     else:  # shot swap: [a, b) and [b, c) exchanged
         b = a + int(rng.integers(8, 12))
         c = min(n - 2, b + int(rng.integers(8, 12)))
@@ -350,7 +351,9 @@ def _repair_task(root: Path, seed: int, k: int) -> dict:
         "`inputs/broken.mp4` is the clip. Find the defect (what and when), fix it, and leave the rest untouched.\n\n"
         "Deliverables (in your output folder):\n"
         f"- `fixed.mp4`: MP4, H.264 video ({W}x{H}, {FPS} fps), AAC audio at {SR} Hz;\n"
-        "- `report.md`: what the defect was, its time range, and what you did;\n"
+        "- `report.md`: what the defect was, its time range, and what you did, with one `## Diagnosis` block "
+        "per defect holding the lines `- type: <defect>`, `- start: <time>` and `- end: <time>` (times in "
+        "broken.mp4, seconds or MM:SS.mmm);\n"
         "- if your fix removes material: `solution.json` with `{\"ranges\": [[start_s, end_s], ...]}`, the "
         "removed ranges in the time of broken.mp4.\n")
     write_task(root, {"task_id": task_id, "family": "repair", "subtype": defect, "group": group,
@@ -404,8 +407,7 @@ def _repair_reference(root: Path, truth: dict) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "perfect_fix.mp4"
         write_media(path, frames, golden.fps, audio, golden.sample_rate)
-        perfect = read_media(path)
-    ref = measure_references(golden, perfect, truth)
+        ref = measure_references(root / TRUTH / truth["golden"], path, truth)
     return {region: {m: round(float(v), 6) for m, v in values.items()} for region, values in ref.items()}
 
 
@@ -480,6 +482,9 @@ def _repurpose_task(root: Path, seed: int, k: int) -> dict:
 
 # ----------------------------------------------------------------------------- entry point
 
+SYNTH_MARKER = ".vbr-synth"  # in OUT/tasks: a rerun may replace the folder
+
+
 def synth_agentic(out_dir: str | Path, seed: int = 0, n_assembly: int = 2, n_sequencing: int = 3,
                   n_repair: int = len(REPAIR_DEFECTS), n_repurpose: int = 2, n_slots: int = 4,
                   sequencing_clips: tuple[int, int] = (7, 20)) -> dict:
@@ -491,9 +496,15 @@ def synth_agentic(out_dir: str | Path, seed: int = 0, n_assembly: int = 2, n_seq
     """
     out = Path(out_dir)
     tasks_dir = out / "tasks"
-    if tasks_dir.exists():
+    marker = tasks_dir / SYNTH_MARKER
+    if tasks_dir.exists() or tasks_dir.is_symlink():
+        # replace only a folder this function wrote: `--out` may point anywhere, even at real data
+        if tasks_dir.is_symlink() or not marker.is_file():
+            raise ValueError(f"{tasks_dir} exists and was not written by `vbench-ray synth agentic` (no "
+                             f"{SYNTH_MARKER} in it): refusing to replace it; remove it or choose another --out")
         shutil.rmtree(tasks_dir)
     tasks_dir.mkdir(parents=True)
+    marker.write_text("written by vbench_ray.agentic.synth; the next synth into this folder replaces it\n")
     lo, hi = int(sequencing_clips[0]), int(sequencing_clips[1])
     if not 2 <= lo <= hi:
         raise ValueError(f"sequencing_clips must be (lo, hi) with 2 <= lo <= hi, got {sequencing_clips}")

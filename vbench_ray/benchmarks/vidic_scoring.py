@@ -11,9 +11,19 @@ columns), App. G.3 (prompt of the model under test), G.4 (judge protocol), G.5 (
   per question: system ``"You are a rigorous video analysis assistant. This is a {section} problem."``
   (section = ``Similarities`` | ``Differences``, as in the official code), user = the G.4 protocol with the
   description and the question. Ids ``.../judge/sim{k}`` and ``.../judge/diff{k}`` (k = position in its
-  list, from 0). Parsing follows the official order: a fenced ```json block, then the whole text as JSON,
-  then the pattern ``answer: yes|no|unsure`` (ASCII or full-width colon). ``unsure`` or anything else is
-  invalid and re-asked; after the retries the question counts wrong.
+  list, from 0). ``judge.parse`` (issue 10):
+
+  - ``official`` (default; Table 2 was computed with it): the official chain exactly: a fenced
+    ```json block, then the whole text as JSON, then the regex ``answer\s*[:：]\s*(yes|no|unsure)``,
+    else ``"error"``; no ``</think>`` stripping (the regex takes the first ``answer: X`` it meets) and
+    no re-asks; the answer is compared literally, so ``"Yes."`` is wrong and JSON inside prose is
+    ``"error"`` (wrong).
+  - ``lenient``: the same order after ``</think>``, a fenced block in any case, a quoted JSON key also
+    found by the regex, ``"Yes."`` normalised to ``yes``; ``unsure`` or anything else is invalid and
+    re-asked; after the retries the question counts wrong.
+
+  Both are computed on every answer: each metric reports ``n_scored_differently`` and its value under
+  the other mode.
 * **error** (optional, G.5): for each question the judge answered wrongly, an analyst names one of five
   error categories. Ids ``.../error/sim{k}`` / ``.../error/diff{k}``.
 
@@ -39,7 +49,7 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from vbench_ray.judges.base import JudgeRequest
+from vbench_ray.judges.base import JudgeRequest, request_id as judge_request_id
 from vbench_ray.judges.parsing import Parsed, extract_json, register_parser, strip_thinking
 from vbench_ray.stats import ratio_ci
 
@@ -158,7 +168,8 @@ def pair_key(video1: str, video2: str) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- request ids
 
 def request_id(case: dict, stage: str, group: str) -> str:
-    return f"vidic/{case['case_id']}/{case['variant']}/{stage}/{group}"
+    """``vidic/{case}/{variant}/{stage}/{group}`` (``judges.base.request_id``)."""
+    return judge_request_id("vidic", case["case_id"], case["variant"], stage, group)
 
 
 def describe_id(case: dict) -> str:
@@ -198,10 +209,9 @@ def describe_request(case: dict) -> JudgeRequest:
     b = [{"type": "text", "text": "Video B:"}, _video_part(case["edited_path"])]
     videos = b + a if order == "reverse" else a + b
     video = {k: params[k] for k in VIDEO_PARAMS if k in params} or None
-    return JudgeRequest(
-        request_id=describe_id(case),
+    return JudgeRequest.build(
+        "vidic", case["case_id"], case["variant"], "describe", "response",
         messages=[{"role": "user", "content": [{"type": "text", "text": prompt("describe")}, *videos]}],
-        case_id=case["case_id"], variant=case["variant"], stage="describe", group="response",
         parser="free_text", video=video)
 
 
@@ -216,12 +226,18 @@ def parse_free_text(text: str, expected: Any = None) -> Parsed:
 
 # ----------------------------------------------------------------------------- judge (G.4)
 
-def judge_request(case: dict, q: Question, description: str) -> JudgeRequest:
-    return JudgeRequest(
-        request_id=request_id(case, "judge", q.tag),
+PARSE_MODES = ("official", "lenient")
+JUDGE_PARSER = {"official": "vidic_judge_official", "lenient": "vidic_judge"}
+
+
+def judge_request(case: dict, q: Question, description: str, parse: str = "official") -> JudgeRequest:
+    if parse not in PARSE_MODES:
+        raise ValueError(f"judge.parse must be one of {PARSE_MODES}, got {parse!r}")
+    return JudgeRequest.build(
+        "vidic", case["case_id"], case["variant"], "judge", q.tag,
         messages=[{"role": "system", "content": JUDGE_SYSTEM.format(section=q.section)},
                   {"role": "user", "content": fill(prompt("judge"), description=description, question=q.question)}],
-        case_id=case["case_id"], variant=case["variant"], stage="judge", group=q.tag, parser="vidic_judge")
+        parser=JUDGE_PARSER[parse])
 
 
 _FENCED_JSON = re.compile(r"```json\s*(.*?)\s*```", re.DOTALL | re.IGNORECASE)
@@ -252,19 +268,60 @@ def _judge_answer(text: str) -> tuple[Any, str, str]:
     return None, "", "none"
 
 
-@register_parser("vidic_judge")
-def parse_judge(text: str, expected: Any = None) -> Parsed:
-    """``{"answer": "yes"|"no", "explanation"}``; ``unsure``, a missing answer or anything else is invalid."""
+_OFFICIAL_FENCE = re.compile(r"```json\s*(.*?)\s*```", re.DOTALL)  # case-sensitive, as the official code
+_OFFICIAL_ANSWER_RE = re.compile(r"answer\s*[:：]\s*(yes|no|unsure)", re.IGNORECASE)
+
+
+def official_judge_answer(text: str | None) -> str:
+    """The official ``parse_judge_response`` answer (ANCHORS.md §2): a ```json block's ``answer``, else the
+    whole text's (a JSON object), else the first ``answer: yes|no|unsure`` (lower-cased), else ``"error"``.
+    A JSON answer is kept literally (``"Yes."`` stays ``"Yes."``)."""
+    if text is None:
+        return "error"
+    for candidate in ([m.group(1)] if (m := _OFFICIAL_FENCE.search(text)) else []) + [text]:
+        try:
+            data = json.loads(candidate)
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if isinstance(data, dict):
+            answer = data.get("answer", "error")
+            return answer if isinstance(answer, str) else json.dumps(answer)
+    m = _OFFICIAL_ANSWER_RE.search(text)
+    return m.group(1).lower() if m else "error"
+
+
+def _lenient(text: str) -> tuple[str | None, str, str, str | None]:
+    """(normalised yes/no or None, explanation, how, error) of the lenient parse."""
     answer, explanation, how = _judge_answer(strip_thinking(text or ""))
     if answer is None:
         if how == "none":
-            return Parsed(False, error='no JSON object with an "answer" and no "answer: yes/no" in the reply')
-        return Parsed(False, error='the JSON object has no "answer" field')
+            return None, explanation, how, 'no JSON object with an "answer" and no "answer: yes/no" in the reply'
+        return None, explanation, how, 'the JSON object has no "answer" field'
     norm = str(answer).strip().strip(".!\"' ").lower()
     if norm not in ANSWERS:
-        return Parsed(False, error=f'the answer must be "yes" or "no", got {str(answer)[:40]!r}')
-    return Parsed(True, value={"answer": norm, "explanation": explanation},
+        return None, explanation, how, f'the answer must be "yes" or "no", got {str(answer)[:40]!r}'
+    return norm, explanation, how, None
+
+
+@register_parser("vidic_judge")
+def parse_judge(text: str, expected: Any = None) -> Parsed:
+    """Lenient: ``{"answer": "yes"|"no", "explanation"}``; ``unsure``, a missing answer or anything else is
+    invalid (re-asked). ``value["official"]`` is the official chain's answer to the same text."""
+    norm, explanation, how, error = _lenient(text)
+    official = official_judge_answer(text)
+    if error:
+        return Parsed(False, value={"official": official}, error=error)
+    return Parsed(True, value={"answer": norm, "explanation": explanation, "official": official},
                   note=None if how != "regex" else "answer found by the answer: pattern")
+
+
+@register_parser("vidic_judge_official")
+def parse_judge_official(text: str, expected: Any = None) -> Parsed:
+    """Official: always usable (an unparsable reply is the answer ``"error"``, as the official code; no
+    re-ask). ``value["lenient"]`` is the lenient parse's answer to the same text (None if invalid)."""
+    official = official_judge_answer(text)
+    norm, explanation, _, _ = _lenient(text)
+    return Parsed(True, value={"answer": official, "explanation": explanation, "lenient": norm})
 
 
 # ----------------------------------------------------------------------------- error analysis (G.5)
@@ -273,10 +330,10 @@ def error_request(case: dict, q: Question, description: str, judged: dict) -> Ju
     user = (f"[Question]\n{q.question}\n\n[Correct Answer]\n{q.correct_answer}\n\n"
             f"[Model's Description]\n{description}\n\n[Model's Predicted Answer]\n{judged['answer']}\n\n"
             f"[Judge's Reason]\n{judged.get('explanation') or '(none)'}")
-    return JudgeRequest(
-        request_id=request_id(case, "error", q.tag),
+    return JudgeRequest.build(
+        "vidic", case["case_id"], case["variant"], "error", q.tag,
         messages=[{"role": "system", "content": prompt("error_analysis")}, {"role": "user", "content": user}],
-        case_id=case["case_id"], variant=case["variant"], stage="error", group=q.tag, parser="vidic_error_type")
+        parser="vidic_error_type")
 
 
 _ERROR_KEYWORDS = (  # first match wins; checked on the lower-cased label
@@ -326,13 +383,13 @@ def describe_text(case: dict, results: dict) -> str | None:
     return result.value if result is not None and result.status == "ok" else None
 
 
-def judge_requests(cases: Iterable[dict], results: dict) -> list[JudgeRequest]:
+def judge_requests(cases: Iterable[dict], results: dict, parse: str = "official") -> list[JudgeRequest]:
     """One request per question of every case whose description came back usable."""
     out = []
     for case in cases:
         text = describe_text(case, results) if scorable(case) else None
         if text is not None:
-            out += [judge_request(case, q, text) for q in item_questions(case)]
+            out += [judge_request(case, q, text, parse) for q in item_questions(case)]
     return out
 
 
@@ -345,7 +402,8 @@ def error_requests(cases: Iterable[dict], results: dict) -> list[JudgeRequest]:
             continue
         for q in item_questions(case):
             r = results.get(request_id(case, "judge", q.tag))
-            if r is not None and r.status == "ok" and r.value["answer"] != q.correct_answer:
+            answer = str(r.value.get("answer")).lower() if r is not None and r.status == "ok" else None
+            if answer in ANSWERS and answer != q.correct_answer:  # a judged yes/no that is wrong
                 out.append(error_request(case, q, text, r.value))
     return out
 
@@ -356,40 +414,55 @@ JUDGMENT_SCHEMA = pa.schema([
     ("case_id", pa.string()), ("variant", pa.string()), ("section", pa.string()), ("k", pa.int64()),
     ("class", pa.string()), ("question", pa.string()), ("correct_answer", pa.string()), ("answer", pa.string()),
     ("correct", pa.bool_()), ("status", pa.string()), ("request_id", pa.string()), ("explanation", pa.string()),
-    ("error_type", pa.string()),
+    ("error_type", pa.string()), ("parse", pa.string()), ("alt_answer", pa.string()), ("alt_correct", pa.bool_()),
+    ("error", pa.string()),  # why no usable answer: the judge's (or the describing model's) last error
 ])
 
 
-def judgment_rows(case: dict, results: dict) -> list[dict]:
+def _correct(answer, gold: str) -> bool:
+    return answer is not None and str(answer).lower() == gold.lower()
+
+
+def judgment_rows(case: dict, results: dict, parse: str = "official") -> list[dict]:
     """One row per checklist question. ``status``: the judge request's final status (``ok``, ``invalid``,
     ``error``), or why no judge request was sent: ``describe_invalid`` / ``describe_error`` /
-    ``describe_missing`` (no usable description) or ``load_error`` (the case's videos failed to load)."""
+    ``describe_missing`` (no usable description) or ``load_error`` (the case's videos failed to load).
+    ``answer`` / ``correct``: under ``parse``; ``alt_answer`` / ``alt_correct``: under the other mode."""
     questions = item_questions(case)
     if not questions:
         return []
+    upstream_error = None
     if not scorable(case):
         upstream = "load_error"
     else:
         d = results.get(describe_id(case))
         upstream = None if d is not None and d.status == "ok" else f"describe_{d.status if d else 'missing'}"
+        upstream_error = d.error if d is not None and upstream else None
+    other = next(m for m in PARSE_MODES if m != parse)
     rows = []
     for q in questions:
         rid = request_id(case, "judge", q.tag)
-        answer = explanation = error_type = None
+        answer = alt = explanation = error_type = None
+        error = upstream_error
         if upstream:
             status = upstream
         else:
             r = results.get(rid)
             status = r.status if r is not None else "missing"
+            error = r.error if r is not None and status != "ok" else None
+            value = r.value if r is not None and isinstance(r.value, dict) else {}
             if status == "ok":
-                answer, explanation = r.value["answer"], r.value.get("explanation")
-        if answer is not None and answer != q.correct_answer:
+                answer, explanation = value.get("answer"), value.get("explanation")
+            alt = value.get(other)
+        if answer is not None and str(answer).lower() in ANSWERS and str(answer).lower() != q.correct_answer:
             e = results.get(request_id(case, "error", q.tag))
             error_type = e.value["error_type"] if e is not None and e.status == "ok" else None
         rows.append({"case_id": case["case_id"], "variant": case["variant"], "section": q.section, "k": q.k,
-                     "class": q.cls, "question": q.question, "correct_answer": q.correct_answer, "answer": answer,
-                     "correct": answer is not None and answer.lower() == q.correct_answer.lower(),
-                     "status": status, "request_id": rid, "explanation": explanation, "error_type": error_type})
+                     "class": q.cls, "question": q.question, "correct_answer": q.correct_answer,
+                     "answer": None if answer is None else str(answer), "correct": _correct(answer, q.correct_answer),
+                     "status": status, "request_id": rid, "explanation": explanation, "error_type": error_type,
+                     "parse": parse, "alt_answer": None if alt is None else str(alt),
+                     "alt_correct": _correct(alt, q.correct_answer), "error": error})
     return rows
 
 
@@ -403,9 +476,14 @@ def accuracy(rows: list[dict], seed: int, n_resamples: int, confidence: float) -
         c[0] += bool(r["correct"])
         c[1] += 1
     n = sum(c[1] for c in per_case.values())
+    parse = rows[0].get("parse") if rows else None
     out = {"value": None, "ci95": None, "n": n, "n_cases": len(per_case),
            "n_correct": sum(c[0] for c in per_case.values()),
-           "n_invalid": sum(1 for r in rows if r["status"] != "ok"), "scale": "percent"}
+           "n_invalid": sum(1 for r in rows if r["status"] != "ok"), "scale": "percent",
+           # judge.parse: answers the official and lenient parses score differently, and the other's value
+           "parse": parse, "n_scored_differently": sum(1 for r in rows if bool(r["correct"]) != bool(r.get("alt_correct"))),
+           "other_parse": {"parse": next((m for m in PARSE_MODES if m != parse), None) if parse else None,
+                           "value": 100.0 * sum(bool(r.get("alt_correct")) for r in rows) / n if n else None}}
     if n == 0:
         return out
     cases = sorted(per_case)
@@ -426,7 +504,7 @@ def section_metrics(rows: list[dict], seed: int, n_resamples: int, confidence: f
 
 def by_class(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict[str, dict]:
     """Sim / Diff / Avg per class (Table 2's class columns are the Avg), all seven classes listed."""
-    keep = ("value", "ci95", "n", "n_cases", "n_invalid")
+    keep = ("value", "ci95", "n", "n_cases", "n_invalid", "n_scored_differently")
     out = {}
     for cls in CLASSES:
         metrics = section_metrics([r for r in rows if r["class"] == cls], seed, n_resamples, confidence)

@@ -6,8 +6,14 @@ a list of items with an ``id`` and an answer under ``final_answer`` / ``final_sc
 ``score``, with every expected id present. We also check each answer is in the allowed set of its
 question type (the prompts demand it), so a "Maybe" is retried rather than silently counted wrong.
 
+``judge.parse`` (issue 10) picks which of two parses decides validity for CoVEBench checklists:
+``official`` (default; the official code's extraction and literal answers, so "Yes." or "Option A"
+score wrong and a missing ``reasoning`` key invalidates that answer) or ``lenient`` (the balanced-span
+extraction above and normalised answers: "True" -> Yes, "Option A" -> A). Both are computed on every
+answer so a run reports how many answers the two modes score differently.
+
 A parser returns ``Parsed(ok, value, error)``; ``error`` says what was wrong, in words a retry prompt
-can quote back to the judge.
+can quote back to the judge. A failed parse may still carry the answers that were valid in ``value``.
 """
 
 from __future__ import annotations
@@ -107,22 +113,18 @@ ANSWER_FORMS: dict[str, tuple[Callable[[Any], Any], str]] = {
 }
 
 
-def parse_checklist_items(text: str, expected: dict) -> Parsed:
-    """A JSON array answering every expected question id, each answer in its allowed set.
-
-    ``expected = {"ids": ["Q1", ...], "form": "AB" | "TF" | "SCORE"}``. ``value`` maps id -> normalised
-    answer (``"A"``, ``"Yes"``, ``7`` ...).
-    """
+def _lenient_answers(text: str, form: str) -> tuple[dict, list[str], str | None]:
+    """(valid normalised answers by id, per-question problems, fatal error) of the lenient parse."""
     try:
         data = extract_json(text)
     except ValueError as exc:
-        return Parsed(False, error=str(exc))
+        return {}, [], str(exc)
     if isinstance(data, dict):  # a single item, or {"answers": [...]}
         inner = [v for v in data.values() if isinstance(v, list)]
         data = inner[0] if len(inner) == 1 and "id" not in data else [data]
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-        return Parsed(False, error="expected a JSON array of objects")
-    normalise, allowed = ANSWER_FORMS[expected["form"]]
+        return {}, [], "expected a JSON array of objects"
+    normalise, allowed = ANSWER_FORMS[form]
     answers: dict[str, Any] = {}
     problems = []
     for item in data:
@@ -136,6 +138,127 @@ def parse_checklist_items(text: str, expected: dict) -> Parsed:
             problems.append(f"{qid}: answer {item[key]!r} is not {allowed}")
             continue
         answers[qid] = value
+    return answers, problems, None
+
+
+# ----------------------------------------------------------------------------- the official CoVEBench parse
+
+def official_extract(text: str) -> Any:
+    """The official CoVEBench extraction (ANCHORS.md §1): the text after the last ``</think>``; the first
+    fenced block (```json or ```), else the span from the first ``[`` to the *last* ``]``, else from the
+    first ``{`` to the last ``}``, else the whole text; one ``json.loads``, no fallback to other spans."""
+    text = text or ""
+    if "</think>" in text:
+        text = text.split("</think>")[-1].strip()
+    for pattern, flags in ((r"```(?:json)?(.*?)```", re.DOTALL | re.IGNORECASE), (r"\[.*\]", re.DOTALL),
+                           (r"\{.*\}", re.DOTALL)):
+        m = re.search(pattern, text, flags)
+        if m:
+            candidate = (m.group(1) if m.groups() else m.group(0)).strip()
+            break
+    else:
+        candidate = text.strip()
+    try:
+        return json.loads(candidate)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the answer is not valid JSON where the official parser looks ({exc.msg})") from None
+
+
+def official_score_value(value: Any) -> float | None:
+    """A Score-MCQ answer as the 1-10 integer scale of the paper (§3.1, App. F.3), else None.
+
+    The official aggregation takes ``float(answer)`` of anything; a 7.5 or an 11 is outside the scale the
+    prompt asks for, so here it is invalid *for that question* (re-asked, and dropped if never valid)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if f.is_integer() and 1 <= f <= 10 else None
+
+
+def _official_answers(text: str, form: str) -> tuple[dict, list[str], str | None]:
+    """(valid literal answers by id, per-question problems, fatal error) of the official parse.
+
+    Per item (official ``validate_llm_output``): an ``id``, a ``reasoning`` key and a non-null answer
+    under the first of ``final_answer`` / ``final_score`` / ``answer`` / ``score``. The answer is kept
+    literally ("Yes." stays "Yes." and scores wrong); a Score-MCQ answer must be on the 1-10 scale."""
+    try:
+        data = official_extract(text)
+    except ValueError as exc:
+        return {}, [], str(exc)
+    if not isinstance(data, list):
+        return {}, [], "Output is not a JSON array."
+    answers: dict[str, Any] = {}
+    problems = []
+    for item in data:
+        if not isinstance(item, dict):
+            problems.append("an item in the array is not an object")
+            continue
+        qid = str(item.get("id", "")).strip()
+        if not qid:
+            problems.append("an answer has no id")
+            continue
+        if "reasoning" not in item:
+            problems.append(f"{qid}: missing reasoning")
+            answers.pop(qid, None)
+            continue
+        value = next((item[k] for k in ANSWER_KEYS if item.get(k) is not None), None)
+        if value is None:
+            problems.append(f"{qid}: missing final answer/score")
+            answers.pop(qid, None)
+            continue
+        if form == "SCORE" and official_score_value(value) is None:
+            problems.append(f"{qid}: score {value!r} is not an integer from 1 to 10")
+            answers.pop(qid, None)
+            continue
+        answers[qid] = value  # a repeated id: the last one wins, as the official write-back does
+    return answers, problems, None
+
+
+PARSE_MODES = ("official", "lenient")
+
+
+def parse_checklist(text: str, expected: dict, mode: str) -> Parsed:
+    """Both parses of one CoVEBench checklist answer; ``mode`` decides validity (and so re-asks).
+
+    ``value = {qid: {"official": literal answer | None, "lenient": normalised answer | None}}`` for
+    every expected id either parse answered. Each answer is valid or not on its own (issue 10): an
+    invalid or missing answer makes the request invalid (re-asked) but the valid siblings stay in
+    ``value``, and the judge stage keeps them if the request never becomes valid."""
+    if mode not in PARSE_MODES:
+        raise ValueError(f"judge.parse must be one of {PARSE_MODES}, got {mode!r}")
+    form = expected["form"]
+    wanted = [str(i) for i in expected["ids"]]
+    both = {"official": _official_answers(text, form), "lenient": _lenient_answers(text, form)}
+    value = {}
+    for qid in wanted:
+        entry = {m: both[m][0].get(qid) for m in PARSE_MODES}
+        if any(v is not None for v in entry.values()):
+            value[qid] = entry
+    answers, problems, fatal = both[mode]
+    if fatal:
+        return Parsed(False, value=value or None, error=fatal)
+    missing = [i for i in wanted if i not in answers]
+    problems = [p for p in problems if not any(p.startswith(f"{i}:") for i in answers)]
+    if missing and not problems:
+        problems.append(f"missing answers for ids {missing}")
+    if missing:
+        return Parsed(False, value=value, error="; ".join(problems))
+    extra = sorted(set(answers) - set(wanted))
+    return Parsed(True, value=value, note=f"ignored answers for unknown ids {extra}" if extra else None)
+
+
+def parse_checklist_items(text: str, expected: dict) -> Parsed:
+    """A JSON array answering every expected question id, each answer in its allowed set.
+
+    ``expected = {"ids": ["Q1", ...], "form": "AB" | "TF" | "SCORE"}``. ``value`` maps id -> normalised
+    answer (``"A"``, ``"Yes"``, ``7`` ...).
+    """
+    answers, problems, fatal = _lenient_answers(text, expected["form"])
+    if fatal:
+        return Parsed(False, error=fatal)
     wanted = [str(i) for i in expected["ids"]]
     missing = [i for i in wanted if i not in answers]
     if missing and not problems:
@@ -149,6 +272,8 @@ def parse_checklist_items(text: str, expected: dict) -> Parsed:
 
 PARSERS: dict[str, Callable[[str, Any], Parsed]] = {
     "checklist_items": parse_checklist_items,
+    "checklist_official": lambda text, expected: parse_checklist(text, expected, "official"),
+    "checklist_lenient": lambda text, expected: parse_checklist(text, expected, "lenient"),
 }
 
 

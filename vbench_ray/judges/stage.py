@@ -83,7 +83,8 @@ class JudgeStage:
                     return JudgeResult(request.request_id, "ok", parsed.value, record["attempt"] + 1), request
         invalid = [r for r in history if r["parse_status"] == "invalid"]
         if len(invalid) > self.max_retries:
-            return JudgeResult(request.request_id, "invalid", None, len(invalid), invalid[-1]["parse_error"]), request
+            return JudgeResult(request.request_id, "invalid", self._partial(request, invalid), len(invalid),
+                               invalid[-1]["parse_error"]), request
         for record in invalid:  # rebuild the re-ask chain so prompts match what was asked before
             request = retry_request(request, record["parse_error"] or "invalid")
         return None, request
@@ -132,7 +133,8 @@ class JudgeStage:
             record.parse_error = response.error or "no text"
             if request.attempt < self.max_retries:
                 return record, None, replace(request, attempt=request.attempt + 1)
-            return record, JudgeResult(request.request_id, "error", None, attempts, record.parse_error), None
+            partial = self._partial(request, self.log.history(request.request_id, prompt_hash))
+            return record, JudgeResult(request.request_id, "error", partial, attempts, record.parse_error), None
         parsed = parse(request.parser, response.text, request.expected)
         record.parse_status = "ok" if parsed.ok else "invalid"
         record.parse_error, record.parse_note = parsed.error, parsed.note
@@ -140,7 +142,31 @@ class JudgeStage:
             return record, JudgeResult(request.request_id, "ok", parsed.value, attempts), None
         if request.attempt < self.max_retries:
             return record, None, retry_request(request, parsed.error or "invalid")
-        return record, JudgeResult(request.request_id, "invalid", None, attempts, parsed.error), None
+        partial = self._partial(request, self.log.history(request.request_id, prompt_hash), parsed.value)
+        return record, JudgeResult(request.request_id, "invalid", partial, attempts, parsed.error), None
+
+    @staticmethod
+    def _partial(request: JudgeRequest, records: list[dict], last: Any = None) -> Any:
+        """The valid parts of a request's answers that never became valid as a whole (issue 10: a checklist
+        answer is valid per question, so valid sibling answers are kept): dict values merged over the
+        attempts in order, a later valid part replacing an earlier one, None never replacing anything."""
+        merged: Any = None
+        values = [parse(request.parser, r["text"], request.expected).value
+                  for r in records if r.get("parse_status") == "invalid" and r.get("text") is not None]
+        for value in values + [last]:
+            merged = _merge(merged, value)
+        return merged
+
+
+def _merge(old: Any, new: Any) -> Any:
+    if new is None:
+        return old
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = dict(old)
+        for key, value in new.items():
+            out[key] = _merge(out.get(key), value)
+        return out
+    return new
 
 
 def judge_stats(results: dict[str, JudgeResult], requests: list[JudgeRequest], judge_log: JudgeLog) -> dict:

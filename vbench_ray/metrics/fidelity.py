@@ -48,17 +48,18 @@ class SSIM(FrameMetric):
     """
 
     name = "SSIM"
+    config_class = SSIMConfig
     needs_source = True
-
-    def __init__(self, cfg: SSIMConfig | None = None):
-        super().__init__(cfg or SSIMConfig())
+    scale = "[0,1]"
 
     def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
         if source is None:
             raise ValueError("SSIM compares against the source video, but no source frames were given")
-        if len(source) != len(edited):
-            # the frame stage samples both videos with the same n, so this is a caller bug
-            raise ValueError(f"SSIM needs the same number of sampled frames from both videos, got "
-                             f"{len(source)} source and {len(edited)} edited frames")
+        # both videos are sampled with min(T, n) distinct frames (video.io.uniform_indices), so a video
+        # shorter than n gives fewer; as the official code, the first k samples of each are paired
+        k = min(len(source), len(edited))
+        if k == 0:
+            raise ValueError("SSIM needs at least one frame of each video")
+        source, edited = source[:k], edited[:k]
         size = int(self.cfg.size)
         return ssim_video(gray_resize(source, size), gray_resize(edited, size))

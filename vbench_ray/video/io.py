@@ -45,18 +45,21 @@ class VideoInfo:
 
 
 def uniform_indices(num_frames: int, n: int) -> list[int]:
-    """``round(i * (T-1) / (n-1))`` for i in 0..n-1 (CoVEBench official sampling, ANCHORS.md §1).
+    """``min(T, n)`` distinct frames at ``round(i * (T-1) / (m-1))``, i in 0..m-1, m = min(T, n).
 
-    With ``n == 1`` the middle frame is taken; with ``T < n`` indices repeat, as in the official code.
-    Python's ``round`` is banker's rounding; the official code uses it too, so ties match.
+    CoVEBench's official sampler (ANCHORS.md §1; paper App. F: "T uniformly sampled frames"): a video
+    shorter than ``n`` frames gives all of its ``T`` frames, never repeats (a repeated frame would look
+    like a frozen video to MSM and like zero motion to MF). With one frame to take, the index is
+    ``T // 2``. Python's ``round`` is banker's rounding, as in the official code, so ties match.
     """
     if num_frames <= 0:
         return []
     if n <= 0:
         raise ValueError(f"number of frames to sample must be positive, got {n}")
-    if n == 1:
-        return [(num_frames - 1) // 2]
-    return [int(round(i * (num_frames - 1) / (n - 1))) for i in range(n)]
+    m = min(num_frames, n)
+    if m == 1:
+        return [num_frames // 2]
+    return [int(round(i * (num_frames - 1) / (m - 1))) for i in range(m)]
 
 
 def fps_indices(num_frames: int, video_fps: float, fps: float, max_frames: int | None = None) -> list[int]:

@@ -38,11 +38,12 @@ import numpy as np
 
 from vbench_ray.agentic.media import Media, MediaError, read_media
 from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict
-from vbench_ray.judges.base import JudgeRequest
+from vbench_ray.judges.base import JudgeRequest, request_id as judge_request_id
 from vbench_ray.judges.parsing import Parsed, extract_json, register_parser
 
 INVERT_MODES = ("never", "narrative_essential", "always")
 PARSER = "agentic_rubric_item"
+STAGE = "rubric"  # the judge stage of every request id (agentic/{case}/{variant}/rubric/{item})
 
 
 @dataclass
@@ -235,7 +236,8 @@ def judged_items(rubric: dict) -> list[dict]:
 
 
 def request_id(case_id: str, variant: str, item_id: str) -> str:
-    return f"agentic/{case_id}/{variant}/rubric/{item_id}"
+    """``agentic/{case}/{variant}/rubric/{item}`` (``judges.base.request_id``)."""
+    return judge_request_id("agentic", case_id, variant, STAGE, item_id)
 
 
 def build_requests(case_id: str, variant: str, brief: str, items: list[dict], frames: list[dict],
@@ -257,10 +259,9 @@ def build_requests(case_id: str, variant: str, brief: str, items: list[dict], fr
         if sound:
             content.append({"type": "text", "text": audio_text})
         content.append({"type": "text", "text": text})
-        out.append(JudgeRequest(
-            request_id=request_id(case_id, variant, item["id"]),
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": content}],
-            case_id=case_id, variant=variant, stage="rubric", group=item["id"], parser=PARSER,
+        out.append(JudgeRequest.build(
+            "agentic", case_id, variant, STAGE, item["id"],
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": content}], parser=PARSER,
             expected={"item_id": item["id"]}))
     return out
 

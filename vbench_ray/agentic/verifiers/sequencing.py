@@ -9,7 +9,9 @@ and predicted orders, and ``n`` clips:
 * ``ADJ = #{i : (p_i, p_{i+1}) is consecutive, in that direction, in the ground truth} / (n - 1)`` (Eq. 6);
 * ``strict = 1[predicted order == ground truth]`` (Eq. 7), reported beside the score.
 
-A missing or malformed ``solution.json``, or one that is not a permutation of the provided clips, is
+``solution.json`` may be ``{"order": [...]}``, a bare list, or the official harness's
+``{"segments": [{"source": "<clip number or name>", ...}, ...]}`` (issue 10 item 8). A missing or
+malformed ``solution.json``, or one that is not a permutation of the provided clips, is
 invalid and scores 0 (App. H.2 "Invalid Submissions"; the continuous score is computed only for valid
 permutations), with the reason in ``details``.
 
@@ -20,6 +22,7 @@ always in ``details`` as ``adjusted``.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,16 +67,46 @@ def sequencing_metrics(pred: list[Any], truth: list[Any]) -> dict:
             "adjusted": (1.0 - nd) * lis * adj, "weighted": 0.4 * (1.0 - nd) + 0.3 * lis + 0.3 * adj}
 
 
-def parse_order(solution: Any, clips: list[str]) -> list[str]:
-    """The predicted order from ``solution.json`` (``{"order": [...]}`` or a bare list of clip names,
-    with or without extension). Not a permutation of ``clips`` -> :class:`InvalidSubmission`."""
+def _clip_numbers(clips: list[str]) -> dict[int, str]:
+    """Clip number -> clip name, from the last run of digits in each clip's stem (``clip_06.mp4`` -> 6),
+    for the numbers that name exactly one clip."""
+    found: dict[int, list[str]] = {}
+    for c in clips:
+        stem = c.rsplit(".", 1)[0] if "." in c else c
+        digits = re.findall(r"\d+", stem)
+        if digits:
+            found.setdefault(int(digits[-1]), []).append(c)
+    return {k: v[0] for k, v in found.items() if len(v) == 1}
+
+
+def _order_entries(solution: Any) -> list:
+    """The submitted order, from any shape the paper's or the official harness's solution takes:
+    ``{"order": [...]}``, a bare JSON list, or the official ``{"segments": [{"source": ...}, ...]}``
+    (AgenticVBench verifier package, ``verifiers/sequencing``: one segment per slot, in output order)."""
+    if isinstance(solution, dict) and "segments" in solution and "order" not in solution:
+        segments = solution["segments"]
+        if not isinstance(segments, list):
+            raise InvalidSubmission("solution.json: segments is not a list")
+        return [seg.get("source") if isinstance(seg, dict) else seg for seg in segments]
     order = solution.get("order") if isinstance(solution, dict) else solution
     if not isinstance(order, list):
-        raise InvalidSubmission('solution.json: expected {"order": [clip names]} or a JSON list of clip names')
+        raise InvalidSubmission('solution.json: expected {"order": [clip names]}, {"segments": [{"source": ...}]} '
+                                "or a JSON list of clip names")
+    return [item.get("source") if isinstance(item, dict) else item for item in order]
+
+
+def parse_order(solution: Any, clips: list[str]) -> list[str]:
+    """The predicted order from ``solution.json`` (see ``_order_entries`` for the accepted shapes). An
+    entry names a clip by file name, by name without extension, or by its clip number (``"6"`` or ``6``,
+    as the official harness writes). Not a permutation of ``clips`` -> :class:`InvalidSubmission`."""
+    order = _order_entries(solution)
     known = clip_index(clips)
+    numbers = _clip_numbers(clips)
     mapped, unknown = [], []
     for item in order:
-        key = clip_key(item, known)
+        key = clip_key(item if isinstance(item, str) else None, known)
+        if key is None and not isinstance(item, bool) and isinstance(item, (int, str)) and str(item).strip().isdigit():
+            key = numbers.get(int(str(item).strip()))
         (mapped if key else unknown).append(key or item)
     if unknown:
         raise InvalidSubmission(f"solution.json: unknown clip name(s) {unknown[:5]}", unknown=unknown[:20])
