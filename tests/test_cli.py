@@ -23,7 +23,8 @@ def test_config_errors_are_one_line_messages(tmp_path, capsys):
 
 def test_data_errors_are_one_line_messages(tmp_path, capsys):
     code = main(["run", "configs/cove.yaml", f"data.checklist={tmp_path}/none.json", f"data.source_dir={tmp_path}",
-                 f"data.edited_dir={tmp_path}", f"output.dir={tmp_path}/run", "wandb.mode=disabled"])
+                 f"data.edited_dir={tmp_path}", f"output.dir={tmp_path}/run", "wandb.mode=disabled",
+                 "metrics.enabled=[SSIM]"])  # (no judge: an unset judge.model is caught before the data is read)
     assert code == 2
     assert "data.checklist not found" in capsys.readouterr().err
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any, Iterable
@@ -101,7 +102,12 @@ def read_human_scores(path: str | Path) -> list[dict]:
             level = {"method": method, "level": "method"}
             for key in DIMENSIONS:
                 if rec.get(key) is not None:
-                    level[key] = float(rec[key])
+                    try:
+                        level[key] = float(rec[key])
+                    except (TypeError, ValueError):
+                        raise HumanScoresError(f"{where}.{key}: expected a number, got {rec[key]!r}") from None
+                    if not math.isfinite(level[key]):  # NaN / Infinity would poison the rank correlations
+                        raise HumanScoresError(f"{where}.{key}: expected a finite number, got {rec[key]!r}")
             out.append(level)
             continue
         if not str(rec.get("id") or "").strip():

@@ -5,6 +5,7 @@
     vbench-ray synth cove|vidic|nrv|agentic --out DIR  write a synthetic mini benchmark in the official layout
     vbench-ray verify agentic --task T --submission S   score one AgenticVBench submission, write reward.json
     vbench-ray report RUN_DIR                    (re)write RUN_DIR/report.html from the run's files
+    vbench-ray compare RUN_DIR RUN_DIR ... --out DIR  leaderboard with paired statistics across runs
     vbench-ray demo [--out DIR]                  synth + run on the embedded default, print where things are
 """
 
@@ -25,13 +26,29 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from vbench_ray.config import load_config
+    from vbench_ray.configure import load_config
     from vbench_ray.runner import run
 
     cfg = load_config(args.config, args.overrides)
     result = run(cfg)
     _print_result(result)
-    return 0
+    return _unavailable_exit(result.summary)
+
+
+# Exit statuses: 2 a config or data error (nothing ran), 3 a metric unavailable (a dead judge: summary.json
+# written, but the number is not a score), 4 no space left on device.
+EXIT_UNAVAILABLE = 3
+EXIT_NO_SPACE = 4
+
+
+def _unavailable_exit(summary: dict) -> int:
+    """Issue 14, item 6: a metric whose judge answers were mostly unusable is no score; say so, exit non-zero."""
+    from vbench_ray.benchmarks.base import unavailable_metrics
+
+    bad = unavailable_metrics(summary)
+    for name, reason in bad.items():
+        print(f"error: metric {name} is unavailable: {reason}", file=sys.stderr)
+    return EXIT_UNAVAILABLE if bad else 0
 
 
 def _print_result(result) -> None:
@@ -55,7 +72,7 @@ def _print_result(result) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from vbench_ray.runner import run
-    from vbench_ray.sweeps import load_sweep
+    from vbench_ray.configure import load_sweep
 
     sweep = load_sweep(args.sweep, args.overrides)
     result = run(sweep.config, variants=sweep.variants)
@@ -63,7 +80,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for variant, metrics in result.summary.get("by_variant", {}).items():
         values = ", ".join(f"{m}={s['value']:.4g}" for m, s in metrics.items() if s.get("value") is not None)
         print(f"  [{variant}] {values}")
-    return 0
+    return _unavailable_exit(result.summary)
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -100,6 +117,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from vbench_ray.compare import CompareError, format_board, main_compare
+
+    try:
+        board, paths = main_compare(args.run_dirs, args.out, reference=args.reference, allow_mixed=args.allow_mixed,
+                                    metrics=args.metrics or None, rank_by=args.rank_by, variant=args.variant,
+                                    seed=args.seed, n_resamples=args.n_resamples, n_permutations=args.n_permutations,
+                                    alpha=args.alpha, wandb_mode=args.wandb_mode, human_prefs=args.human_prefs,
+                                    human_answers=args.human_answers, judge_repeats=args.judge_repeats)
+    except (CompareError, ValueError, OSError) as exc:  # bad runs or analysis inputs: the message names them
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_board(board))
+    for kind, path in paths.items():
+        if path:
+            print(f"{kind + ':':<6} {path}")
+    return 0
+
+
 DEMO_NOTE = ("The checklist judge of this demo is a tiny model with random weights, built offline: its "
              "UAS/IFS/VRS/SEM mean nothing (most answers are invalid and count as wrong). It shows the "
              "judge path running end to end; point judge.model at a real VLM for real scores.")
@@ -107,7 +143,7 @@ DEMO_NOTE = ("The checklist judge of this demo is a tiny model with random weigh
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The embedded default: a synthetic mini CoVEBench, objective metrics and a tiny random judge, on local Ray."""
-    from vbench_ray.config import load_config
+    from vbench_ray.configure import load_config
     from vbench_ray.judges.tiny import build_tiny_judge
     from vbench_ray.runner import run
     from vbench_ray.synth.cove import synth_cove
@@ -119,7 +155,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
         f"data.edited_dir={data['edited_dir']}", f"output.dir={out / 'run'}", f"run.seed={args.seed}",
         "judge.backend=hf", f"judge.model={judge}", "judge.name=tiny-random-judge", "judge.max_tokens=48",
-        "judge.max_retries=1", "judge.video.max_frames=4", f"run.notes=[{json.dumps(DEMO_NOTE)}]",
+        "judge.max_retries=1", "judge.video.max_frames=4",
+        "judge.max_invalid_fraction=1.0",  # the random judge's answers are mostly invalid, by design (DEMO_NOTE)
+        f"run.notes=[{json.dumps(DEMO_NOTE)}]",
         *args.overrides])
     result = run(cfg)
     print(f"synthetic data: {out / 'data'}")
@@ -164,6 +202,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-strips", type=int, default=3)
     p.set_defaults(fn=cmd_report)
 
+    p = sub.add_parser("compare", help="leaderboard of runs of one benchmark with paired statistics")
+    p.add_argument("run_dirs", nargs="+", help="run directories (two or more)")
+    p.add_argument("--out", required=True, help="folder for leaderboard.json/.csv/.html and wandb/")
+    p.add_argument("--reference", default=None, help="run (label or dir) the forest plot subtracts; default: the top one")
+    p.add_argument("--allow-mixed", action="store_true", help="compare runs scored with different options")
+    p.add_argument("--metrics", nargs="*", default=[], help="only these metrics (default: all in summary.json)")
+    p.add_argument("--rank-by", default=None, help="metric that orders the table (default: the benchmark's headline)")
+    p.add_argument("--variant", default="base")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples (CIs, rank intervals)")
+    p.add_argument("--n-permutations", type=int, default=10000, help="permutation-test resamples")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction")
+    p.add_argument("--wandb-mode", default="offline", choices=["offline", "online", "disabled"])
+    p.add_argument("--human-prefs", default=None, help="CoVEBench: human pairwise preferences (docs/analyses.md)")
+    p.add_argument("--human-answers", default=None, help="CoVEBench: human answers to checklist questions")
+    p.add_argument("--judge-repeats", nargs="*", default=[], help="CoVEBench: runs of one model repeated with other judge seeds")
+    p.set_defaults(fn=cmd_compare)
+
     p = sub.add_parser("demo", help="synthetic CoVEBench on local Ray")
     p.add_argument("--out", default="runs/demo")
     p.add_argument("--n", type=int, default=8)
@@ -184,6 +240,30 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        full = _no_space(exc)
+        if full is None:
+            raise
+        print(f"error: no space left on device{f' (writing {full})' if full else ''}: the run stopped; its "
+              f"finished rows and judge answers are kept. Free some space (or choose another output.dir) and run "
+              f"the same command again to resume.", file=sys.stderr)
+        return EXIT_NO_SPACE
+
+
+def _no_space(exc: BaseException) -> str | None:
+    """The file being written when the disk filled up ('' when unknown), or None when ``exc`` is not that.
+    Looks through chained exceptions and Ray's wrapped worker errors (their text names ENOSPC)."""
+    import errno
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return str(exc.filename or "")
+        if "No space left on device" in str(exc) or "[Errno 28]" in str(exc):
+            return ""
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@ def write_report(run_dir: str | Path, n_strips: int = 3, out: str | Path | None 
     page = _page(summary, cases, run_dir, n_strips)
     out = Path(out) if out is not None else run_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    from vbench_ray.sinks import write_text_atomic
+
+    write_text_atomic(out, page)  # temp file + rename: a full disk never leaves a truncated report
     log.info("wrote report %s", out)
     return out
 

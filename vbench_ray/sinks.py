@@ -2,7 +2,9 @@
 
 Shards are written by the driver as result batches stream out of Ray Data, each one atomically
 (``*.tmp`` then ``os.replace``), so a killed run leaves only whole shards behind. On restart the keys
-``(case_id, variant)`` found in ``cases/`` are skipped. A half-written ``*.tmp`` is deleted.
+``(case_id, variant)`` found in ``cases/`` are skipped, except rows that failed (carry an ``error_*``),
+which are computed again (``output.retry_failed``, issue 14 item 9): the new row supersedes the failed
+one, as ``read_all`` keeps the newest row of each key. A half-written ``*.tmp`` is deleted.
 """
 
 from __future__ import annotations
@@ -23,61 +25,104 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 
 
-class CaseSink:
-    """``run_dir/cases/part-*.parquet``: one row per (case_id, variant), all shards one schema."""
+def _failed_mask(table: pa.Table) -> list[bool]:
+    """Per row: whether any ``error_*`` column holds a message."""
+    failed = [False] * table.num_rows
+    for name in table.column_names:
+        if name.startswith("error_"):
+            failed = [f or bool(v) for f, v in zip(failed, table.column(name).to_pylist())]
+    return failed
 
-    def __init__(self, run_dir: str | Path, schema: pa.Schema):
+
+class CaseSink:
+    """``run_dir/cases/part-*.parquet``: one row per (case_id, variant), all shards one schema.
+
+    ``retry_failed`` (``output.retry_failed``): rows that failed are not done, so a rerun computes them again
+    and the new row supersedes the failed one (``read_all`` keeps the newest row per key)."""
+
+    def __init__(self, run_dir: str | Path, schema: pa.Schema, retry_failed: bool = True):
         self.dir = Path(run_dir) / "cases"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.schema = schema
+        self.retry_failed = retry_failed
         for stale in self.dir.glob("*.tmp"):
             stale.unlink()
+        self._failed: set[Key] = set()  # keys whose newest row failed
         self._done = self._read_keys()
 
     @property
     def done_keys(self) -> set[Key]:
-        return set(self._done)
+        """Keys not to compute again: every key with a row, less those whose newest row failed (retry_failed)."""
+        return set(self._done - self._failed) if self.retry_failed else set(self._done)
+
+    @property
+    def failed_keys(self) -> set[Key]:
+        return set(self._failed)
 
     def _shards(self) -> list[Path]:
-        return sorted(self.dir.glob("part-*.parquet"))
+        """Shards in the order they were written (``part-<n>-``: n counts up)."""
+        return sorted(self.dir.glob("part-*.parquet"), key=lambda p: (_shard_number(p), p.name))
 
     def _read_keys(self) -> set[Key]:
         keys: set[Key] = set()
         for shard in self._shards():
             try:
-                t = pq.read_table(shard, columns=["case_id", "variant"])
+                names = pq.read_schema(shard).names
+                t = pq.read_table(shard, columns=["case_id", "variant"] + [n for n in names if n.startswith("error_")])
             except Exception as exc:  # an unreadable shard is dropped, its cases recomputed
                 log.warning("ignoring unreadable shard %s (%s); its cases will be recomputed", shard, exc)
                 quarantine = self.dir.parent / "corrupt_shards"  # out of cases/, so readers of the folder work
                 quarantine.mkdir(exist_ok=True)
                 shard.rename(quarantine / shard.name)
                 continue
-            keys.update(zip(t.column("case_id").to_pylist(), t.column("variant").to_pylist()))
+            shard_keys = list(zip(t.column("case_id").to_pylist(), t.column("variant").to_pylist()))
+            keys.update(shard_keys)
+            for key, failed in zip(shard_keys, _failed_mask(t)):  # later shards supersede earlier ones
+                (self._failed.add if failed else self._failed.discard)(key)
         return keys
 
     def write(self, batch: pa.Table) -> int:
-        """Append a batch (rows already present are dropped, so a retry cannot duplicate). Returns rows written."""
+        """Append a batch. Rows already present are dropped (so a retry cannot duplicate), except rows replacing
+        a failed one when ``retry_failed``. Returns rows written."""
         batch = conform(batch, self.schema)
         keys = list(zip(batch.column("case_id").to_pylist(), batch.column("variant").to_pylist()))
-        keep = [k not in self._done for k in keys]
+        keep = [k not in self._done or (self.retry_failed and k in self._failed) for k in keys]
         if not any(keep):
             return 0
         batch = batch.filter(pa.array(keep))
-        name = f"part-{len(self._shards()):05d}-{uuid.uuid4().hex[:8]}.parquet"
+        failed = _failed_mask(batch)
+        number = max((_shard_number(p) for p in self._shards()), default=-1) + 1
+        name = f"part-{number:05d}-{uuid.uuid4().hex[:8]}.parquet"
         tmp = self.dir / (name + ".tmp")
         pq.write_table(batch, tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, self.dir / name)
-        self._done.update(k for k, kept in zip(keys, keep) if kept)
+        written = [k for k, kept in zip(keys, keep) if kept]
+        self._done.update(written)
+        for key, fail in zip(written, failed):
+            (self._failed.add if fail else self._failed.discard)(key)
         return batch.num_rows
 
     def read_all(self) -> pa.Table:
+        """Every key's newest row (a retried row supersedes the failed one), sorted by case and variant."""
         shards = self._shards()
         if not shards:
             return self.schema.empty_table()
         tables = [conform(pq.read_table(s), self.schema) for s in shards]
-        return pa.concat_tables(tables).sort_by([("case_id", "ascending"), ("variant", "ascending")])
+        table = pa.concat_tables(tables)
+        keys = list(zip(table.column("case_id").to_pylist(), table.column("variant").to_pylist()))
+        newest = {k: i for i, k in enumerate(keys)}
+        if len(newest) < len(keys):
+            table = table.take(pa.array(sorted(newest.values()), type=pa.int64()))
+        return table.sort_by([("case_id", "ascending"), ("variant", "ascending")])
+
+
+def _shard_number(path: Path) -> int:
+    try:
+        return int(path.name.split("-")[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -105,10 +150,23 @@ def _json_safe(obj: Any) -> Any:
 
 def write_json(path: str | Path, obj: Any) -> Path:
     """Write JSON atomically; NaN and inf become null (JSON has neither)."""
+    return write_text_atomic(path, json.dumps(_json_safe(obj), indent=2, sort_keys=False) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to a temporary file next to ``path``, flush it to disk, then rename it over ``path``:
+    a full disk or a kill leaves the previous file (or none), never a truncated one (issue 14, item 10)."""
     path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_json_safe(obj), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

@@ -11,7 +11,7 @@ Spec, section by section (no official code exists, ANCHORS.md §3; the paper is 
   material-conditioned ``q_phy = (q, mu, Gamma_mu)``: the instance's question, its category and the
   category's criteria (App. C, :data:`CATEGORY_CRITERIA`).
 * **Eq. 4-5** (§4.3): ``S_temp`` from a 1-5 rating of ``Concat(Vis(Flow(I_0, I_m)), Vis(Flow(I_m, I_T-1)))``,
-  ``m = floor(T / 2)`` (the image is made by the frame stage in ``nrv.py``).
+  ``m = floor(T / 2)`` (the image is made by the frame stage in ``nrv_media.py``).
 * **Rating normalisation**: ``(r - 1) / 4`` (App. E.5, "we normalize these ratings by (r-1)/4"; the default,
   ``score.normalize=e5``) or ``r / 5`` as Eq. 3 and 5 print it (``score.normalize=eq3``). The two disagree in
   the paper; the appendix states the reporting convention, so it is the default.
@@ -38,7 +38,7 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from vbench_ray.judges.base import JudgeRequest
+from vbench_ray.judges.base import JudgeRequest, request_id as judge_request_id
 from vbench_ray.judges.parsing import Parsed, register_parser, strip_thinking
 
 CATEGORIES = ("ASB", "CTS", "DSO", "GSF", "HFF", "LFS")
@@ -237,8 +237,12 @@ def system_prompt(component: str) -> str:
 
 def request_id(case_id: str, variant: str, component: str, judge_label: str | None = None) -> str:
     """``nrv/{case}/{variant}/nrve/{group}``; ``group`` is ``instr|phy|temp``, plus ``@label`` with several judges."""
-    group = component if judge_label is None else f"{component}@{judge_label}"
-    return f"nrv/{case_id}/{variant}/{STAGE}/{group}"
+    return judge_request_id("nrv", case_id, variant, STAGE, group_of(component, judge_label))
+
+
+def group_of(component: str, judge_label: str | None = None) -> str:
+    """A request's group: the component, plus ``@label`` when several judges answer it."""
+    return component if judge_label is None else f"{component}@{judge_label}"
 
 
 def _image(path: str) -> dict:
@@ -308,12 +312,10 @@ def build_requests(case: dict, media: dict, judge_label: str | None = None,
     contents = {"instr": instr_content, "phy": phy_content, "temp": temp_content}
     out = []
     for component in COMPONENTS:
-        group = component if judge_label is None else f"{component}@{judge_label}"
-        out.append(JudgeRequest(
-            request_id=request_id(cid, variant, component, judge_label),
+        out.append(JudgeRequest.build(
+            "nrv", cid, variant, STAGE, group_of(component, judge_label),
             messages=[{"role": "system", "content": system_prompt(component)},
                       {"role": "user", "content": contents[component]}],
-            case_id=cid, variant=variant, stage=STAGE, group=group,
             parser="nrv_mcq" if component == "instr" else "nrv_rating",
             expected={"options": letters} if component == "instr" else {"min": RATING_MIN, "max": RATING_MAX},
             video=video if component == "instr" else None))
@@ -327,6 +329,7 @@ JUDGMENT_SCHEMA = pa.schema([
     ("category", pa.string()), ("difficulty", pa.string()), ("judge", pa.string()), ("component", pa.string()),
     ("request_id", pa.string()), ("status", pa.string()), ("answer", pa.string()), ("rating", pa.int64()),
     ("score", pa.float64()), ("valid", pa.bool_()),
+    ("error", pa.string()),  # the judge's last error when the component has no usable answer
 ])
 
 
@@ -357,7 +360,8 @@ def judgment_rows(case: dict, results: dict, judge_label: str, suffix: bool, nor
                      "instance_id": case.get("instance_id"), "category": case.get("category"),
                      "difficulty": case.get("difficulty"), "judge": judge_label, "component": component,
                      "request_id": rid, "status": status, "answer": answer, "rating": rating,
-                     "score": float(score), "valid": value is not None})
+                     "score": float(score), "valid": value is not None,
+                     "error": result.error if result is not None and status != "ok" else None})
     return rows
 
 

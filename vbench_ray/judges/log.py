@@ -62,6 +62,21 @@ def read_records(path: str | Path) -> Iterator[dict]:
                 yield record
 
 
+def append_lines(path: Path, blob: bytes) -> None:
+    """Append whole lines (issue 14, item 10): if the file does not end with a newline (a line torn by a full
+    disk or a kill), start on a fresh line, so the torn line stays alone (skipped by ``read_records``) and the
+    new records are not glued onto it; write everything in one call, then flush it to disk."""
+    with open(path, "a+b") as fh:
+        if fh.seek(0, os.SEEK_END) > 0:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                blob = b"\n" + blob
+        fh.seek(0, os.SEEK_END)
+        fh.write(blob)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 class JudgeLog:
     """Append-only JSONL in the run directory."""
 
@@ -69,19 +84,22 @@ class JudgeLog:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         self.path = Path(run_dir) / LOG_NAME
         self.records: list[dict] = list(read_records(self.path))
+        self._by_id: dict[str, list[dict]] = {}
+        for r in self.records:
+            self._by_id.setdefault(r["request_id"], []).append(r)
 
     def append(self, records: Iterable[LogRecord]) -> None:
         records = [asdict(r) for r in records]
         if not records:
             return
-        with open(self.path, "a", encoding="utf-8") as fh:
-            for r in records:
-                r["time"] = r["time"] or time.time()
-                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        for r in records:
+            r["time"] = r["time"] or time.time()
+        blob = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+        append_lines(self.path, blob)
         self.records.extend(records)
+        for r in records:
+            self._by_id.setdefault(r["request_id"], []).append(r)
 
     def history(self, request_id: str, prompt_hash: str) -> list[dict]:
         """This request's earlier records (same prompt), oldest first."""
-        return [r for r in self.records if r["request_id"] == request_id and r.get("prompt_hash") == prompt_hash]
+        return [r for r in self._by_id.get(request_id, ()) if r.get("prompt_hash") == prompt_hash]

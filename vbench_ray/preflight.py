@@ -1,0 +1,259 @@
+"""Fail fast: every check a config can fail before any compute, in about a second (issue 14, items 12-13).
+
+``check(cfg)`` runs at the start of ``runner.run``, before Ray starts, a video is opened or a model is
+loaded, and raises one ``ConfigError`` listing every problem found, each naming its config key:
+
+* the run: ``run.limit`` >= 0, ``ray.workers`` / ``ray.batch_size`` / ``ray.shard_rows`` / ``ray.num_cpus`` >= 1,
+  ``stats.bootstrap_samples`` >= 1, ``stats.confidence`` strictly between 0 and 1, ``output.dir`` neither an
+  existing file nor one of the data folders;
+* metrics (the enabled ones): ``frames`` >= 1 (or null: every frame), weights that exist (each metric's
+  own ``FrameMetric.check_weights``: RAFT, CoTracker, LPIPS, CLIP, DINO, NIQE ...), ``device: cuda`` only
+  where a GPU is (this machine's torch, or the attached Ray cluster);
+* each judge the run will call (``judge``, ViDiC's ``model``, NRVBench's ``judges``): ``model`` set, a local
+  model path that exists (vllm, hf), ``http.base_url`` set, the ``http.api_key_env`` variable set,
+  ``replay_path`` set and existing, ``max_retries`` >= 0, ``max_invalid_fraction`` in [0, 1];
+* NRVBench's ``agreement.human_scores``: readable, valid, finite scores.
+
+Per-case problems (a malformed task, an undecodable video) are not checked here: they become that case's
+recorded failure (README, "Bad input").
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from vbench_ray.config import ConfigError
+
+Problems = list[str]
+
+
+def check(cfg: DictConfig) -> None:
+    """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later."""
+    problems: Problems = []
+    for step in (_check_run, _check_output, _check_metrics, _check_judges, BENCHMARK_CHECKS.get(cfg.benchmark)):
+        if step is None:
+            continue
+        try:
+            problems += step(cfg)
+        except ConfigError as exc:  # a check that raises (e.g. a benchmark's own validation) is one problem
+            problems.append(str(exc))
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise ConfigError(f"the config cannot run ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n{lines}")
+
+
+def _get(cfg: Any, key: str) -> Any:
+    return OmegaConf.select(cfg, key) if isinstance(cfg, DictConfig) else getattr(cfg, key, None)
+
+
+def _int_at_least(cfg: Any, key: str, low: int, nullable: bool = True, what: str = "") -> Problems:
+    value = _get(cfg, key)
+    if value is None and nullable:
+        return []
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        return [f"`{key}` = {value!r}: expected an integer >= {low}{what}"]
+    return []
+
+
+# ----------------------------------------------------------------------------- run, ray, stats, output
+
+def _check_run(cfg: DictConfig) -> Problems:
+    out = _int_at_least(cfg, "run.limit", 0, what=" (the number of cases to evaluate; null: all)")
+    for key in ("ray.batch_size", "ray.shard_rows"):
+        out += _int_at_least(cfg, key, 1, nullable=False)
+    for key in ("ray.workers", "ray.num_cpus"):
+        out += _int_at_least(cfg, key, 1, what=" (null: what the cluster holds)")
+    out += _int_at_least(cfg, "stats.bootstrap_samples", 1, nullable=False, what=" (resamples for the CIs)")
+    conf = _get(cfg, "stats.confidence")
+    if not isinstance(conf, (int, float)) or isinstance(conf, bool) or not math.isfinite(conf) or not 0 < conf < 1:
+        out.append(f"`stats.confidence` = {conf!r}: expected a number strictly between 0 and 1 (e.g. 0.95)")
+    return out
+
+
+def _data_paths(cfg: DictConfig) -> dict[str, Path]:
+    """``data.*`` values that name an existing folder or file."""
+    data = _get(cfg, "data")
+    out = {}
+    if not isinstance(data, DictConfig):
+        return out
+    for key, value in data.items():
+        if isinstance(value, str) and value not in ("???", "") and Path(value).exists():
+            out[f"data.{key}"] = Path(value).resolve()
+    return out
+
+
+def _check_output(cfg: DictConfig) -> Problems:
+    out_dir = Path(str(cfg.output.dir))
+    if out_dir.exists() and not out_dir.is_dir():
+        return [f"`output.dir` = {str(out_dir)!r} is an existing file, not a folder: choose a new or existing run folder"]
+    resolved = out_dir.resolve()
+    clashes = [k for k, p in _data_paths(cfg).items() if p == resolved]
+    if clashes:
+        return [f"`output.dir` = {str(out_dir)!r} is the data folder `{'`, `'.join(clashes)}`: the run would write "
+                f"cases/, summary.json and the judge log among the benchmark's files; choose a separate folder"]
+    return []
+
+
+# ----------------------------------------------------------------------------- metrics
+
+def _enabled_metric_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
+    """``(name, node)`` of every enabled metric that has a config node of its own."""
+    metrics = _get(cfg, "metrics")
+    if not isinstance(metrics, DictConfig):
+        return []
+    enabled = metrics.get("enabled")
+    names = list(enabled) if enabled is not None else [k for k in metrics.keys()]
+    return [(n, metrics.get(n)) for n in dict.fromkeys(names) if isinstance(metrics.get(n), DictConfig)]
+
+
+def _check_metrics(cfg: DictConfig) -> Problems:
+    from vbench_ray.metrics import METRICS
+
+    out: Problems = []
+    gpu_keys = []
+    for name, node in _enabled_metric_nodes(cfg):
+        if "frames" in node:
+            out += _int_at_least(node, "frames", 1, what=" (frames sampled per video; null: every frame)")
+            out = [p.replace("`frames`", f"`metrics.{name}.frames`") for p in out]
+        if name in METRICS:
+            out += METRICS[name].check_weights(node)
+        if "device" in node and str(node.device).startswith("cuda"):
+            gpu_keys.append(f"metrics.{name}.device")
+    return out + _check_gpu(cfg, gpu_keys)
+
+
+def _check_gpu(cfg: DictConfig, keys: list[str]) -> Problems:
+    """``keys`` ask for CUDA: there must be a GPU here, or in the Ray cluster the run is attached to."""
+    if not keys:
+        return []
+    import ray
+
+    if ray.is_initialized():
+        if ray.cluster_resources().get("GPU", 0) >= 1:
+            return []
+        where = "the attached Ray cluster has no GPU"
+    elif cfg.ray.address or os.environ.get("RAY_ADDRESS"):
+        return []  # a cluster not yet attached: its GPU nodes may join (ray up's autoscaler); Ray waits for one
+    else:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                return []
+        except ImportError:
+            pass
+        where = "this machine has no usable GPU (torch.cuda.is_available() is False) and no Ray cluster is attached"
+    return [f"`{k}` = cuda but {where}: set it to cpu, or run on a GPU machine or cluster" for k in keys]
+
+
+# ----------------------------------------------------------------------------- judges
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _check_judge(node: Any, key: str) -> Problems:
+    """One judge config (``key``: where it sits in the config, e.g. ``judge``, ``model``, ``judges[1]``)."""
+    out: Problems = []
+    backend = _get(node, "backend")
+    model = _get(node, "model")
+    if backend in ("vllm", "hf", "http") and not model:
+        what = "the served model name" if backend == "http" else "a local model folder"
+        out.append(f"`{key}.model` is not set: the {backend} backend needs {what}")
+    elif backend in ("vllm", "hf") and not Path(str(model)).expanduser().exists():
+        if not _HUB_ID.fullmatch(str(model)):  # "org/name" may be a Hugging Face cache id; a path must exist
+            out.append(f"`{key}.model` = {model!r} does not exist (the {backend} backend loads a local model folder)")
+    if backend == "http":
+        if not _get(node, "http.base_url"):
+            out.append(f"`{key}.http.base_url` is not set: the http backend needs the server's URL "
+                       f"(e.g. http://127.0.0.1:8000/v1)")
+        env = _get(node, "http.api_key_env")
+        if env and not os.environ.get(str(env)):
+            out.append(f"`{key}.http.api_key_env` names the environment variable {env!r}, which is not set "
+                       f"(export it, or leave {key}.http.api_key_env null for a server without a key)")
+    if backend == "replay":
+        path = _get(node, "replay_path")
+        if not path:
+            out.append(f"`{key}.replay_path` is not set: the replay backend answers from a judge log "
+                       f"(a run directory or a JSONL of {{\"request_id\", \"text\"}} lines)")
+        elif not Path(str(path)).exists():
+            out.append(f"`{key}.replay_path` = {str(path)!r} does not exist")
+    retries = _get(node, "max_retries")
+    if isinstance(retries, int) and retries < 0:
+        out.append(f"`{key}.max_retries` = {retries}: expected an integer >= 0")
+    frac = _get(node, "max_invalid_fraction")
+    if frac is not None and (not isinstance(frac, (int, float)) or not math.isfinite(frac) or not 0 <= frac <= 1):
+        out.append(f"`{key}.max_invalid_fraction` = {frac!r}: expected a share between 0 and 1 (e.g. 0.05)")
+    device = _get(node, "hf.device")
+    if backend == "hf" and device and str(device).startswith("cuda"):
+        out.append(f"__gpu__:{key}.hf.device")
+    return out
+
+
+def _check_judges(cfg: DictConfig) -> Problems:
+    from vbench_ray.benchmarks import get_benchmark
+
+    bench = get_benchmark(cfg.benchmark)
+    try:
+        phases = bench.judge_phases(cfg)
+    except ConfigError as exc:
+        return [str(exc)]
+    except Exception as exc:  # noqa: BLE001 - a benchmark's own data check; load_cases reports it properly
+        return [] if type(exc).__name__ == "DataError" else [f"judge phases: {type(exc).__name__}: {exc}"]
+    out: Problems = []
+    seen: set[int] = set()
+    for phase in phases:
+        node = phase.judge_cfg
+        if id(node) in seen or (cfg.benchmark == "vidic" and phase.name == "describe" and _get(cfg, "data.responses")):
+            continue  # (ViDiC's precomputed responses are replayed from a file the run writes itself)
+        seen.add(id(node))
+        out += _check_judge(node, _judge_key(cfg, phase.name, node))
+    gpu = [p.split(":", 1)[1] for p in out if p.startswith("__gpu__:")]
+    return [p for p in out if not p.startswith("__gpu__:")] + _check_gpu(cfg, gpu)
+
+
+def _judge_key(cfg: DictConfig, phase: str, node: Any) -> str:
+    """Where a phase's judge config comes from, for messages."""
+    if cfg.benchmark == "vidic" and phase == "describe":
+        return "model"
+    if cfg.benchmark == "nrv" and len(_get(cfg, "judges") or []) > 1:
+        labels = [label for label, _ in _nrv_specs(cfg)]
+        return f"judges[{labels.index(phase)}]" if phase in labels else "judge"
+    return "judge"
+
+
+def _nrv_specs(cfg: DictConfig) -> list:
+    from vbench_ray.benchmarks import get_benchmark
+
+    return get_benchmark("nrv").judge_specs(cfg)
+
+
+# ----------------------------------------------------------------------------- per benchmark
+
+def _check_nrv(cfg: DictConfig) -> Problems:
+    # (its learned metrics' weights: _check_metrics, through each metric's own check_weights)
+    out: Problems = []
+    path = _get(cfg, "agreement.human_scores")
+    if path:
+        from vbench_ray.agreement import HumanScoresError, read_human_scores
+
+        try:
+            read_human_scores(path)
+        except HumanScoresError as exc:
+            out.append(f"`agreement.human_scores`: {exc}")
+    return out
+
+
+def _check_vidic(cfg: DictConfig) -> Problems:
+    responses = _get(cfg, "data.responses")
+    if responses and not Path(str(responses)).exists():
+        return [f"`data.responses` = {str(responses)!r} does not exist"]
+    return []
+
+
+BENCHMARK_CHECKS: dict[str, Callable[[DictConfig], Problems]] = {"nrv": _check_nrv, "vidic": _check_vidic}
