@@ -40,7 +40,8 @@ def ray_local():
     if not ray.is_initialized():
         # loopback only (STACK.md); workers import test modules, so tests/ goes on their path
         path = os.pathsep.join([str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH", "")])
-        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
+        # one fake GPU: pools that ask for a GPU schedule (their models still run on the CPU)
+        ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
                  runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": path}})
     yield ray
     ray.shutdown()
@@ -84,3 +85,22 @@ def moving_square_video(t: int = 12, h: int = 48, w: int = 64, step: int = 2, se
         x = 4 + i * step
         frames[i, 10:26, x:x + 16] = (250, 40, 40)
     return frames
+
+
+def assert_yaml_documents(documented, schema, section: str) -> None:
+    """The YAML's ``section`` equals the schema's (the dataclass defaults), with one tolerance: in
+    ``metrics``, a metric's block (``metrics.<metric>``, ``metrics.exclude.<metric>``) may be absent from the
+    YAML, its defaults then coming from the metric's ``config_class`` alone, so a new metric needs no YAML
+    edit. Every block that is in the YAML must match exactly."""
+    from omegaconf import OmegaConf
+
+    from vbench_ray.metrics import METRICS
+
+    doc = OmegaConf.to_container(documented[section])
+    ref = OmegaConf.to_container(schema[section])
+    if section == "metrics" and isinstance(doc, dict):
+        for node_doc, node_ref in ((doc, ref), (doc.get("exclude"), ref.get("exclude"))):
+            if isinstance(node_doc, dict) and isinstance(node_ref, dict):
+                for name in [k for k in node_ref if k in METRICS and k not in node_doc]:
+                    del node_ref[name]
+    assert doc == ref, section

@@ -21,7 +21,8 @@ from vbench_ray.agentic.verifiers import sequencing
 from vbench_ray.agentic.verify import verify_cli
 from vbench_ray.benchmarks import DataError
 from vbench_ray.benchmarks.agentic import AgenticBench, AgenticConfig
-from vbench_ray.config import ConfigError, load_config
+from vbench_ray.config import ConfigError, read_yaml
+from vbench_ray.configure import load_config
 from vbench_ray.pipeline import run_local
 
 AGENTIC = REPO / "configs" / "agentic.yaml"
@@ -41,11 +42,11 @@ def _task(data, task_id):
 # ----------------------------------------------------------------------------- config
 
 def test_yaml_documents_the_agentic_defaults():
-    documented = OmegaConf.load(AGENTIC)
+    documented = read_yaml(AGENTIC)  # with its `include`s resolved (judge: configs/judges/)
     schema = OmegaConf.structured(AgenticConfig)
     for section in ("data", "sequencing", "repair", "repurpose", "judge"):
         assert OmegaConf.to_container(documented[section]) == OmegaConf.to_container(schema[section]), section
-    assert set(documented) - {"extends"} == set(schema) - {"output", "run", "ray", "video", "stats", "wandb", "report"}
+    assert set(OmegaConf.load(AGENTIC)) - {"extends"} == set(schema) - {"output", "run", "ray", "video", "stats", "wandb", "report"}
 
 
 def test_config_choices_and_required_keys():
@@ -241,4 +242,4 @@ def test_benchmark_data_errors(data, tmp_path):
     with pytest.raises(DataError, match="unknown famil"):
         bench.load_cases(_cfg(data, tmp_path / "r", "data.agent=random", "data.families=[editing]"))
     with pytest.raises(DataError, match="repair.visual_metrics"):
-        bench.load_cases(_cfg(data, tmp_path / "r", "data.agent=random", "repair.visual_metrics=[lpips]"))
+        bench.load_cases(_cfg(data, tmp_path / "r", "data.agent=random", "repair.visual_metrics=[vmaf]"))

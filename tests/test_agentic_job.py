@@ -16,7 +16,7 @@ from vbench_ray.agentic.bundle import load_task
 from vbench_ray.agentic.media import read_media, write_media
 from vbench_ray.agentic.synth import synth_agentic
 from vbench_ray.agentic.verifiers import repurpose as rp
-from vbench_ray.config import load_config
+from vbench_ray.configure import load_config
 from vbench_ray.runner import run
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, cove_overrides
 from vbench_ray.benchmarks.cove import CoveBench
 from vbench_ray.benchmarks.cove_checklist import build_requests
-from vbench_ray.config import load_config
+from vbench_ray.configure import load_config
 from vbench_ray.runner import run
 
 COVE = REPO / "configs" / "cove.yaml"
@@ -54,25 +54,39 @@ def test_perfect_judge_scores_100(cove_data, tmp_path):
     assert all(v["UAS"]["value"] == 100.0 for v in result.summary["by_category"].values() if v["UAS"]["n"])
 
 
-def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path):
+@pytest.mark.parametrize("parse", ["lenient", "official"])
+def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path, parse):
+    """A request never answered validly: wrong under judge.parse=lenient, dropped from the denominator
+    under official (as the official aggregation skips questions without an answer)."""
     answers = tmp_path / "answers.jsonl"
     broken = "cove/1/base/checklist/Single-TF"
     perfect_answers(cove_data, answers, break_one=broken)
     out = tmp_path / "run"
-    first = run(_cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=2"))
+    mode = f"judge.parse={parse}"
+    # one broken request of a tiny run is more than judge.max_invalid_fraction's 5%: keep the metrics anyway
+    mode = (mode, "judge.max_invalid_fraction=1")
+    first = run(_cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=2", *mode))
     judged = [r for r in pq.read_table(out / "judgments.parquet").to_pylist() if r["request_id"] == broken]
-    assert judged and all(r["status"] == "invalid" and r["correct"] is False for r in judged)
+    dropped = parse == "official"
+    assert judged and all(r["status"] == "invalid" and r["correct"] is (None if dropped else False) for r in judged)
     n_broken_ea_pl = sum(r["metric"] in ("IFS", "VRS") for r in judged)
     m = first.summary["metrics"]
     assert m["IFS"]["n_invalid"] + m["VRS"]["n_invalid"] == n_broken_ea_pl > 0
-    assert m["UAS"]["value"] < 100.0 and first.summary["judge"]["n_invalid"] == 1
+    assert first.summary["judge"]["n_invalid"] == 1
+    if dropped:  # every other answer is right, so dropping the broken ones leaves 100
+        assert m["IFS"]["value"] == m["VRS"]["value"] == 100.0
+        assert m["IFS"]["n_dropped"] + m["VRS"]["n_dropped"] == n_broken_ea_pl
+        assert m["IFS"]["other_parse"]["value"] < 100.0  # lenient counts them wrong
+    else:
+        assert m["UAS"]["value"] < 100.0
+    assert m["IFS"]["n_scored_differently"] + m["VRS"]["n_scored_differently"] == n_broken_ea_pl
     log = [json.loads(line) for line in (out / "judge_log.jsonl").read_text().splitlines()]
     assert [r["attempt"] for r in log if r["request_id"] == broken] == [0, 1, 2]
 
     # re-score from the run's own judge log, in a new directory and in the same one
     again = run(_cfg(cove_data, tmp_path / "rescored", "judge.backend=replay", f"judge.replay_path={out}",
-                     "judge.max_retries=2"))
-    same = run(_cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={out}", "judge.max_retries=2"))
+                     "judge.max_retries=2", *mode))
+    same = run(_cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={out}", "judge.max_retries=2", *mode))
     assert again.summary["metrics"] == first.summary["metrics"] == same.summary["metrics"]
     assert again.summary["by_category"] == first.summary["by_category"]
     assert len((out / "judge_log.jsonl").read_text().splitlines()) == len(log)  # nothing asked twice
@@ -81,7 +95,8 @@ def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path
 def test_per_task_aggregation_option_changes_only_the_pooling(cove_data, tmp_path):
     answers = tmp_path / "answers.jsonl"
     perfect_answers(cove_data, answers, break_one="cove/2/base/checklist/AB-MCQ")
-    args = ("judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=0")
+    args = ("judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=0", "judge.max_invalid_fraction=1",
+            "judge.parse=lenient")  # the broken request counts wrong (official would drop it)
     pooled = run(_cfg(cove_data, tmp_path / "a", *args)).summary["metrics"]["IFS"]
     per_task = run(_cfg(cove_data, tmp_path / "a", *args, "score.aggregation=per_task")).summary["metrics"]["IFS"]
     assert pooled["n"] == per_task["n"] and pooled["value"] != per_task["value"]

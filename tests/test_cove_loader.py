@@ -10,7 +10,7 @@ from conftest import cove_overrides
 from vbench_ray.benchmarks.base import DataError
 from vbench_ray.benchmarks.cove import (CoveBench, exclusion_reason, index_edited_videos, resolve_under,
                                         task_id_from_name, validate_task)
-from vbench_ray.config import load_config
+from vbench_ray.configure import load_config
 
 COVE = Path(__file__).resolve().parent.parent / "configs" / "cove.yaml"
 

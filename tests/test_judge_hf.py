@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, moving_square_video
 from vbench_ray.benchmarks.cove import CoveBench
 from vbench_ray.benchmarks.cove_checklist import build_requests
-from vbench_ray.config import load_config
+from vbench_ray.configure import load_config
 from vbench_ray.judges.backends import build_backend
 from vbench_ray.judges.backends.hf import HFBackend, HFJudgeWorker
 from vbench_ray.judges.log import JudgeLog

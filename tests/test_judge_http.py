@@ -366,7 +366,7 @@ def real_server(tmp_path_factory, media, cove_data):
 def server_requests(cove_data, media, tmp_path_factory) -> list[JudgeRequest]:
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.benchmarks.cove_checklist import build_requests
-    from vbench_ray.config import load_config
+    from vbench_ray.configure import load_config
 
     cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(cove_data, tmp_path_factory.mktemp("cove_out")))
     case = next(c for c in CoveBench().load_cases(cfg) if not c.get("error_load"))

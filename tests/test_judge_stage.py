@@ -137,3 +137,22 @@ def test_engine_death_mid_run_keeps_finished_answers_and_retries_the_rest(tmp_pa
     records = list(read_records(tmp_path))
     died = [r for r in records if r["parse_status"] == "error"]
     assert {r["request_id"] for r in died} == {"b", "c"} and "engine died" in died[0]["error"]
+
+
+def test_request_ids_are_made_in_one_place_and_keep_their_format():
+    """Every benchmark's ids come from ``judges.base.request_id``; replaying an existing judge log depends on
+    these exact strings, so they are pinned here."""
+    from vbench_ray.agentic.verifiers import repurpose as rp
+    from vbench_ray.benchmarks import cove_checklist, nrv_scoring, vidic_scoring
+    from vbench_ray.judges.base import request_id
+
+    assert request_id("cove", "17", "base", "checklist", "AB-MCQ") == "cove/17/base/checklist/AB-MCQ"
+    case = {"case_id": "m:0001_a", "variant": "control:shuffled"}
+    assert vidic_scoring.request_id(case, "judge", "Q3") == "vidic/m:0001_a/control:shuffled/judge/Q3"
+    assert vidic_scoring.describe_id(case) == "vidic/m:0001_a/control:shuffled/describe/response"
+    assert nrv_scoring.request_id("m:0001_a", "base", "phy") == "nrv/m:0001_a/base/nrve/phy"
+    assert nrv_scoring.request_id("m:0001_a", "base", "temp", "qwen7b") == "nrv/m:0001_a/base/nrve/temp@qwen7b"
+    assert rp.request_id("repurpose_000:a", "base", "N2") == "agentic/repurpose_000:a/base/rubric/N2"
+    request = JudgeRequest.build("cove", "3", "fps=1", cove_checklist.STAGE, "Dual-TF", messages=[], parser="p")
+    assert request.request_id == "cove/3/fps=1/checklist/Dual-TF"
+    assert (request.case_id, request.variant, request.stage, request.group) == ("3", "fps=1", "checklist", "Dual-TF")

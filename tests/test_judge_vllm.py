@@ -94,7 +94,7 @@ def cove_requests(cove_data, tmp_path_factory) -> list[JudgeRequest]:
     """The official-layout requests (one per question type) of the first synthetic CoVEBench task."""
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.benchmarks.cove_checklist import build_requests
-    from vbench_ray.config import load_config
+    from vbench_ray.configure import load_config
 
     cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(cove_data, tmp_path_factory.mktemp("cove_out")))
     case = next(c for c in CoveBench().load_cases(cfg) if not c.get("error_load"))

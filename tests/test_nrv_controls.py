@@ -9,6 +9,9 @@ import json
 import numpy as np
 import pytest
 
+from vbench_ray.config import ConfigError
+from vbench_ray.sweeps import variants_from_axes
+
 from conftest import moving_square_video
 from vbench_ray import controls as C
 from vbench_ray.video.encode import write_video
@@ -99,13 +102,13 @@ def test_maskless_cases_use_a_central_region():
 
 
 def test_variants_and_unknown_names():
-    variants = C.control_variants(["shuffled", "unchanged", "shuffled"])
+    variants = variants_from_axes({"control": ["shuffled", "unchanged", "shuffled"]})
     assert [v.name for v in variants] == ["base", "control:shuffled", "control:unchanged"]
     assert variants[1].params == {"control": "shuffled"} and variants[1].perturbation is None
     assert C.control_of({"variant_params": json.dumps({"control": "appearance"})}) == "appearance"
     assert C.control_of({"variant_params": None}) is None
-    with pytest.raises(ValueError, match="unknown negative control 'blur'"):
-        C.control_variant("blur")
+    with pytest.raises(ConfigError, match="unknown negative control 'blur'"):
+        variants_from_axes({"control": ["blur"]})
     assert C.case_seed(0, "a", "shuffled") == C.case_seed(0, "a", "shuffled") != C.case_seed(1, "a", "shuffled")
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from vbench_ray.benchmarks import nrv_scoring as S
 from vbench_ray.benchmarks.nrv import NRVBench
-from vbench_ray.config import load_config
+from vbench_ray.configure import load_config
 from vbench_ray.runner import run
 from vbench_ray.sweeps import expand
 from vbench_ray.synth.nrv import synth_nrv
@@ -47,6 +47,7 @@ def test_two_judges_controls_agreement_end_to_end_with_replay(tmp_path, ray_loca
     out = tmp_path / "run"
     args = [f"data.annotations={data['annotations']}", f"data.edited_dir={data['edited_dir']}", f"output.dir={out}",
             "wandb.mode=disabled", "data.methods=[coherent,jitter]", "controls.names=[shuffled,unchanged]",
+            "judge.max_invalid_fraction=1.0",  # judge b refuses 6 of 72 on purpose: scored, not "unavailable"
             "controls.methods=[coherent]", f"agreement.human_scores={data['human_scores']}",
             "stats.bootstrap_samples=200", "metrics.enabled=[NRVE_Acc,BG_PSNR,BG_MSE,FPS]"]
     bench = NRVBench()
@@ -151,6 +152,7 @@ def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
                             f"output.dir={out}", "wandb.mode=disabled", "report.enabled=false",
                             "data.methods=[coherent]", "judge.backend=hf", f"judge.model={judge}", "judge.name=tiny",
                             "judge.max_tokens=16", "media.roi_frames=2", "judge.video.max_frames=2",
+                            "judge.max_invalid_fraction=1.0",  # random weights: mostly invalid, still scored
                             "stats.bootstrap_samples=100", "ray.workers=1", "ray.batch_size=2",
                             "metrics.enabled=[NRVE_Acc,BG_PSNR,BG_LPIPS,CLIP_S,CLIP_E,StructDist,NIQE]",
                             "metrics.BG_LPIPS.arch=tiny", f"metrics.BG_LPIPS.weights={lpips}",

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, cove_overrides, moving_square_video
-from vbench_ray.config import load_config
+from vbench_ray.configure import load_config
 from vbench_ray.runner import run
 from vbench_ray.video.encode import write_video
 

@@ -9,7 +9,8 @@ import pytest
 from conftest import REPO, cove_overrides
 from vbench_ray.config import ConfigError
 from vbench_ray.runner import run
-from vbench_ray.sweeps import BASE, expand, load_sweep, make_variant, variants_from_axes
+from vbench_ray.configure import load_sweep
+from vbench_ray.sweeps import BASE, expand, make_variant, variants_from_axes
 from vbench_ray.video.io import VideoReader
 from vbench_ray.video.perturb import Perturbation
 

@@ -1,23 +1,29 @@
 """Structured OmegaConf configs: typed defaults, YAML files, ``key=value`` overrides, validation.
 
 Every knob has a default in a dataclass below (the schema) and the same default, with a comment, in
-``configs/base.yaml`` (shared keys) or the benchmark's YAML. Each benchmark registers its own config
-class (a subclass of ``BaseConfig`` adding ``data``, ``metrics`` ...), chosen by the ``benchmark`` key.
+``configs/base.yaml`` (shared keys), the benchmark's YAML, or ``configs/judges/default.yaml`` (judge keys).
+Each benchmark registers its own config class (a subclass of ``BaseConfig`` adding ``data``, ``metrics``
+...), chosen by the ``benchmark`` key.
 The schema is in struct mode, so a misspelt or unknown key is an error that names the key and lists
 the valid ones, instead of being silently ignored.
 
-A YAML file may start with ``extends: other.yaml`` (relative to itself); the parent is merged first.
+A YAML file may start with ``extends: other.yaml``; the parent is merged first. Any mapping in a YAML file may
+hold ``include: file.yaml``: the mapping becomes that file's content, with the keys beside ``include`` merged
+over it (``judge: {include: judges/default.yaml, max_tokens: 512}``). This is how one judge config
+(``configs/judges/*.yaml``) is shared by every benchmark config. A relative path is looked up next to the file
+that names it, then in the repository's ``configs/``; includes nest, and a cycle is an error.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
-from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 
 class ConfigError(ValueError):
@@ -28,6 +34,7 @@ class ConfigError(ValueError):
 class OutputConfig:
     dir: str = MISSING  # the run directory: config.yaml, cases/, summary.json, report.html, wandb/
     resume: bool = True  # skip (case_id, variant) rows already in output.dir/cases; False: refuse a non-empty dir
+    retry_failed: bool = True  # on resume, compute again the rows that carry an error_* (False: keep them)
 
 
 @dataclass
@@ -43,8 +50,10 @@ class RayConfig:
     address: Optional[str] = None  # null: RAY_ADDRESS if set, else a fresh local runtime; "auto": a `ray start` cluster
     num_cpus: Optional[int] = None  # logical CPUs of a local runtime (null: Ray's default)
     batch_size: int = 2  # cases per map_batches call
-    workers: int = 2  # tasks / actors per CPU stage
-    shard_rows: int = 32  # rows per parquet shard written as results stream in
+    workers: Optional[int] = None  # cap on tasks per CPU stage and actors per pool (null: what the cluster holds)
+    pools: Dict[str, List[int]] = field(default_factory=dict)  # per pool stage [min, max] actors, e.g. {MSM: [2, 8]}
+    shard_rows: int = 32  # rows per parquet shard written as results stream in ...
+    shard_seconds: float = 5.0  # ... or fewer, once this long has passed since the last shard
 
 
 @dataclass
@@ -93,33 +102,114 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> DictConfig:
-    """Load a YAML config, merging the file named by its ``extends`` key first."""
-    path = path.resolve()
-    if not path.exists():
-        raise ConfigError(f"config file not found: {path}")
+# Where a relative `extends`/`include` path is looked up after the folder of the file naming it: the
+# repository's configs/, so a user's YAML anywhere can say `extends: cove.yaml`, `include: judges/x.yaml`.
+BUNDLED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+INCLUDE_KEY = "include"
+
+
+def find_config(name: Any, dirs: tuple[Path, ...], where: str) -> Path:
+    """The YAML file ``name`` (absolute, or relative to the first of ``dirs``, then configs/, that holds it)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{where}: expected the path of a YAML file, got {name!r}")
+    path = Path(name).expanduser()
+    if path.is_absolute():
+        candidates = [path]
+    else:
+        roots = list(dirs) + ([BUNDLED_CONFIGS] if BUNDLED_CONFIGS.is_dir() else [])
+        candidates = list(dict.fromkeys(root.resolve() / path for root in roots))
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    raise ConfigError(f"{where}: config file not found: {name} (looked for "
+                      + ", ".join(str(c) for c in candidates) + ")")
+
+
+def read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> DictConfig:
+    """Load a YAML config: merge the file named by its ``extends`` key first, and resolve ``include`` keys."""
+    path = Path(path).resolve()
     if path in seen:
-        raise ConfigError(f"config `extends` cycle: {' -> '.join(map(str, seen + (path,)))}")
+        raise ConfigError(f"config `extends`/`include` cycle: {' -> '.join(map(str, seen + (path,)))}")
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
     node = OmegaConf.load(path)
     if not isinstance(node, DictConfig):
         raise ConfigError(f"{path}: a config file must hold a mapping at the top level")
-    parent = node.pop("extends", None)
+    check_no_resolvers(node, str(path))  # names the file, included or extended ones too
+    chain = seen + (path,)
+    plain = OmegaConf.to_container(node, resolve=False)
+    parent = plain.pop("extends", None)
+    merged = OmegaConf.create(resolve_includes(plain, (path.parent,), chain, str(path)))
     if parent is None:
-        return node
-    return OmegaConf.merge(_read_yaml(path.parent / str(parent), seen + (path,)), node)
+        return merged
+    parent_path = find_config(parent, (path.parent,), f"`extends` in {path}")
+    return OmegaConf.merge(read_yaml(parent_path, chain), merged)
 
 
-def _schema_for(benchmark: Any) -> type:
-    from vbench_ray.benchmarks import BENCHMARKS
+def resolve_includes(value: Any, dirs: tuple[Path, ...], chain: tuple[Path, ...], source: str, key: str = "") -> Any:
+    """Replace every mapping holding ``include: FILE`` by FILE's config with the mapping's other keys merged over it.
 
-    if benchmark in (None, MISSING, "???"):
-        raise ConfigError("config key `benchmark` is not set (one of: " + ", ".join(sorted(BENCHMARKS)) + ")")
-    if benchmark not in BENCHMARKS:
-        raise ConfigError(f"unknown benchmark {benchmark!r}; known: {sorted(BENCHMARKS)}")
-    return BENCHMARKS[benchmark].config_class
+    ``value`` is a plain container (``OmegaConf.to_container(..., resolve=False)``) and so is the result.
+    FILE is found by ``find_config`` (``dirs``, then configs/), read by ``read_yaml`` (so it may itself
+    ``extends`` or ``include``), and ``chain`` (the files being read) catches cycles.
+    """
+    if isinstance(value, list):
+        return [resolve_includes(v, dirs, chain, source, f"{key}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, dict):
+        return value
+    out = {k: resolve_includes(v, dirs, chain, source, f"{key}.{k}" if key else str(k))
+           for k, v in value.items() if k != INCLUDE_KEY}
+    if INCLUDE_KEY not in value:
+        return out
+    where = f"`{key + '.' if key else ''}{INCLUDE_KEY}` in {source}"
+    included = read_yaml(find_config(value[INCLUDE_KEY], dirs, where), chain)
+    return OmegaConf.to_container(OmegaConf.merge(included, OmegaConf.create(out)), resolve=False)
 
 
-def _explain_key_error(schema: DictConfig, exc: OmegaConfBaseException) -> ConfigError:
+# `${name:...}`: a resolver call (oc.env, env, oc.decode, oc.create, oc.select, any custom one). Plain node
+# interpolations (`${data.root}`) have no colon and stay allowed.
+_RESOLVER_CALL = re.compile(r"\$\{\s*([^\s{}:$]+)\s*:")
+
+
+def check_no_resolvers(node: Any, where: str = "config") -> None:
+    """Refuse any value (or key) that calls an OmegaConf resolver, naming the key.
+
+    Why: the resolved config is written to config.yaml, summary.json, report.html, the judge log and
+    wandb; ``judge.model='${oc.env:SECRET}'`` would copy the secret into all of them. Secrets belong in
+    environment variables *named* by ``*_env`` keys (``judge.http.api_key_env``, ``agent.api_key_env``),
+    which are read where they are used and never written. Resolvers other than ``oc.env`` are refused
+    too: ``oc.decode``/``oc.create`` can rebuild an ``oc.env`` call from pieces, and a custom resolver
+    may read anything. With no resolver left, ``to_yaml``/``to_dict`` can resolve safely.
+    """
+    plain = OmegaConf.to_container(node, resolve=False) if isinstance(node, (DictConfig, ListConfig)) else node
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                sub = f"{key}.{k}" if key else str(k)
+                if isinstance(k, str) and _RESOLVER_CALL.search(k):
+                    raise _resolver_error(sub, _RESOLVER_CALL.search(k).group(1), where)
+                walk(v, sub)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{key}[{i}]")
+        elif isinstance(value, str):
+            m = _RESOLVER_CALL.search(value)
+            if m:
+                raise _resolver_error(key, m.group(1), where)
+
+    walk(plain, "")
+
+
+def _resolver_error(key: str, resolver: str, where: str) -> ConfigError:
+    return ConfigError(
+        f"config key `{key}` ({where}) uses the `${{{resolver}:...}}` interpolation, which is not allowed: resolved "
+        "values are written to config.yaml, summary.json, the report, the judge log and wandb, so a secret read "
+        "this way would be copied into all of them. Put secrets in an environment variable and give its *name* "
+        "to a `*_env` key (e.g. judge.http.api_key_env=MY_KEY); write other values literally")
+
+
+def explain_key_error(schema: DictConfig, exc: OmegaConfBaseException) -> ConfigError:
     full_key = getattr(exc, "full_key", None) or ""
     parent_key, _, leaf = full_key.rpartition(".")
     parent = OmegaConf.select(schema, parent_key) if parent_key else schema
@@ -128,46 +218,6 @@ def _explain_key_error(schema: DictConfig, exc: OmegaConfBaseException) -> Confi
     hint = f"; did you mean `{(parent_key + '.') if parent_key else ''}{close[0]}`?" if close else ""
     where = f"`{parent_key}`" if parent_key else "the top level"
     return ConfigError(f"unknown config key `{full_key}`{hint} (valid keys under {where}: {', '.join(valid)})")
-
-
-def _check_choices(cfg: DictConfig) -> None:
-    from vbench_ray.benchmarks import BENCHMARKS
-
-    choices = dict(CHOICES)
-    choices.update(getattr(BENCHMARKS[cfg.benchmark], "config_choices", {}))
-    for key, allowed in choices.items():
-        value = OmegaConf.select(cfg, key)
-        if value is not None and value not in allowed:
-            raise ConfigError(f"config key `{key}` = {value!r} is not one of {list(allowed)}")
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> DictConfig:
-    """Load ``path`` (YAML, may ``extends`` another), apply ``key=value`` overrides, validate.
-
-    Returns a read-only structured config. Raises ``ConfigError`` with a message naming the key.
-    """
-    user = _read_yaml(Path(path)) if path else OmegaConf.create({})
-    for item in overrides or []:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} is not of the form key=value")
-    try:
-        user = OmegaConf.merge(user, OmegaConf.from_dotlist(list(overrides or [])))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"cannot parse overrides {overrides}: {exc}") from exc
-    schema = OmegaConf.structured(_schema_for(user.get("benchmark")))
-    try:
-        cfg = OmegaConf.merge(schema, user)
-    except (ConfigKeyError, ConfigAttributeError) as exc:
-        raise _explain_key_error(schema, exc) from None
-    except ValidationError as exc:
-        raise ConfigError(f"invalid value for config key `{exc.full_key}`: {exc.msg}") from None
-    missing = sorted(OmegaConf.missing_keys(cfg))
-    if missing:
-        raise ConfigError("required config keys are not set: " + ", ".join(f"`{k}`" for k in missing)
-                          + " (set them in the YAML or as key=value)")
-    _check_choices(cfg)
-    OmegaConf.set_readonly(cfg, True)
-    return cfg
 
 
 def to_yaml(cfg: DictConfig) -> str:

@@ -25,7 +25,7 @@ Every generator is a pure function of frames, mask and seed (:func:`make_control
 ``(seed, case_id, control)``. Cases without a mask use a centred rectangle of ``DEFAULT_AREA`` of the frame
 as the "edit region", so any editing benchmark can request controls.
 
-Controls are sweep variants (``vbench_ray.sweeps.Variant``): ``control:<name>``, with
+Controls are sweep variants (``vbench_ray.sweeps.Variant``, made by its one expander: axis ``control``): ``control:<name>``, with
 ``variant_params = {"control": name}``. :func:`control_stage` is a pipeline stage a benchmark puts first:
 for a control row it renders the control video once (lossless h264 under ``out_dir/<name>/``) and points
 the row's ``edited_path`` at it, recording how it was made in ``control_info``; other rows pass through.
@@ -61,27 +61,6 @@ MASK_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 
 # ----------------------------------------------------------------------------- variants
-
-def control_variant(name: str):
-    """The sweep variant of one control: ``control:<name>`` with ``{"control": name}`` params."""
-    from vbench_ray.sweeps import Variant
-
-    if name not in CONTROLS:
-        raise ValueError(f"unknown negative control {name!r}; known: {list(CONTROLS)}")
-    return Variant(f"control:{name}", "control", name, {"control": name})
-
-
-def control_variants(names) -> list:
-    """``base`` plus one variant per control, in order, without repeats."""
-    from vbench_ray.sweeps import BASE
-
-    out = [BASE]
-    for name in names:
-        v = control_variant(str(name))
-        if v.name not in {o.name for o in out}:
-            out.append(v)
-    return out
-
 
 def control_of(row: dict) -> str | None:
     """The control a case row asks for (from its ``variant_params``), or None."""

@@ -1,10 +1,23 @@
-"""Compose stages into a Ray Data pipeline (DESIGN.md, "Data flow").
+"""Compose stages into one streaming Ray Data pipeline (DESIGN.md, "Data flow: one stream of pools").
 
-A ``Stage`` declares the columns it reads and writes (with Arrow types, so every block has the same
-schema), its resources, and whether it is a stateless task or an actor pool hosting a model. The
-builder turns each into one ``Dataset.map_batches``. Stages never drop rows: an exception on a row
-becomes text in the row's ``error_<stage>`` column and the stage's outputs stay null; rows that
-already failed an earlier stage pass through untouched.
+A ``Stage`` declares the columns it writes (with Arrow types, so every block has the same schema), the
+columns it reads (``inputs``, for documentation and checks), its resources, and its *kind*:
+
+* ``cpu``: stateless tasks (decode, classical metrics). Concurrency is bounded only by the cluster's
+  CPUs unless ``workers`` caps it. A class ``fn`` is instantiated once per worker *process* and reused
+  by later tasks there (so a metric object with a lookup table is not rebuilt per batch).
+* ``pool``: an actor pool hosting a model, loaded once per actor (metric models, editors). Its own
+  ``num_gpus`` (fractions allowed) and an autoscaling size ``(min, max)`` whose default comes from the
+  cluster's resources (``ray.cluster_resources()``): every GPU it can use for a GPU pool, every CPU for
+  a CPU pool.
+* ``judge``: an actor pool of light CPU actors that send a case's judge requests to an engine shared
+  by the whole run (``vbench_ray.judges.engines``); they never host the model themselves.
+
+``build_dataset`` turns each stage into one ``Dataset.map_batches`` of the same dataset, so Ray Data
+runs them all at once and rows reach the sink as they finish. Stages never drop rows: an exception on
+a row becomes text in the row's ``error_<stage>`` column and the stage's outputs stay null; rows that
+already failed an earlier stage pass through untouched. ``drop`` names transient columns (decoded
+frames handed to a pool) that the stage consumes and removes.
 """
 
 from __future__ import annotations
@@ -12,6 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -25,33 +39,51 @@ ARROW_TYPES = {
     "int": pa.int64(),
     "str": pa.string(),
     "bool": pa.bool_(),
+    "bytes": pa.large_binary(),
     "list<str>": pa.list_(pa.string()),
 }
+STAGE_KINDS = ("cpu", "pool", "judge")
+MAX_BLOCKS_PER_CPU = 64
 
 
 @dataclass
 class Stage:
     """One pipeline step.
 
-    ``fn`` is either a function ``row -> dict`` (a task stage) or a class whose instances are
-    callables ``row -> dict`` (an actor-pool stage: the constructor loads the model once per actor,
-    with ``init_kwargs``). The returned dict may hold any of ``outputs``; missing ones become null.
+    ``fn`` is a function ``row -> dict`` or a class whose instances are such callables (built with
+    ``init_kwargs``: once per actor for ``pool``/``judge`` stages, once per worker process for ``cpu``
+    stages). The returned dict may hold any of ``outputs``; missing ones become null.
     """
 
     name: str
     fn: Callable[..., dict] | type
     outputs: dict[str, str]
     init_kwargs: dict[str, Any] = field(default_factory=dict)
+    kind: str = "cpu"
+    inputs: tuple[str, ...] = ()  # columns the stage reads (beyond the case fields)
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     memory: int | None = None  # bytes per worker, for Ray's scheduler
-    workers: int = 1  # actor pool size (actor stages) or max concurrent tasks (task stages)
+    workers: int | None = None  # cap on tasks (cpu) or the pool's max size; None: from the cluster
+    min_workers: int | None = None  # pool's min size; None: 1 (CPU pools) or the max (GPU pools)
     batch_size: int = 2
     timed: bool = True  # add a `seconds_<stage>` column
+    drop: tuple[str, ...] = ()  # transient input columns removed after this stage
+    skip_failed: bool = True  # rows with an error_* column pass through untouched
+    batched: bool = False  # fn takes the batch's rows (a list) and returns one dict per row (judges batch requests)
+    transient: tuple[str, ...] = ()  # outputs that only later stages read: never written to the case table
+    runtime_env: dict | None = None
+    token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False)  # identity across processes
+
+    def __post_init__(self):
+        if self.kind not in STAGE_KINDS:
+            raise ValueError(f"stage {self.name}: kind must be one of {STAGE_KINDS}, got {self.kind!r}")
+        if self.kind != "cpu" and not isinstance(self.fn, type):
+            raise ValueError(f"stage {self.name}: a {self.kind} stage needs a class (loaded once per actor)")
 
     @property
     def is_actor(self) -> bool:
-        return isinstance(self.fn, type)
+        return self.kind in ("pool", "judge")
 
     @property
     def error_column(self) -> str:
@@ -60,9 +92,14 @@ class Stage:
     def schema_fields(self) -> list[pa.Field]:
         fields = [pa.field(col, ARROW_TYPES[t]) for col, t in self.outputs.items()]
         fields.append(pa.field(self.error_column, pa.string()))
-        if self.timed:
-            fields.append(pa.field(f"seconds_{self.name}", pa.float64()))
+        if self.timed:  # how long the row took here, when it left (a timeline of the stream), and on which node
+            fields += [pa.field(f"seconds_{self.name}", pa.float64()), pa.field(f"at_{self.name}", pa.float64()),
+                       pa.field(f"node_{self.name}", pa.string())]
         return fields
+
+    def persisted_fields(self) -> list[pa.Field]:
+        """The fields that belong in the case table (transient columns and frame payloads are not)."""
+        return [f for f in self.schema_fields() if f.type != pa.large_binary() and f.name not in self.transient]
 
 
 def has_error(row: dict) -> bool:
@@ -76,26 +113,49 @@ def format_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+_PROCESS_CALLABLES: dict[str, Any] = {}  # cpu stages: one instance of a class fn per worker process
+
+
 class _BatchRunner:
     """Applies a per-row callable to an Arrow batch, capturing each row's failure in its error column."""
 
-    def __init__(self, stage: Stage):
+    def __init__(self, stage: Stage, call: Callable | None = None):
         self.stage = stage
-        self.call = stage.fn(**stage.init_kwargs) if stage.is_actor else stage.fn
+        self.call = call if call is not None else (stage.fn(**stage.init_kwargs) if isinstance(stage.fn, type)
+                                                   else stage.fn)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
-        results = [self._run_row(row) for row in rows]
+        results = self._run_batch(rows) if self.stage.batched else [self._run_row(row) for row in rows]
         for f in self.stage.schema_fields():
-            column = pa.array([r.get(f.name) for r in results], type=f.type)
-            if f.name in batch.column_names:
+            if f.name in batch.column_names:  # a value the stage did not return stays as it was
+                before = batch.column(f.name).to_pylist()
+                column = pa.array([r[f.name] if f.name in r else old for r, old in zip(results, before)], type=f.type)
                 batch = batch.set_column(batch.column_names.index(f.name), f, column)
             else:
-                batch = batch.append_column(f, column)
-        return batch
+                batch = batch.append_column(f, pa.array([r.get(f.name) for r in results], type=f.type))
+        return batch.drop_columns([c for c in self.stage.drop if c in batch.column_names])
+
+    def _run_batch(self, rows: list[dict]) -> list[dict]:
+        """A batched stage: one call for the rows that have not failed; an exception fails those rows."""
+        todo = [i for i, row in enumerate(rows) if not (self.stage.skip_failed and has_error(row))]
+        results: list[dict] = [{} for _ in rows]
+        start = time.perf_counter()
+        try:
+            outs = list(self.call([rows[i] for i in todo])) if todo else []
+        except Exception as exc:  # the whole call failed: each of its rows records why
+            log.warning("stage %s failed on a batch of %d: %s", self.stage.name, len(todo), exc)
+            outs = [{self.stage.error_column: format_exception(exc)} for _ in todo]
+        seconds = (time.perf_counter() - start) / max(1, len(todo))
+        for i, out in zip(todo, outs):
+            results[i] = dict(out or {})
+            if self.stage.timed:
+                results[i].update({f"seconds_{self.stage.name}": seconds, f"at_{self.stage.name}": time.time(),
+                                   f"node_{self.stage.name}": _node()})
+        return results
 
     def _run_row(self, row: dict) -> dict:
-        if has_error(row):
+        if self.stage.skip_failed and has_error(row):
             return {}
         start = time.perf_counter()
         try:
@@ -104,8 +164,34 @@ class _BatchRunner:
             log.warning("stage %s failed on case %s: %s", self.stage.name, row.get("case_id"), exc)
             out = {self.stage.error_column: format_exception(exc)}
         if self.stage.timed:
-            out[f"seconds_{self.stage.name}"] = time.perf_counter() - start
+            out.update({f"seconds_{self.stage.name}": time.perf_counter() - start, f"at_{self.stage.name}": time.time(),
+                        f"node_{self.stage.name}": _node()})
         return out
+
+
+def _node() -> str | None:
+    """The Ray node this worker runs on (its id), or None outside Ray (``run_local``)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # never let bookkeeping fail a row
+        return None
+
+
+class _TaskRunner:
+    """A picklable task function; a class ``fn`` is built on first use in each worker process."""
+
+    def __init__(self, stage: Stage):
+        self.stage = stage
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        call = None
+        if isinstance(self.stage.fn, type):
+            call = _PROCESS_CALLABLES.get(self.stage.token)
+            if call is None:
+                call = _PROCESS_CALLABLES[self.stage.token] = self.stage.fn(**self.stage.init_kwargs)
+        return _BatchRunner(self.stage, call)(batch)
 
 
 def _actor_runner(stage: Stage) -> type:
@@ -119,36 +205,88 @@ def _actor_runner(stage: Stage) -> type:
     return StageActor
 
 
-def apply_stage(ds, stage: Stage):
+def ensure_ray(cfg: Any) -> None:
+    """Connect to ``ray.address`` / ``RAY_ADDRESS`` (a cluster, or inside ``ray job submit``), else start locally."""
+    import os
+
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+    else:
+        # Logical CPUs: at least 4, so a stage's actors never starve the tasks feeding them (STACK.md)
+        num_cpus = cfg.ray.num_cpus or max(4, os.cpu_count() or 1)
+        # address="local": a fresh runtime, never silently attaching to a cluster someone else started
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
+                 _node_ip_address="127.0.0.1")
+
+
+def cluster_capacity() -> dict[str, float]:
+    """The cluster's CPUs and GPUs (what pool sizes default to)."""
+    import ray
+
+    resources = ray.cluster_resources() if ray.is_initialized() else {}
+    return {"CPU": float(resources.get("CPU", 1.0)), "GPU": float(resources.get("GPU", 0.0))}
+
+
+def pool_bounds(stage: Stage, capacity: dict[str, float]) -> tuple[int, int]:
+    """``(min, max)`` actors of a pool: as many as the cluster's GPUs (GPU pools) or CPUs (CPU pools) hold,
+    capped by ``stage.workers``; GPU pools start at their max (those GPUs are reserved for them anyway),
+    CPU pools at one actor and grow with the load."""
+    if stage.num_gpus:
+        fit = int(capacity["GPU"] // stage.num_gpus)
+        if fit < 1:
+            log.warning("stage %s asks for %.2f GPU per actor but the cluster has %.0f GPU(s): it waits for one",
+                        stage.name, stage.num_gpus, capacity["GPU"])
+        fit = max(1, fit)
+    else:
+        fit = max(1, int(capacity["CPU"] // max(stage.num_cpus, 0.01)))
+    high = max(1, min(fit, stage.workers) if stage.workers else fit)
+    low = stage.min_workers if stage.min_workers is not None else (high if stage.num_gpus else 1)
+    return max(1, min(low, high)), high
+
+
+def apply_stage(ds, stage: Stage, capacity: dict[str, float] | None = None):
     """Append one stage to a ``ray.data.Dataset``."""
     import ray.data
 
+    capacity = capacity or cluster_capacity()
     resources: dict[str, Any] = {"num_cpus": stage.num_cpus}
     if stage.num_gpus:
         resources["num_gpus"] = stage.num_gpus
     if stage.memory:
         resources["memory"] = stage.memory
+    if stage.runtime_env:
+        resources["runtime_env"] = stage.runtime_env
     if stage.is_actor:
+        low, high = pool_bounds(stage, capacity)
+        log.info("stage %s: %s pool of %d-%d actor(s), %.2f GPU each", stage.name, stage.kind, low, high,
+                 stage.num_gpus)
         return ds.map_batches(_actor_runner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
-                              compute=ray.data.ActorPoolStrategy(min_size=1, max_size=stage.workers),
+                              compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high, initial_size=low),
                               udf_modifying_row_count=False, **resources)
-    runner = _BatchRunner(stage)
-    return ds.map_batches(runner, batch_format="pyarrow", batch_size=stage.batch_size,
+    return ds.map_batches(_TaskRunner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
                           compute=ray.data.TaskPoolStrategy(size=stage.workers),
                           udf_modifying_row_count=False, **resources)
 
 
 def build_dataset(rows: list[dict], stages: list[Stage], schema: pa.Schema, parallelism: int):
-    """``rows`` (already typed by ``schema``) through every stage, as a lazy ``ray.data.Dataset``."""
+    """``rows`` (already typed by ``schema``) through every stage, as one lazy ``ray.data.Dataset``."""
     import ray.data
 
     table = pa.Table.from_pylist(rows, schema=schema)
-    # one block per slice: parallelism without a repartition task competing with the actors for CPUs
-    n_blocks = max(1, min(parallelism, table.num_rows))
+    capacity = cluster_capacity()
+    # one block per slice: parallelism without a repartition task competing with the actors for CPUs. Small
+    # blocks stream the first rows out fast; past MAX_BLOCKS_PER_CPU blocks per CPU, the per-block bookkeeping
+    # (100k one-row blocks) costs more than it buys, so big runs get bigger blocks.
+    n_blocks = max(1, min(parallelism, table.num_rows, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))
     size = -(-table.num_rows // n_blocks)
     ds = ray.data.from_arrow([table.slice(i, size) for i in range(0, table.num_rows, size)] or [table])
     for stage in stages:
-        ds = apply_stage(ds, stage)
+        ds = apply_stage(ds, stage, capacity)
     return ds
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,12 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
+from vbench_ray import preflight
 from vbench_ray.benchmarks import get_benchmark
 from vbench_ray.config import ConfigError, to_dict, to_yaml
-from vbench_ray.pipeline import build_dataset
+from vbench_ray.editors import editor_stages
+from vbench_ray.judges.engines import EngineSet
+from vbench_ray.pipeline import Stage, build_dataset, ensure_ray
 from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 
 log = logging.getLogger(__name__)
@@ -49,23 +51,6 @@ class RunResult:
         return self.run_dir / "report.html"
 
 
-def ensure_ray(cfg: DictConfig) -> None:
-    """Connect to ``ray.address`` / ``RAY_ADDRESS`` (a cluster, or inside ``ray job submit``), else start locally."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, log_to_driver=True)
-    else:
-        # Logical CPUs: at least 4, so a stage's actors never starve the tasks feeding them (STACK.md)
-        num_cpus = cfg.ray.num_cpus or max(4, os.cpu_count() or 1)
-        # address="local": a fresh runtime, never silently attaching to a cluster someone else started
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
-                 _node_ip_address="127.0.0.1")
-
-
 def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
     saved = run_dir / "config.yaml"
     has_rows = any((run_dir / "cases").glob("part-*.parquet"))
@@ -85,8 +70,15 @@ def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
 
 
 def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
-    """Evaluate ``cfg``; with ``variants`` (``vbench_ray.sweeps``), every case once per variant."""
+    """Evaluate ``cfg``; with ``variants`` (``vbench_ray.sweeps``), every case once per variant.
+
+    One stream (DESIGN.md, "Data flow"): the cases still to do go through the benchmark's stages and its
+    judge phases in one Ray Data execution, rows reaching ``cases/`` as they finish; the judges' engines
+    are started once for the run. Then every row (earlier runs' too) is scored from the judge log.
+    """
     start = time.perf_counter()
+    timing = {"wall_start": time.time()}  # seconds since the start at each milestone -> summary.timing
+    preflight.check(cfg)  # every config problem up front, before Ray, a video or a model (issue 14, items 12-13)
     bench = get_benchmark(cfg.benchmark)
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +86,7 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
 
     schema = bench.schema(cfg)
-    sink = CaseSink(run_dir, schema)
+    sink = CaseSink(run_dir, schema, retry_failed=cfg.output.retry_failed)
     cases = bench.load_cases(cfg)
     sweep_info = None
     if variants is None:  # a benchmark may ask for variants itself (NRVBench's negative controls)
@@ -103,11 +95,22 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
         cases, sweep_info = _expand(cfg, cases, variants, run_dir)
     todo = [c for c in cases if (c["case_id"], c["variant"]) not in sink.done_keys]
     log.info("%s: %d cases, %d already done, %d to compute", cfg.benchmark, len(cases), len(cases) - len(todo), len(todo))
-    computed = _compute(bench, cfg, todo, schema, sink) if todo else 0
-
-    table = _current_rows(sink.read_all(), cases)
-    judgments, judge_info = _judge(bench, cfg, table.to_pylist(), run_dir)
-    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info, sweep_info)
+    timing["cases_loaded"] = time.perf_counter() - start
+    phases = bench.judge_phases(cfg)
+    for phase in phases:
+        if phase.prepare is not None:
+            phase.prepare(cases)
+    engines = EngineSet(str(run_dir))
+    try:
+        computed = _compute(bench, cfg, todo, schema, sink, phases, engines, run_dir,
+                            lambda name: timing.setdefault(name, time.perf_counter() - start)) if todo else 0
+        timing["stream_done"] = time.perf_counter() - start
+        table = _current_rows(sink.read_all(), cases)
+        judgments, judge_info = _judge(bench, cfg, phases, table.to_pylist(), run_dir, engines)
+        timing["judged"] = time.perf_counter() - start
+    finally:
+        engines.stop()
+    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info, sweep_info, timing)
     return RunResult(run_dir, summary, computed, time.perf_counter() - start)
 
 
@@ -129,16 +132,58 @@ def _expand(cfg: DictConfig, cases: list[dict], variants: list, run_dir: Path) -
     return rows, info
 
 
-def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink) -> int:
-    stages = bench.stages(cfg)
-    if not stages:  # nothing per case to compute (e.g. judge metrics only): record the cases as loaded
+def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink, phases: list,
+             engines: EngineSet, run_dir: Path, mark=lambda name: None) -> int:
+    """The stream: ``todo`` through the benchmark's stages and its judge phases, rows to the sink as they come."""
+    stages = editor_stages(cfg) + list(bench.stages(cfg))
+    if phases and (stages or any(p.judge_cfg.backend != "replay" for p in phases)):
+        ensure_ray(cfg)
+        stages += _judge_stages(cfg, phases, engines, run_dir)
+    if not stages:  # nothing per case to compute (e.g. replay re-scoring only): record the cases as loaded
         return sink.write(pa.Table.from_pylist(todo, schema=_input_schema(schema, todo)))
     ensure_ray(cfg)
+    mark("ray_ready")
     ds = build_dataset(todo, stages, _input_schema(schema, todo), parallelism=len(todo))
-    written = 0
-    for batch in ds.iter_batches(batch_size=cfg.ray.shard_rows, batch_format="pyarrow"):
-        written += sink.write(batch)
+    written, buffered, last = 0, [], 0.0  # the first block is written at once
+    # blocks as they finish; a shard when `shard_rows` rows are in or `shard_seconds` passed, so the first
+    # rows are on disk within seconds whatever the run's size, and a large run does not write tiny files
+    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+        buffered.append(block)
+        if sum(b.num_rows for b in buffered) >= cfg.ray.shard_rows or time.monotonic() - last >= cfg.ray.shard_seconds:
+            written += sink.write(pa.concat_tables(buffered, promote_options="permissive"))
+            buffered, last = [], time.monotonic()
+            mark("first_row")
+    if buffered:
+        written += sink.write(pa.concat_tables(buffered, promote_options="permissive"))
+    try:  # Ray Data's per-operator stats (wall, CPU, rows, object-store use) for whoever tunes the run
+        (run_dir / "ray_data_stats.txt").write_text(ds.stats())
+    except Exception as exc:
+        log.debug("no Ray Data stats: %s", exc)
     return written
+
+
+def _judge_stages(cfg: DictConfig, phases: list, engines: EngineSet, run_dir: Path) -> list[Stage]:
+    """One ``judge`` stage per phase, in order, when every phase's engine can serve the stream.
+
+    A vLLM judge (``ray.data.llm``, one engine per dataset) cannot: its phases run after the stream."""
+    from vbench_ray.judges.stream import STATE_COLUMN, StreamJudge, start_log_actor
+
+    started = [engines.get(p.judge_cfg) for p in phases]
+    if not all(e.streams for e in started):
+        log.info("judge phases run after the stream: the %s backend keeps no engine across datasets",
+                 [e.name for e in started if not e.streams][0])
+        return []
+    log_actor = start_log_actor(str(run_dir))
+    stages = []
+    for phase, engine in zip(phases, started):
+        replicas = int(phase.judge_cfg.hf.workers) if phase.judge_cfg.backend == "hf" else 1
+        stages.append(Stage(
+            name=f"judge_{phase.name}", fn=StreamJudge, kind="judge", batched=True, skip_failed=False,
+            init_kwargs={"phase": phase.name, "build": phase.build, "engine": engine, "log_actor": log_actor,
+                         "max_retries": int(phase.judge_cfg.max_retries)},
+            outputs={STATE_COLUMN: "str"}, transient=(STATE_COLUMN,), num_cpus=0.25,
+            workers=2 * replicas, min_workers=1, batch_size=cfg.ray.batch_size))
+    return stages
 
 
 def _input_schema(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
@@ -154,12 +199,13 @@ def _current_rows(table: pa.Table, cases: list[dict]) -> pa.Table:
     return table.filter(pa.array(mask, type=pa.bool_())) if table.num_rows else table
 
 
-def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.Table | None, dict | None]:
-    """The benchmark's judge phases in order, one judge log; the judged items go to ``judgments.parquet``."""
-    phases = bench.judge_phases(cfg)
+def _judge(bench, cfg: DictConfig, phases: list, rows: list[dict], run_dir: Path,
+           engines: EngineSet) -> tuple[pa.Table | None, dict | None]:
+    """Every row's judge results from the judge log, asking the run's engines only what it lacks (rows the
+    stream did not judge: earlier runs', a judge that cannot stream); the judged items go to
+    ``judgments.parquet``."""
     if not phases:
         return None, None
-    from vbench_ray.judges.backends import build_backend
     from vbench_ray.judges.log import JudgeLog
     from vbench_ray.judges.stage import JudgeStage, judge_stats
 
@@ -174,10 +220,10 @@ def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.
             ensure_ray(cfg)
         phase_results: dict = {}
         for judge_cfg, group in _by_video_override(phase.judge_cfg, requests):
-            backend = build_backend(judge_cfg)
-            phase_results.update(JudgeStage(backend, judge_log, judge_cfg.max_retries).run(group))
+            engine = engines.get(judge_cfg)
+            phase_results.update(JudgeStage(engine, judge_log, judge_cfg.max_retries).run(group))
         results.update(phase_results)
-        info[phase.name] = {"backend": phase.judge_cfg.backend, "model": backend.model_label,
+        info[phase.name] = {"backend": phase.judge_cfg.backend, "model": engine.model_label,
                             **judge_stats(phase_results, requests, judge_log)}
     judgments = bench.score_judgments(rows, results, cfg)
     if judgments is not None:
@@ -187,7 +233,10 @@ def _judge(bench, cfg: DictConfig, rows: list[dict], run_dir: Path) -> tuple[pa.
 
 def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list]]:
     """Requests grouped by their ``video`` overrides (fps sweeps), each with its judge config: frame
-    sampling is a property of a vLLM processor, so each distinct sampling gets its own backend."""
+    sampling is a property of a vLLM processor, so each distinct sampling gets its own backend. Other
+    backends read the override per request: one group."""
+    if judge_cfg.backend != "vllm":
+        return [(judge_cfg, requests)]
     groups: dict[str, list] = {}
     for r in requests:
         groups.setdefault(json.dumps(r.video, sort_keys=True), []).append(r)
@@ -199,7 +248,7 @@ def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list
 
 
 def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: pa.Table | None = None,
-             judge_info: dict | None = None, sweep_info: dict | None = None) -> dict:
+             judge_info: dict | None = None, sweep_info: dict | None = None, timing: dict | None = None) -> dict:
     """summary.json, report.html and the wandb run(s), from the rows on disk.
 
     Headline metrics are those of the ``base`` variant; with a sweep, ``by_variant.<variant>`` holds
@@ -222,6 +271,9 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
         summary["sweep"] = {"name": cfg.wandb.group or run_name(cfg), **sweep_info}
     if judge_info:
         summary["judge"] = judge_info
+    if timing:  # seconds from the run's start: where a run's time went (ray start, first row, stream, judging)
+        summary["timing"] = {k: (round(v, 3) if k != "wall_start" else v) for k, v in timing.items()}
+        summary["timing"]["stages"] = stage_timing(table, timing["wall_start"])
     if cfg.run.notes:
         summary["notes"] = list(cfg.run.notes)
     write_json(run_dir / "summary.json", summary)
@@ -236,6 +288,24 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
         log_to_wandb(run_dir, cfg.wandb, f"{run_name(cfg)}/{v}", {**to_dict(cfg), "variant": v},
                      variant_summary, rows)
     return summary
+
+
+def stage_timing(table: pa.Table, since: float) -> dict:
+    """Per stage, over the rows computed since ``since``: rows, summed seconds, and when the stage's first and
+    last rows left it (seconds from the run's start), from the ``seconds_<stage>`` / ``at_<stage>`` columns."""
+    out = {}
+    for name in table.column_names:
+        if not name.startswith("at_"):
+            continue
+        stage = name[len("at_"):]
+        ats = table.column(name).to_pylist()
+        secs = table.column(f"seconds_{stage}").to_pylist() if f"seconds_{stage}" in table.column_names else []
+        here = [i for i, a in enumerate(ats) if a is not None and a >= since]
+        if here:
+            out[stage] = {"rows": len(here), "seconds_total": round(sum(secs[i] or 0.0 for i in here), 3),
+                          "first_row_s": round(min(ats[i] for i in here) - since, 3),
+                          "last_row_s": round(max(ats[i] for i in here) - since, 3)}
+    return out
 
 
 def _variant_rows(table: pa.Table | None, variant: str) -> pa.Table | None:

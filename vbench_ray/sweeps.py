@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from vbench_ray.config import ConfigError, load_config
+from vbench_ray.config import ConfigError
+from vbench_ray.controls import CONTROLS
+from vbench_ray.safepaths import within
 from vbench_ray.video.perturb import Perturbation
 
 log = logging.getLogger(__name__)
@@ -78,12 +78,9 @@ def make_variant(axis: str, value: Any) -> Variant:
             raise ConfigError(f"sweep axis order: values must be {ORDERS}, got {value!r}")
         return BASE if value == "forward" else Variant("order:reverse", axis, value, {"order": "reverse"})
     if axis == "control":  # negative controls (NRVBench App. F.1), for any editing benchmark
-        from vbench_ray import controls
-
-        try:
-            return controls.control_variant(str(value))
-        except ValueError as exc:
-            raise ConfigError(f"sweep axis control: {exc}") from None
+        if str(value) not in CONTROLS:
+            raise ConfigError(f"sweep axis control: unknown negative control {value!r}; known: {list(CONTROLS)}")
+        return Variant(f"control:{value}", axis, str(value), {"control": str(value)})
     raise ConfigError(f"unknown sweep axis {axis!r}; known: {list(AXES)}")
 
 
@@ -100,29 +97,6 @@ def variants_from_axes(axes: dict[str, list]) -> list[Variant]:
             if v.name not in {o.name for o in out}:
                 out.append(v)
     return out
-
-
-@dataclass
-class Sweep:
-    name: str
-    config: DictConfig
-    variants: list[Variant]
-
-
-def load_sweep(path: str | Path, overrides: list[str] | None = None) -> Sweep:
-    """A sweep file: its base benchmark config (with overrides applied) and its variants."""
-    path = Path(path).resolve()
-    if not path.exists():
-        raise ConfigError(f"sweep file not found: {path}")
-    spec = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    unknown = set(spec) - {"base", "name", "axes"}
-    if unknown:
-        raise ConfigError(f"{path}: unknown sweep keys {sorted(unknown)} (expected base, name, axes)")
-    if "base" not in spec or "axes" not in spec:
-        raise ConfigError(f"{path}: a sweep needs `base` (a benchmark config) and `axes`")
-    name = spec.get("name") or path.stem
-    cfg = load_config(path.parent / spec["base"], [f"wandb.group={name}", *(overrides or [])])
-    return Sweep(name, cfg, variants_from_axes(spec["axes"] or {}))
 
 
 # ----------------------------------------------------------------------------- expansion
@@ -144,8 +118,10 @@ def expand(cases: list[dict], variants: list[Variant], variant_dir: Path) -> lis
 
 
 def perturbed_path(variant_dir: Path, source: str, p: Perturbation) -> Path:
+    """Where the perturbed copy of ``source`` lives: ``variant_dir/<spec>/<stem>-<hash>.mp4``, checked to lie
+    inside ``variant_dir`` (the folder and file names derive from data and sweep files; see safepaths)."""
     digest = hashlib.sha1(str(Path(source).resolve()).encode()).hexdigest()[:16]
-    return Path(variant_dir) / p.spec.replace(":", "_") / f"{Path(source).stem}-{digest}.mp4"
+    return within(variant_dir, p.spec.replace(":", "_"), f"{Path(source).stem}-{digest}.mp4")
 
 
 def render_jobs(original: list[dict], variants: list[Variant], variant_dir: Path) -> list[dict]:

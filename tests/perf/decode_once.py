@@ -26,7 +26,7 @@ def main() -> None:
     w, h = map(int, args.size.split("x"))
 
     from vbench_ray.benchmarks.cove import CoveBench
-    from vbench_ray.config import load_config
+    from vbench_ray.configure import load_config
     from vbench_ray.metrics.base import build_metric
     from vbench_ray.synth.cove import synth_cove
     from vbench_ray.video.frames import FrameMetricsStage

@@ -113,7 +113,7 @@ def main() -> None:
     from tiny.procs import kill_tagged, new_tag, vllm_env
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.benchmarks.cove_checklist import build_requests
-    from vbench_ray.config import load_config
+    from vbench_ray.configure import load_config
     from vbench_ray.judges.tiny import build_tiny_judge
     from vbench_ray.synth.cove import synth_cove
 

@@ -48,7 +48,8 @@ from vbench_ray.agentic.verifiers import repurpose as rp
 from vbench_ray.agentic.verifiers.repair import RANGE_SCORES, RepairConfig
 from vbench_ray.agentic.verifiers.sequencing import SCORES as SEQUENCING_SCORES
 from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
-from vbench_ray.benchmarks.base import Benchmark, DataError, JudgePhase, failure_report, register_benchmark
+from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
+                                        judge_availability, register_benchmark)
 from vbench_ray.agents.loop import AgentConfig
 from vbench_ray.config import BaseConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
@@ -190,6 +191,8 @@ class AgenticBench(Benchmark):
         rows: list[dict] = []
         for task_dir in task_dirs:
             rows += self._task_rows(cfg, task_dir, subs)
+        by_dir = {r["task_dir"]: r["task_id"] for r in rows}  # two bundles claiming one task_id: stop (item 8)
+        duplicate_ids(list(by_dir.values()), "task ids", f"data.tasks_dir {cfg.data.tasks_dir}")
         if cfg.run.limit is not None:
             rows = rows[: cfg.run.limit]
         return rows
@@ -199,7 +202,7 @@ class AgenticBench(Benchmark):
         from omegaconf import OmegaConf
 
         from vbench_ray.agents.rollouts import run_rollouts
-        from vbench_ray.runner import ensure_ray
+        from vbench_ray.pipeline import ensure_ray
 
         ensure_ray(cfg)
         agent = OmegaConf.to_object(cfg.agent)
@@ -312,6 +315,12 @@ class AgenticBench(Benchmark):
             summary["metrics"]["repurpose_format"] = {**stats([t["format_share"] for t in rep_tasks]),
                                                       "scale": "[0,1]", "higher_is_better": True}
             summary["repurpose_judged"] = bool(cfg.repurpose.judge_enabled)
+            items = [j for j in judged or [] if j["status"] != "programmatic"]
+            if cfg.repurpose.judge_enabled and items:  # a dead judge is not a score (issue 14, item 6)
+                for m in ("repurpose", "overall"):
+                    if m in summary["metrics"]:
+                        judge_availability(summary["metrics"][m], items, float(cfg.judge.max_invalid_fraction),
+                                           what="judged rubric items")
         for t in tasks.values():
             for cat in t["categories"]:
                 summary["by_category"].setdefault(cat, []).append(t["mean"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable, Optional
 
 import pyarrow as pa
 
@@ -33,12 +33,17 @@ CASE_FIELDS = [
 
 @dataclass
 class JudgePhase:
-    """One judge stage: its name, its judge config node, and how to build its requests from the case
-    rows and the results of the phases before it (``build(rows, results) -> list[JudgeRequest]``)."""
+    """One judge stage: its name, its judge config node, and how to build its requests from case rows and
+    the results of the phases before it (``build(rows, results) -> list[JudgeRequest]``).
+
+    ``build`` must be pure and work on any subset of rows (the stream calls it one row at a time, inside a
+    judge actor); ``prepare(cases)``, if given, runs once in the driver before the stream (e.g. writing a
+    file the phase's replay engine reads)."""
 
     name: str
     judge_cfg: Any
     build: Callable[[list[dict], dict], list]
+    prepare: Optional[Callable[[list[dict]], None]] = None
 
 
 class DataError(ValueError):
@@ -49,6 +54,9 @@ class Benchmark:
     name: ClassVar[str] = ""
     config_class: ClassVar[type] = object
     config_choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # the frame metrics it uses, by registered name (vbench_ray.metrics): its `metrics` config section is
+    # generated from them (vbench_ray.metrics.base.metrics_config), so a new metric is a name added here
+    metric_names: ClassVar[tuple[str, ...]] = ()
     # config sections (beyond benchmark, data, metrics) whose change invalidates rows already computed
     result_sections: ClassVar[tuple[str, ...]] = ()
 
@@ -64,10 +72,16 @@ class Benchmark:
         return []
 
     def schema(self, cfg) -> pa.Schema:
+        from vbench_ray.editors import editor_stages
+
         fields = list(CASE_FIELDS) + self.case_fields(cfg)
-        for stage in self.stages(cfg):
-            fields += stage.schema_fields()
-        return pa.schema(fields)
+        for stage in editor_stages(cfg) + self.stages(cfg):
+            fields += stage.persisted_fields()
+        for phase in self.judge_phases(cfg):  # the stream's judge stages: when each row was judged, failures
+            fields += [pa.field(f"{k}_judge_{phase.name}", t) for k, t in
+                       (("error", pa.string()), ("seconds", pa.float64()), ("at", pa.float64()), ("node", pa.string()))]
+        seen: set[str] = set()  # a column written by two stages (a pool metric's error) appears once
+        return pa.schema([f for f in fields if not (f.name in seen or seen.add(f.name))])
 
     def judge_phases(self, cfg) -> list["JudgePhase"]:
         """The judge stages this benchmark runs, in order (none for benchmarks without a judge).
@@ -142,3 +156,51 @@ def group_rows(rows: list[dict], key: str) -> dict[str, list[dict]]:
             if v is not None:
                 groups.setdefault(str(v), []).append(r)
     return dict(sorted(groups.items()))
+
+
+def duplicate_ids(ids: Iterable[str], what: str, where: Any) -> None:
+    """Raise ``DataError`` naming every id that occurs more than once (issue 14, item 8): a duplicate makes
+    the data ambiguous (which record is scored?) and used to crash the run after every metric was computed."""
+    counts = Counter(ids)
+    dups = sorted(i for i, n in counts.items() if n > 1)
+    if dups:
+        shown = ", ".join(f"{i!r} ({counts[i]}x)" for i in dups[:20]) + (f" and {len(dups) - 20} more" if len(dups) > 20 else "")
+        raise DataError(f"{where}: duplicate {what}: {shown}; each must be unique")
+
+
+# Final statuses of judged items whose request never got a usable answer (a dead or broken endpoint).
+UNUSABLE_STATUSES = ("invalid", "error", "missing")
+
+
+def judge_availability(stats: dict, rows: list[dict], max_fraction: float,
+                       unusable: tuple[str, ...] = UNUSABLE_STATUSES, what: str = "judge answers") -> dict:
+    """Issue 14, item 6: a dead judge is not a score.
+
+    ``rows`` are the metric's judged items (each with ``status`` and, when known, ``error``: what the endpoint
+    or the parser said). When the share of items whose status is in ``unusable`` passes ``max_fraction``
+    (``judge.max_invalid_fraction``), the metric's ``value`` and ``ci95`` become null and ``unavailable``
+    says why, quoting the most common error; ``vbench-ray run`` then exits non-zero. Below it only
+    ``invalid_fraction`` is added (the counts stay as they were)."""
+    n = len(rows)
+    bad = [r for r in rows if r.get("status") in unusable]
+    stats["invalid_fraction"] = (len(bad) / n) if n else None
+    if not n or len(bad) / n <= max_fraction:
+        return stats
+    errors = Counter(str(r.get("error") or r.get("status"))[:300] for r in bad)
+    top, count = errors.most_common(1)[0]
+    stats["unavailable"] = (f"{len(bad)} of {n} {what} ({100.0 * len(bad) / n:.0f}%) never got a usable answer, "
+                            f"more than judge.max_invalid_fraction={max_fraction:g}; the judge answered: {top!r}"
+                            f" ({count}x)" + (f"; {len(errors) - 1} other error text(s)" if len(errors) > 1 else ""))
+    stats["unavailable_errors"] = dict(errors.most_common(5))
+    stats["value"] = None
+    stats["ci95"] = None
+    return stats
+
+
+def unavailable_metrics(summary: dict) -> dict[str, str]:
+    """``{metric: reason}`` of every metric a summary reports unavailable (also per judge, ``by_judge``)."""
+    out = {}
+    for name, stats in (summary.get("metrics") or {}).items():
+        if isinstance(stats, dict) and stats.get("unavailable"):
+            out[name] = stats["unavailable"]
+    return out

@@ -18,32 +18,40 @@ the category rule with an explicit id list, as the official code does.
 from __future__ import annotations
 
 import json
+import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 import pyarrow as pa
 
 from vbench_ray.benchmarks import cove_checklist as checklist
-from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, failure_report, group_rows,
-                                        metric_stats, register_benchmark)
+from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report, group_rows,
+                                        judge_availability, metric_stats, register_benchmark)
 from vbench_ray.config import BaseConfig
+from vbench_ray.editors import EDITORS, EditorConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
 from vbench_ray.metrics import METRICS
-from vbench_ray.metrics.fidelity import SSIMConfig
-from vbench_ray.metrics.motion import MFConfig
-from vbench_ray.metrics.smoothness import MSMConfig
+from vbench_ray.metrics.base import metric_choices, metrics_config
 from vbench_ray.pipeline import Stage
-from vbench_ray.video.frames import FrameMetricsStage
+from vbench_ray.metrics.pool import metric_pool_stages
+from vbench_ray.video.frames import FrameMetricsStage, decode_outputs
 
 QUESTION_TYPES = ("AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ")
 DIMENSIONS = ("Execution Accuracy", "Physical Logic", "Semantic Preservation")
 VIDEO_EXTS = (".mp4", ".mov", ".webm", ".mkv", ".avi")
 # Official edited-video naming, tried in this order (ANCHORS.md §1, `task_id_from_path`).
 EDITED_NAME_PATTERNS = [re.compile(p) for p in (r"task_(\d+)_output", r"output_id(\d+)", r"video[_-](\d+)", r"^(\d+)$")]
+# The frame metrics CoVEBench uses, by their registered names (vbench_ray.metrics): their config sections,
+# allowed values and stages all come from the metric classes.
 OBJECTIVE_METRICS = ("SSIM", "MSM", "MF")
 ALL_METRICS = OBJECTIVE_METRICS + checklist.CHECKLIST_METRICS
+# `metrics.enabled`'s default (documented in configs/cove.yaml): a metric added to OBJECTIVE_METRICS is off
+# until it is named here too (and in the YAML's `enabled`)
+DEFAULT_ENABLED = ("SSIM", "MSM", "MF") + checklist.CHECKLIST_METRICS
+# App. F.3-F.4: the categories each metric leaves out by default (a metric not named here excludes none).
+DEFAULT_EXCLUSIONS = {"SSIM": ["Background"], "MF": ["Camera", "Style", "Motion"]}
 
 
 # ----------------------------------------------------------------------------- config
@@ -52,7 +60,7 @@ ALL_METRICS = OBJECTIVE_METRICS + checklist.CHECKLIST_METRICS
 class CoveDataConfig:
     checklist: str = "???"  # the official checklist.json
     source_dir: str = "???"  # root against which each task's videoA_path is resolved
-    edited_dir: str = "???"  # edited videos, {id}.mp4 or the official name patterns
+    edited_dir: Optional[str] = None  # edited videos, {id}.mp4 or the official name patterns (editor.name=precomputed)
     pair_mismatch: str = "resample"  # source/edited frame count or size differ: resample each (official) | fail
 
 
@@ -63,20 +71,26 @@ class Exclusion:
     ids_file: Optional[str] = None  # one task id per line (the official configs/filters/*.txt)
 
 
-@dataclass
-class CoveExclusions:
-    SSIM: Exclusion = field(default_factory=lambda: Exclusion(categories=["Background"]))
-    MSM: Exclusion = field(default_factory=Exclusion)
-    MF: Exclusion = field(default_factory=lambda: Exclusion(categories=["Camera", "Style", "Motion"]))
+def _exclusion_factory(metric: str):
+    return lambda: Exclusion(categories=list(DEFAULT_EXCLUSIONS.get(metric, [])))
 
 
-@dataclass
-class CoveMetricsConfig:
-    enabled: List[str] = field(default_factory=lambda: list(ALL_METRICS))
-    SSIM: SSIMConfig = field(default_factory=SSIMConfig)
-    MSM: MSMConfig = field(default_factory=MSMConfig)
-    MF: MFConfig = field(default_factory=MFConfig)
-    exclude: CoveExclusions = field(default_factory=CoveExclusions)
+def cove_metrics_config(metrics: Sequence[str] = OBJECTIVE_METRICS, prefix: str = "Cove", module: str = __name__,
+                        enabled: Sequence[str] = DEFAULT_ENABLED) -> type:
+    """The ``metrics`` section for these frame metrics: ``enabled`` (its default: ``enabled``), each metric's
+    own config (its ``config_class``), and ``exclude.<metric>`` (``DEFAULT_EXCLUSIONS``). ``module`` must
+    bind the two classes it makes, ``{prefix}Exclusions`` and ``{prefix}MetricsConfig``."""
+    exclusions = make_dataclass(f"{prefix}Exclusions", [(m, Exclusion, field(default_factory=_exclusion_factory(m)))
+                                                       for m in metrics])
+    exclusions.__module__ = module
+    enabled = tuple(enabled)
+    return metrics_config(f"{prefix}MetricsConfig", metrics, module=module,
+                          before=[("enabled", List[str], field(default_factory=lambda: list(enabled)))],
+                          after=[("exclude", exclusions, field(default_factory=exclusions))])
+
+
+CoveMetricsConfig = cove_metrics_config()
+CoveExclusions = CoveMetricsConfig.__dataclass_fields__["exclude"].type
 
 
 @dataclass
@@ -86,6 +100,7 @@ class CoveConfig(BaseConfig):
     metrics: CoveMetricsConfig = field(default_factory=CoveMetricsConfig)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(max_tokens=16384))
     score: checklist.CoveScoreConfig = field(default_factory=checklist.CoveScoreConfig)
+    editor: EditorConfig = field(default_factory=EditorConfig)
 
 
 # ----------------------------------------------------------------------------- checklist validation
@@ -138,6 +153,9 @@ def _validate_question(question: Any, where: str, seen: set) -> list[str]:
         errors.append(f"{where}.options: AB-MCQ questions need options {{'A': ..., 'B': ...}}")
     if "expected_answer" not in question:
         errors.append(f"{where}.expected_answer: missing")
+    elif isinstance(question["expected_answer"], float) and not math.isfinite(question["expected_answer"]):
+        errors.append(f"{where}.expected_answer: {question['expected_answer']!r} is not a valid answer "
+                      "(NaN/Infinity in the JSON)")
     return errors
 
 
@@ -225,65 +243,70 @@ def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: 
 class CoveBench(Benchmark):
     name = "cove"
     config_class = CoveConfig
+    metric_names = OBJECTIVE_METRICS  # config_class's metrics section is made from the same list
     config_choices = {**JUDGE_CHOICES, "data.pair_mismatch": ("resample", "fail"),
                       "score.aggregation": ("pooled", "per_task"), "score.uas_unit": ("group", "task"),
-                      "metrics.MSM.flow": ("farneback", "raft"), "metrics.MSM.formula": ("paper", "official"),
-                      "metrics.MF.tracker": ("lk", "cotracker")}
+                      "score.missing_output": checklist.MISSING_OUTPUT_RULES,
+                      **metric_choices(OBJECTIVE_METRICS), "editor.name": ("precomputed", *sorted(EDITORS))}
 
     def enabled_metrics(self, cfg) -> list[str]:
         """The enabled objective (frame) metrics."""
-        unknown = [m for m in cfg.metrics.enabled if m not in ALL_METRICS]
+        known = tuple(self.metric_names) + checklist.CHECKLIST_METRICS
+        unknown = [m for m in cfg.metrics.enabled if m not in known]
         if unknown:
-            raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; CoVEBench metrics are {list(ALL_METRICS)}")
-        return [m for m in cfg.metrics.enabled if m in OBJECTIVE_METRICS]
+            raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; CoVEBench metrics are {list(known)}")
+        return [m for m in cfg.metrics.enabled if m in self.metric_names]
 
     def checklist_metrics(self, cfg) -> list[str]:
         return [m for m in cfg.metrics.enabled if m in checklist.CHECKLIST_METRICS]
 
     def case_fields(self, cfg) -> list[pa.Field]:
-        return [pa.field("categories_l2", pa.list_(pa.string()))] + \
+        return [pa.field("categories_l2", pa.list_(pa.string())), pa.field("error_edited", pa.string())] + \
                [pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics(cfg)]
 
     def stages(self, cfg) -> list[Stage]:
+        """Decode (a CPU stage computing the CPU metrics), then one model pool per model-backed metric."""
         metrics = self.enabled_metrics(cfg)
         if not metrics:
             return []
-        specs = {m: getattr(cfg.metrics, m) for m in metrics}
-        resources: dict[str, float] = {}
-        for m in metrics:  # one stage hosts all frame metrics, so it needs the largest request
-            for k, v in METRICS[m](specs[m]).resources().items():
-                resources[k] = max(resources.get(k, 0.0), v)
-        stage = Stage(
-            name="frames", fn=FrameMetricsStage,
-            init_kwargs={"metrics": {m: _plain(specs[m]) for m in metrics}, "video_backend": cfg.video.backend,
-                         "pair_mismatch": cfg.data.pair_mismatch},
-            outputs={**{m: "float" for m in metrics}, **{f"error_{m}": "str" for m in metrics},
-                     "frames_decoded": "int", "videos_opened": "int", "warning_pair": "str"},
-            num_cpus=1.0, num_gpus=resources.get("num_gpus", 0.0),
-            workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
-        return [stage]
+        specs = {m: _plain(getattr(cfg.metrics, m)) for m in metrics}
+        built = [METRICS[m](getattr(cfg.metrics, m)) for m in metrics]
+        decode = Stage(
+            name="frames", fn=FrameMetricsStage, kind="cpu",
+            init_kwargs={"metrics": specs, "video_backend": cfg.video.backend, "pair_mismatch": cfg.data.pair_mismatch},
+            inputs=("source_path", "edited_path") + tuple(f"excluded_{m}" for m in metrics),
+            outputs={**decode_outputs(built), "frames_decoded": "int", "videos_opened": "int", "warning_pair": "str"},
+            num_cpus=1.0, workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
+        return [decode] + metric_pool_stages(built, specs, cfg.ray)
 
     # -- loading
     def load_cases(self, cfg) -> list[dict]:
         checklist = Path(cfg.data.checklist)
         tasks = read_checklist(checklist)
+        duplicate_ids([_task_id(t, i) for i, t in enumerate(tasks)], "task ids", f"data.checklist {checklist}")
         source_root = Path(cfg.data.source_dir)
         if not source_root.is_dir():
             raise DataError(f"data.source_dir is not a directory: {source_root}")
-        edited, ambiguous = index_edited_videos(Path(cfg.data.edited_dir))
+        if cfg.editor.name == "precomputed":
+            if not cfg.data.edited_dir:
+                raise DataError("data.edited_dir is not set: the folder of edited videos ({id}.mp4), or run an "
+                                "editor with editor.name=... to make them")
+            edited, ambiguous = index_edited_videos(Path(cfg.data.edited_dir))
+        else:  # the editor stage makes them; the row's edited_path is filled in the stream
+            edited, ambiguous = None, {}
         metrics = self.enabled_metrics(cfg)
         rules = {m: _exclusion_rule(m, getattr(cfg.metrics.exclude, m)) for m in metrics}
         rows = [self._case_row(i, task, checklist, source_root, edited, ambiguous, rules)
                 for i, task in enumerate(tasks)]
         if cfg.run.limit is not None:
             rows = rows[: cfg.run.limit]
+        if self.checklist_metrics(cfg):
+            probe_edited(rows, metrics, cfg.video.backend)
         return rows
 
     def _case_row(self, i, task, checklist, source_root, edited, ambiguous, rules) -> dict:
         where = f"{checklist.name}: task[{i}]"
-        case_id = str(task.get("id")) if isinstance(task, dict) and task.get("id") is not None else f"#{i}"
-        if case_id.isdigit():
-            case_id = str(int(case_id))
+        case_id = _task_id(task, i)
         row = {"benchmark": "cove", "case_id": case_id, "variant": "base", "categories": [], "categories_l2": [],
                "annotations": json.dumps(task, ensure_ascii=False) if isinstance(task, dict) else None}
         errors = validate_task(task, f"{where} (id={case_id})")
@@ -299,10 +322,11 @@ class CoveBench(Benchmark):
             row["source_path"] = str(source)
             if case_id in ambiguous:
                 raise DataError(f"several edited videos match task {case_id}: {[p.name for p in ambiguous[case_id]]}")
-            if case_id not in edited:
-                raise DataError(f"edited video for task {case_id} not found in data.edited_dir "
-                                f"(expected {case_id}.mp4 or an official name pattern)")
-            row["edited_path"] = str(edited[case_id])
+            if edited is not None:  # else the editor stage makes it
+                if case_id not in edited:
+                    raise DataError(f"edited video for task {case_id} not found in data.edited_dir "
+                                    f"(expected {case_id}.mp4 or an official name pattern)")
+                row["edited_path"] = str(edited[case_id])
         except DataError as exc:
             row["error_load"] = str(exc)
         for metric, rule in rules.items():
@@ -313,21 +337,32 @@ class CoveBench(Benchmark):
     def judge_phases(self, cfg) -> list[JudgePhase]:
         if not self.checklist_metrics(cfg):
             return []
-        return [JudgePhase("checklist", cfg.judge, lambda cases, _: self.judge_requests(cases))]
+        return [JudgePhase("checklist", cfg.judge, lambda cases, _: self.judge_requests(cases, cfg.judge.parse))]
 
     @staticmethod
-    def judge_requests(cases: list[dict]) -> list[JudgeRequest]:
-        return [r for case in cases if not case.get("error_load") for r in checklist.build_requests(case)]
+    def judge_requests(cases: list[dict], parse: str = "official") -> list[JudgeRequest]:
+        """Requests of the cases that loaded and whose edited video decodes (issue 14, item 7: a case
+        without a usable edited video is not sent; ``score.missing_output`` scores it)."""
+        return [r for case in cases if not case.get("error_load") and not unusable_edited(case)
+                for r in checklist.build_requests(case, parse)]
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
-        rows = [q for case in cases if not case.get("error_load") for q in checklist.judgment_rows(case, results)]
+        rows = [q for case in cases if not case.get("error_load")
+                for q in checklist.judgment_rows(case, results, cfg.judge.parse,
+                                                 unusable=unusable_edited(case),
+                                                 missing_output=cfg.score.missing_output)]
         return pa.Table.from_pylist(rows, schema=checklist.JUDGMENT_SCHEMA)
 
     def _checklist_summary(self, judgments: pa.Table, cfg) -> tuple[dict, dict]:
         rows = judgments.to_pylist()
         metrics = self.checklist_metrics(cfg)
         args = (cfg.score, cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
-        headline = {m: {**checklist.aggregate(rows, m, *args), "higher_is_better": True} for m in metrics}
+        headline = {}
+        for m in metrics:
+            stats = {**checklist.aggregate(rows, m, *args), "higher_is_better": True}
+            judged = [r for r in checklist.metric_rows(rows, m) if r["status"] != checklist.NO_OUTPUT]
+            headline[m] = judge_availability(stats, judged, float(cfg.judge.max_invalid_fraction),
+                                             what="checklist answers")
         return headline, checklist.by_category(rows, metrics, *args)
 
     # -- aggregation
@@ -341,7 +376,7 @@ class CoveBench(Benchmark):
             stats = metric_stats(rows, m, cfg.stats, seed)
             excluded = [r for r in rows if r.get(f"excluded_{m}")]
             failed = [r for r in rows if not r.get(f"excluded_{m}") and r.get(m) is None]
-            stats.update(n_excluded=len(excluded), n_failed=len(failed), scale="[0,1]",
+            stats.update(n_excluded=len(excluded), n_failed=len(failed), scale=METRICS[m].scale,
                          higher_is_better=METRICS[m].higher_is_better)
             summary["metrics"][m] = stats
             reasons: dict[str, int] = {}
@@ -356,7 +391,49 @@ class CoveBench(Benchmark):
             for category, values in categories.items():
                 summary["by_category"].setdefault(category, {}).update(values)
         summary["failures"] = failure_report(rows)
+        if self.checklist_metrics(cfg):
+            unusable = sorted({r["case_id"] for r in rows if not r.get("error_load") and unusable_edited(r)},
+                              key=lambda c: (len(c), c))
+            summary["missing_output"] = {"rule": cfg.score.missing_output, "n_cases": len(unusable),
+                                         "cases": unusable[:50]}
         return summary
+
+
+def _task_id(task: Any, i: int) -> str:
+    """A task's case id: its ``id`` (a number without leading zeros), else ``#i``."""
+    case_id = str(task.get("id")) if isinstance(task, dict) and task.get("id") is not None else f"#{i}"
+    return str(int(case_id)) if case_id.isdigit() else case_id
+
+
+def unusable_edited(case: dict) -> str | None:
+    """Why a case's edited video cannot be used (None when it can): the load-time probe's ``error_edited``,
+    or a decode failure of the frame stage that names the edited file (a source-video failure does not count)."""
+    if case.get("error_edited"):
+        return case["error_edited"]
+    err, path = case.get("error_frames"), case.get("edited_path")
+    return err if err and path and path in err else None
+
+
+def probe_edited(rows: list[dict], frame_metrics: list[str], backend: str = "auto", threads: int = 8) -> None:
+    """Set ``error_edited`` on rows whose edited video does not open and decode its first frame, for the rows
+    no frame stage opens (no frame metric enabled, or every one excluded): the judge must not be sent an
+    undecodable (zero-byte, corrupt, audio-only) video (issue 14, item 7)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vbench_ray.video.io import probe
+
+    todo = [r for r in rows if not r.get("error_load") and r.get("edited_path")
+            and all(r.get(f"excluded_{m}") for m in frame_metrics)]
+
+    def check(row: dict) -> None:
+        try:
+            probe(row["edited_path"], backend)
+        except Exception as exc:  # decoders raise their own types; any failure means "not usable"
+            row["error_edited"] = f"edited video cannot be decoded: {type(exc).__name__}: {exc}"
+
+    if todo:
+        with ThreadPoolExecutor(max_workers=min(threads, len(todo))) as pool:
+            list(pool.map(check, todo))
 
 
 def read_checklist(path: Path) -> list:

@@ -46,8 +46,8 @@ import pyarrow as pa
 from omegaconf import OmegaConf
 
 from vbench_ray.benchmarks import vidic_scoring as scoring
-from vbench_ray.benchmarks.base import (CASE_FIELDS, Benchmark, DataError, JudgePhase, failure_report,
-                                        register_benchmark)
+from vbench_ray.benchmarks.base import (CASE_FIELDS, Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
+                                        judge_availability, register_benchmark)
 from vbench_ray.benchmarks.cove import resolve_under
 from vbench_ray.config import BaseConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeVideoConfig
@@ -179,6 +179,7 @@ class VidicBench(Benchmark):
             root = Path(cfg.data.video_root)
             if not root.is_dir():
                 raise DataError(f"data.video_root is not a directory: {root}")
+        duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
         seen: set[str] = set()
         rows = [self._case_row(i, item, checklist, root, not precomputed, seen) for i, item in enumerate(items)]
         if cfg.run.limit is not None:
@@ -231,7 +232,8 @@ class VidicBench(Benchmark):
     # -- judging
     def judge_phases(self, cfg) -> list[JudgePhase]:
         phases = [self._describe_phase(cfg),
-                  JudgePhase("judge", cfg.judge, lambda cases, results: scoring.judge_requests(cases, results))]
+                  JudgePhase("judge", cfg.judge,
+                             lambda cases, results: scoring.judge_requests(cases, results, cfg.judge.parse))]
         if cfg.error_analysis.enabled:
             phases.append(JudgePhase("error", cfg.judge,
                                      lambda cases, results: scoring.error_requests(cases, results)))
@@ -239,10 +241,10 @@ class VidicBench(Benchmark):
 
     def _describe_phase(self, cfg) -> JudgePhase:
         def build(cases: list[dict], _results: dict) -> list:
-            requests = [scoring.describe_request(c) for c in cases if scoring.scorable(c)]
-            if cfg.data.responses is not None:
-                self._write_responses(cfg, cases, requests)
-            return requests
+            return [scoring.describe_request(c) for c in cases if scoring.scorable(c)]
+
+        def prepare(cases: list[dict]) -> None:
+            self._write_responses(cfg, cases, build(cases, {}))
 
         if cfg.data.responses is None:
             return JudgePhase("describe", cfg.model, build)
@@ -251,7 +253,7 @@ class VidicBench(Benchmark):
         responses = Path(cfg.data.responses)
         replay = OmegaConf.merge(cfg.model, {"backend": "replay", "replay_path": str(self._responses_jsonl(cfg)),
                                              "max_retries": 0, "name": f"responses:{responses.name}"})
-        return JudgePhase("describe", replay, build)
+        return JudgePhase("describe", replay, build, prepare)
 
     @staticmethod
     def _responses_jsonl(cfg) -> Path:
@@ -278,7 +280,7 @@ class VidicBench(Benchmark):
         _atomic_write(path, "\n".join(lines) + ("\n" if lines else ""))
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
-        rows = [q for case in cases for q in scoring.judgment_rows(case, results)]
+        rows = [q for case in cases for q in scoring.judgment_rows(case, results, cfg.judge.parse)]
         return pa.Table.from_pylist(rows, schema=scoring.JUDGMENT_SCHEMA)
 
     # -- aggregation
@@ -295,10 +297,30 @@ class VidicBench(Benchmark):
             "by_category": scoring.by_class(judged, *args),
             "question_status": _status_counts(judged),
         }
+        for m, section in (("Sim", "Similarities"), ("Diff", "Differences"), ("Avg", None)):
+            # a dead judge (or model under test) is not a score: judged questions, load errors aside
+            members = [r for r in judged if r["status"] != "load_error" and (section is None or r["section"] == section)]
+            judge_availability(summary["metrics"][m], members, float(cfg.judge.max_invalid_fraction),
+                               unusable=VIDIC_UNUSABLE, what="checklist questions")
         if cfg.error_analysis.enabled:
             summary["error_types"] = scoring.error_type_counts(judged)
         summary["failures"] = _failures(rows, judged)
         return summary
+
+
+# Statuses of questions without a usable answer from a live endpoint: the judge's, or no description because
+# the model under test never answered (describe_invalid, an unusable description, is the model's own failure).
+VIDIC_UNUSABLE = ("invalid", "error", "missing", "describe_error", "describe_missing")
+
+
+def _index_id(item: Any, i: int) -> str:
+    """The case id ``_case_row`` gives an item: its index (an integer, or digits), else ``#i``."""
+    index = item.get("index") if isinstance(item, dict) else None
+    if isinstance(index, int) and not isinstance(index, bool) and index >= 0:
+        return str(index)
+    if isinstance(index, str) and index.strip().isdigit():
+        return str(int(index))
+    return f"#{i}"
 
 
 def _status_counts(judged: list[dict]) -> dict[str, int]:

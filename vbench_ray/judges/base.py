@@ -4,7 +4,8 @@ Every benchmark here is scored by an MLLM/LLM judge through the same loop (ANCHO
 request per question group, send it to a backend, parse and validate the answer, retry the failed
 requests alone, and record every raw response in the run's judge log. A request is identified by
 ``{benchmark}/{case_id}/{variant}/{stage}/{group}`` (e.g. ``cove/17/base/checklist/AB-MCQ``), which is
-what makes resume and replay work.
+what makes resume and replay work; ``request_id`` is the one place that formats it (``JudgeRequest.build``
+makes a request and its id from the same parts).
 
 Messages use the OpenAI chat format; media are content parts ``{"type": "video_url", "video_url":
 {"url": "file:///abs/path.mp4"}}`` (or ``image_url``), which vLLM, OpenAI-compatible servers and the
@@ -39,6 +40,8 @@ class VLLMJudgeConfig:
     enforce_eager: bool = False
     trust_remote_code: bool = True
     engine_kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to vLLM as is (model-specific settings)
+    serve: bool = True  # one Ray Serve LLM deployment per run (all phases, all re-asks); false: ray.data.llm per round
+    serve_app: Optional[str] = None  # attach to a Serve LLM app already running under this name
 
 
 @dataclass
@@ -68,6 +71,9 @@ class JudgeConfig:
     model: Optional[str] = None  # local path (vllm, hf), or the served model name (http)
     name: Optional[str] = None  # label of this judge in logs and summaries (default: the model's basename)
     max_retries: int = 3  # re-asks of a request whose answer fails to parse or validate
+    max_invalid_fraction: float = 0.05  # a metric whose share of never-usable judge answers passes this is
+    #                                     reported unavailable (null, with the endpoint's answer) and the run exits non-zero
+    parse: str = "official"  # CoVEBench, ViDiC: official (the official code's parse and literal matching) | lenient
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 4096
@@ -80,7 +86,17 @@ class JudgeConfig:
     hf: HFJudgeConfig = field(default_factory=HFJudgeConfig)
 
 
-JUDGE_CHOICES = {"judge.backend": ("vllm", "http", "hf", "replay"), "judge.http.media": ("file", "base64")}
+JUDGE_CHOICES = {"judge.backend": ("vllm", "http", "hf", "replay"), "judge.http.media": ("file", "base64"),
+                 "judge.parse": ("official", "lenient")}
+
+
+def request_id(benchmark: str, case_id: str, variant: str, stage: str, group: str) -> str:
+    """``{benchmark}/{case_id}/{variant}/{stage}/{group}``, the id of one judge request.
+
+    Every request id is made here: the judge log, resume and replay match on it, so its format must not
+    change (an id of an existing judge log must be rebuilt byte for byte).
+    """
+    return f"{benchmark}/{case_id}/{variant}/{stage}/{group}"
 
 
 @dataclass
@@ -95,6 +111,14 @@ class JudgeRequest:
     expected: Any = None  # what the validator checks against (e.g. the question ids)
     video: Optional[Dict[str, Any]] = None  # per-request judge.video overrides (fps sweeps): {"fps": 1.0}
     attempt: int = 0
+
+    @classmethod
+    def build(cls, benchmark: str, case_id: str, variant: str, stage: str, group: str, messages: List[dict],
+              **fields: Any) -> "JudgeRequest":
+        """A request whose ``request_id`` is made from its own parts (``request_id``); ``fields``: parser,
+        expected, video."""
+        return cls(request_id=request_id(benchmark, case_id, variant, stage, group), messages=messages,
+                   case_id=case_id, variant=variant, stage=stage, group=group, **fields)
 
     def prompt_hash(self) -> str:
         """Hash of the messages as sent: a changed prompt is a different request in the log."""

@@ -1,9 +1,25 @@
 """The metric contract: one small class per metric, torchmetrics-style.
 
-A frame metric declares which frames it needs (``sampling``), whether it compares against the source
-video (``needs_source``), and computes one number per case from decoded frames. The frame stage
-(``vbench_ray.video.frames``) decodes every video once, takes the union of all metrics' sampling
-specs, and hands each metric its own frames. Metrics never open files themselves.
+A metric declares everything a benchmark, the pipeline and preflight need on its class:
+
+* ``name``: the output column and its config key (``metrics.<name>``);
+* ``config_class``: the dataclass of ``metrics.<name>``, whose field defaults (with a comment each) are
+  the documented defaults; ``choices``: the allowed values of its string keys;
+* its inputs: ``sampling()`` (which frames), ``needs_source``, ``needs_mask``, ``needs_text``;
+* its resources: ``model_backed``, ``resources()`` and ``in_pool()`` (CPU decode stage or a model pool
+  of its own);
+* its weight check: ``check_weights(cfg)`` (preflight and the benchmarks call it before any compute);
+* how to read it: ``higher_is_better`` and ``scale`` (shown in summary.json).
+
+It computes one number per case from decoded frames. The frame stage (``vbench_ray.video.frames``)
+decodes every video once, takes the union of all metrics' sampling specs, and hands each metric its own
+frames. Metrics never open files themselves.
+
+Benchmarks only *name* the metrics they use: ``metrics_config`` builds a benchmark's ``metrics`` config
+section from those names and the registry, so adding a metric is one module under ``vbench_ray/metrics``
+(registered with ``@register_metric`` and imported in ``vbench_ray/metrics/__init__.py``), its name in the
+benchmark's metric list, and its test (``tests/test_metrics_registry.py`` walks through one, CPU and
+model-backed; a metric block absent from a benchmark's YAML takes the class's defaults).
 
 Model-backed metrics load weights in ``setup()`` (called once per actor) from a configured local path
 and raise ``MissingWeightsError`` naming the config key when the path is not set or does not exist.
@@ -11,9 +27,10 @@ and raise ``MissingWeightsError`` naming the config key when the path is not set
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -28,6 +45,23 @@ class MissingWeightsError(FileNotFoundError):
         super().__init__(f"{what}: config key `{config_key}` {hint}; set it to a local weights path "
                          f"(e.g. `{config_key}=/models/...`) or choose a backend that needs no weights")
         self.config_key = config_key
+
+
+class VideoTooShortError(ValueError):
+    """A video has fewer frames than a metric needs (MSM: 3, MF: 2). Raised from ``compute``, so the
+    frame stage records it as that case's failure (``error_<metric>``) instead of a score."""
+
+    def __init__(self, metric: str, got: int, need: int, what: str = "the video"):
+        super().__init__(f"{metric} needs at least {need} frames of {what}, got {got} "
+                         f"(a video shorter than that has no {metric} score; recorded as a failure, not scored)")
+        self.metric, self.got, self.need = metric, got, need
+
+
+def weights_problem(path: str | None, config_key: str, what: str) -> list[str]:
+    """``[message]`` when ``path`` is unset or missing (what ``require_weights`` would raise), else ``[]``."""
+    if not path or not Path(path).exists():
+        return [str(MissingWeightsError(config_key, path, what))]
+    return []
 
 
 def require_weights(path: str | None, config_key: str, what: str) -> Path:
@@ -65,19 +99,32 @@ def sampling_of(frames: int | None) -> Sampling:
 
 
 class FrameMetric:
-    """Base class. Subclasses set ``name`` (the output column), ``needs_source`` and implement ``compute``.
+    """Base class. Subclasses set ``name`` (the output column), ``config_class``, their inputs
+    (``needs_source``, ``needs_mask``, ``needs_text``) and implement ``compute``.
 
-    ``cfg`` is the metric's config node (``metrics.<name>`` in the run config), an object with attributes.
+    ``cfg`` is the metric's config node (``metrics.<name>`` in the run config), an object with attributes;
+    without one the metric runs with ``config_class()``'s defaults.
     ``compute`` returns a float on the scale the paper reports, or ``nan`` when undefined for the case
     (a recorded failure, never a silent zero).
     """
 
     name: ClassVar[str] = ""
-    needs_source: ClassVar[bool] = True
+    config_class: ClassVar[type | None] = None  # dataclass of metrics.<name>: the documented defaults
+    choices: ClassVar[dict[str, tuple]] = {}  # allowed values of string keys of metrics.<name>
+    needs_source: ClassVar[bool] = True  # compares against the source video's frames
+    needs_mask: ClassVar[bool] = False  # takes the benchmark's editing mask: compute(..., mask=)
+    needs_text: ClassVar[bool] = False  # takes the case's prompts: compute(..., texts=)
     higher_is_better: ClassVar[bool] = True
+    scale: ClassVar[str | None] = None  # the scale the score is reported on (summary.json), e.g. "[0,1]"
+    model_backed: ClassVar[bool] = False  # loads a model in setup(): runs in a model pool (see in_pool)
 
     def __init__(self, cfg: Any = None):
-        self.cfg = cfg
+        self.cfg = cfg if cfg else self.default_config()
+
+    @classmethod
+    def default_config(cls) -> Any:
+        """``config_class()``: the metric's documented defaults (None for a metric without a config)."""
+        return cls.config_class() if cls.config_class is not None else None
 
     def sampling(self) -> Sampling:
         """``cfg.frames`` uniform frames (every frame when null; 10 when the config has no such key)."""
@@ -87,6 +134,18 @@ class FrameMetric:
         """Ray resources one worker of this metric needs: a GPU when ``cfg.device`` is a CUDA device.
         Metrics that use the GPU only for some settings (RAFT, CoTracker) override this."""
         return {"num_gpus": 1.0} if str(getattr(self.cfg, "device", "cpu")).startswith("cuda") else {}
+
+    def in_pool(self) -> bool:
+        """Whether the metric runs in a model pool of its own (``vbench_ray.metrics.pool``: its model loaded
+        once per actor, its own GPU share) instead of in the CPU decode stage. Model-backed metrics and any
+        metric that asks for a GPU do; the decode stage hands them their frames in the row."""
+        return self.model_backed or bool(self.resources().get("num_gpus"))
+
+    @classmethod
+    def check_weights(cls, cfg: Any) -> list[str]:
+        """Problems with the weights ``cfg`` asks for, each naming its config key (``vbench_ray.preflight``
+        calls this before any compute, so a missing file is one clear message, not a traceback per worker)."""
+        return []
 
     def setup(self) -> None:
         """Load models. Called once per worker before the first ``compute``."""
@@ -100,16 +159,52 @@ METRICS: dict[str, type[FrameMetric]] = {}
 
 
 def register_metric(cls: type[FrameMetric]) -> type[FrameMetric]:
+    """Class decorator: add ``cls`` to ``METRICS`` under its ``name``."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} must set `name`")
+    if cls.config_class is not None and not dataclasses.is_dataclass(cls.config_class):
+        raise TypeError(f"{cls.__name__}.config_class must be a dataclass (the schema of metrics.{cls.name})")
+    unknown = set(cls.choices) - {f.name for f in dataclasses.fields(cls.config_class)} if cls.config_class else set(cls.choices)
+    if unknown:
+        raise TypeError(f"{cls.__name__}.choices names keys its config_class lacks: {sorted(unknown)}")
     METRICS[cls.name] = cls
     return cls
 
 
-def build_metric(name: str, cfg: Any = None) -> FrameMetric:
-    # importing the package registers every metric module
-    import vbench_ray.metrics  # noqa: F401
+def _registered(name: str) -> type[FrameMetric]:
+    import vbench_ray.metrics  # noqa: F401  (importing the package registers every metric module)
 
     if name not in METRICS:
         raise KeyError(f"unknown metric {name!r}; known: {sorted(METRICS)}")
-    return METRICS[name](cfg)
+    return METRICS[name]
+
+
+def metrics_config(cls_name: str, metrics: Sequence[str], *, module: str, before: Sequence[tuple] = (),
+                   after: Sequence[tuple] = ()) -> type:
+    """The dataclass of a benchmark's ``metrics`` config section, generated from the metrics it names.
+
+    One field per metric, ``<name>: METRICS[name].config_class`` with that class's defaults, between the
+    benchmark's own fields ``before`` and ``after`` (``(name, type, dataclasses.field(...))`` tuples, e.g.
+    ``enabled`` and ``exclude``). ``module``: the benchmark module (``__name__``), which must bind the
+    result to ``cls_name``, so the class pickles by reference as a hand-written one does.
+    """
+    fields = list(before)
+    for name in metrics:
+        config_class = _registered(name).config_class
+        if config_class is None:
+            raise TypeError(f"metric {name!r} declares no config_class, so it has no metrics.{name} section")
+        fields.append((name, config_class, dataclasses.field(default_factory=config_class)))
+    cls = dataclasses.make_dataclass(cls_name, fields + list(after))
+    cls.__module__ = module
+    cls.__doc__ = f"``metrics``: {', '.join(metrics)} (each its metric's config_class), generated by metrics_config."
+    return cls
+
+
+def metric_choices(metrics: Sequence[str]) -> dict[str, tuple]:
+    """``{"metrics.<name>.<key>": allowed values}`` of the named metrics, for a benchmark's ``config_choices``."""
+    return {f"metrics.{name}.{key}": tuple(allowed) for name in metrics
+            for key, allowed in _registered(name).choices.items()}
+
+
+def build_metric(name: str, cfg: Any = None) -> FrameMetric:
+    return _registered(name)(cfg)

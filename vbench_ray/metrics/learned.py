@@ -46,7 +46,7 @@ from typing import Any, ClassVar, Optional
 import cv2
 import numpy as np
 
-from vbench_ray.metrics.base import FrameMetric, register_metric, require_weights
+from vbench_ray.metrics.base import FrameMetric, register_metric, require_weights, weights_problem
 from vbench_ray.metrics.preservation import background_of
 
 # ----------------------------------------------------------------------------- LPIPS
@@ -209,13 +209,27 @@ class BackgroundLPIPS(FrameMetric):
     """LPIPS x 10^3 between source and edited frames over the background, averaged over frames (App. E.5)."""
 
     name = "BG_LPIPS"
+    config_class = LPIPSConfig
+    choices = {"arch": LPIPS_ARCHS}
     higher_is_better = False
+    scale = "LPIPS x 1e3"
+    model_backed: ClassVar[bool] = True
     needs_mask: ClassVar[bool] = True
-    needs_text: ClassVar[bool] = False
 
     def __init__(self, cfg: Any = None):
-        super().__init__(cfg or LPIPSConfig())
+        super().__init__(cfg)
         self.net = None
+
+    @classmethod
+    def check_weights(cls, cfg) -> list[str]:
+        """``weights`` (one state dict), else both ``backbone_weights`` and ``lin_weights`` (see load_lpips)."""
+        if cfg.weights:
+            return weights_problem(cfg.weights, "metrics.BG_LPIPS.weights", "LPIPS weights")
+        if not cfg.backbone_weights and not cfg.lin_weights:
+            return ["LPIPS weights: none set; set `metrics.BG_LPIPS.weights` (one state dict of the module) or both "
+                    "`metrics.BG_LPIPS.backbone_weights` and `metrics.BG_LPIPS.lin_weights` to local paths"]
+        return (weights_problem(cfg.backbone_weights, "metrics.BG_LPIPS.backbone_weights", "LPIPS backbone weights")
+                + weights_problem(cfg.lin_weights, "metrics.BG_LPIPS.lin_weights", "LPIPS linear-layer weights"))
 
     def setup(self) -> None:
         self.net = load_lpips(self.cfg.arch, self.cfg.weights, self.cfg.backbone_weights, self.cfg.lin_weights,
@@ -332,13 +346,19 @@ class CLIPConfig:
 
 
 class _ClipMetric(FrameMetric):
-    needs_mask: ClassVar[bool] = False
+    config_class = CLIPConfig
+    scale = "cosine x 100"
+    model_backed: ClassVar[bool] = True
     needs_text: ClassVar[bool] = True
     config_key: ClassVar[str] = ""
 
     def __init__(self, cfg: Any = None):
-        super().__init__(cfg or CLIPConfig())
+        super().__init__(cfg)
         self.bundle = None
+
+    @classmethod
+    def check_weights(cls, cfg) -> list[str]:
+        return weights_problem(cfg.model, cls.config_key, "CLIP checkpoint directory")
 
     def setup(self) -> None:
         self.bundle = load_clip(self.cfg.model, self.cfg.device, self.config_key)
@@ -573,13 +593,18 @@ class StructDist(FrameMetric):
     """Structure distance x 10^3 between source and edited frames (DINO key self-similarity; Table 3)."""
 
     name = "StructDist"
+    config_class = StructDistConfig
     higher_is_better = False
-    needs_mask: ClassVar[bool] = False
-    needs_text: ClassVar[bool] = False
+    scale = "x 1e3"
+    model_backed: ClassVar[bool] = True
 
     def __init__(self, cfg: Any = None):
-        super().__init__(cfg or StructDistConfig())
+        super().__init__(cfg)
         self.net = None
+
+    @classmethod
+    def check_weights(cls, cfg) -> list[str]:
+        return weights_problem(cfg.weights, "metrics.StructDist.weights", "DINO ViT weights")
 
     def setup(self) -> None:
         self.net = load_dino(self.cfg)

@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from vbench_ray.metrics.base import FrameMetric, register_metric, require_weights
+from vbench_ray.metrics.base import FrameMetric, VideoTooShortError, register_metric, require_weights, weights_problem
 from vbench_ray.video.flow import rgb_resize
 
 TRACKERS = ("lk", "cotracker")
@@ -214,16 +214,26 @@ class MF(FrameMetric):
     """Motion Fidelity, CoVEBench App. F.3: Hungarian-matched trajectory similarity of source and edit."""
 
     name = "MF"
+    config_class = MFConfig
+    choices = {"tracker": TRACKERS}
     needs_source = True
+    scale = "[0,1]"
 
     def __init__(self, cfg: MFConfig | None = None):
-        super().__init__(cfg or MFConfig())
+        super().__init__(cfg)
         if self.cfg.tracker not in TRACKERS:
             raise ValueError(f"metrics.MF.tracker must be one of {TRACKERS}, got {self.cfg.tracker!r}")
         self.tracker: PointTracker | None = None
 
     def resources(self) -> dict:
         return {"num_gpus": 0.5} if self.cfg.tracker == "cotracker" and str(self.cfg.device).startswith("cuda") else {}
+
+    def in_pool(self) -> bool:
+        return self.cfg.tracker == "cotracker"  # CoTracker's weights load once per pool actor
+
+    @classmethod
+    def check_weights(cls, cfg) -> list[str]:
+        return weights_problem(cfg.cotracker_weights, "metrics.MF.cotracker_weights", "CoTracker3") if cfg.tracker == "cotracker" else []
 
     def setup(self) -> None:
         self.tracker = build_tracker(self.cfg)
@@ -237,8 +247,9 @@ class MF(FrameMetric):
     def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
         if source is None:
             raise ValueError("MF compares against the source video, but no source frames were given")
-        if len(source) < 2 or len(edited) < 2:
-            return math.nan  # a velocity needs two frames
+        for what, frames in (("the source video", source), ("the edited video", edited)):
+            if len(frames) < 2:  # a velocity needs two frames
+                raise VideoTooShortError("MF", len(frames), 2, what)
         pos_a, vel_a = self.summarize(source)
         pos_b, vel_b = self.summarize(edited)
         dmax = math.sqrt(2.0) * int(self.cfg.size)

@@ -32,14 +32,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 
 import cv2
 import numpy as np
 from scipy.special import gamma as gamma_fn
 from skimage.metrics import structural_similarity
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, sampling_of
+from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, sampling_of, weights_problem
 from vbench_ray.video.flow import farneback_flow, gray_resize
 
 BACKGROUND_MODES = ("exclude", "zero")
@@ -55,7 +55,6 @@ class MaskedFrameMetric(FrameMetric):
     """
 
     needs_mask: ClassVar[bool] = True
-    needs_text: ClassVar[bool] = False
 
     def sampling(self) -> Sampling:
         return sampling_of(getattr(self.cfg, "frames", None))
@@ -140,6 +139,13 @@ class BackgroundConfig:
     background: str = "exclude"  # exclude: pixels outside the mask | zero: mask zeroed in both, full-frame metric
 
 
+class BackgroundMetric(MaskedFrameMetric):
+    """The background-preservation metrics share one config (``metrics.<name>.frames`` / ``.background``)."""
+
+    config_class = BackgroundConfig
+    choices = {"background": BACKGROUND_MODES}
+
+
 def _pair(edited, source):
     if source is None:
         raise ValueError("background preservation compares against the source video, but no source frames were given")
@@ -150,13 +156,11 @@ def _pair(edited, source):
 
 
 @register_metric
-class BackgroundPSNR(MaskedFrameMetric):
+class BackgroundPSNR(BackgroundMetric):
     """PSNR (dB) between source and edited frames outside the mask, averaged over frames (App. E.5)."""
 
     name = "BG_PSNR"
-
-    def __init__(self, cfg: Any = None):
-        super().__init__(cfg or BackgroundConfig())
+    scale = "dB"
 
     def compute(self, edited, source, mask=None) -> float:
         edited, source = _pair(edited, source)
@@ -164,14 +168,12 @@ class BackgroundPSNR(MaskedFrameMetric):
 
 
 @register_metric
-class BackgroundMSE(MaskedFrameMetric):
+class BackgroundMSE(BackgroundMetric):
     """MSE x 10^4 on RGB in [0, 1] outside the mask, averaged over frames (App. E.5)."""
 
     name = "BG_MSE"
     higher_is_better = False
-
-    def __init__(self, cfg: Any = None):
-        super().__init__(cfg or BackgroundConfig())
+    scale = "MSE x 1e4"
 
     def compute(self, edited, source, mask=None) -> float:
         edited, source = _pair(edited, source)
@@ -179,13 +181,11 @@ class BackgroundMSE(MaskedFrameMetric):
 
 
 @register_metric
-class BackgroundSSIM(MaskedFrameMetric):
+class BackgroundSSIM(BackgroundMetric):
     """SSIM x 100 outside the mask, averaged over frames (App. E.5)."""
 
     name = "BG_SSIM"
-
-    def __init__(self, cfg: Any = None):
-        super().__init__(cfg or BackgroundConfig())
+    scale = "[0,100]"
 
     def compute(self, edited, source, mask=None) -> float:
         edited, source = _pair(edited, source)
@@ -330,11 +330,14 @@ class NIQE(FrameMetric):
     """Mean per-frame NIQE of the edited video (lower is better; Table 3)."""
 
     name = "NIQE"
+    config_class = NIQEConfig
     needs_source = False
     higher_is_better = False
+    scale = "NIQE"
 
-    def __init__(self, cfg: Any = None):
-        super().__init__(cfg or NIQEConfig())
+    @classmethod
+    def check_weights(cls, cfg) -> list[str]:
+        return weights_problem(cfg.model, "metrics.NIQE.model", "NIQE pristine model")
 
     def setup(self) -> None:
         path = require_weights(self.cfg.model, "metrics.NIQE.model", "NIQE pristine model")
@@ -370,10 +373,9 @@ class MotionScore(FrameMetric):
     """Motion magnitude of the edited video from optical flow (Table 3 "Mot."; App. E.5)."""
 
     name = "MotionScore"
+    config_class = MotionScoreConfig
     needs_source = False
-
-    def __init__(self, cfg: Any = None):
-        super().__init__(cfg or MotionScoreConfig())
+    scale = "px/frame"
 
     def compute(self, edited, source=None) -> float:
         return motion_score(edited, int(self.cfg.size))

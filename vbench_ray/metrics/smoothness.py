@@ -13,7 +13,15 @@ counts as perfectly smooth. Since J_t is the relative change of the flow vector,
 motion and 1 when the motion reverses (F_{t+1} = -F_t). By the triangle inequality J_t <= 1 always, so
 the paper's min(1, .) never changes a value; it is kept for fidelity to the formula.
 
-``formula="official"`` reproduces the official repository's score, which is not the paper's: per flow
+Two formulas, both kept (``metrics.MSM.formula``):
+
+* ``official`` (default): the official repository's score, which is what the paper's published numbers
+  come from: Table 3 reports MSM 0.63-0.71, which this formula produces, while the App. F.2 text's
+  formula gives about 0.2-0.3 on the same videos (ANCHORS.md §1; measured 0.52-0.69 vs 0.17-0.31 on
+  synthetic videos). A number comparable with Table 3 needs this one.
+* ``paper_text``: the App. F.2 formula as written above.
+
+The official score, per flow
 pair, the masked mean of clip(0.7 * (clip(cos, -1, 1) + 1) / 2 + 0.3 * (1 - |m_t - m_{t+1}| /
 (m_t + m_{t+1} + eps)), 0, 1), with cos = F_t . F_{t+1} / (m_t m_{t+1} + eps) and m = ||F||; an empty
 mask scores 1.0, and MSM is the mean over pairs. Both are 1 for constant motion; they differ in how
@@ -28,11 +36,11 @@ from typing import Optional
 
 import numpy as np
 
-from vbench_ray.metrics.base import FrameMetric, register_metric, require_weights
+from vbench_ray.metrics.base import FrameMetric, VideoTooShortError, register_metric, require_weights, weights_problem
 from vbench_ray.video.flow import farneback_flows, gray_resize, raft_variant_for, rgb_resize
 
 FLOWS = ("farneback", "raft")
-FORMULAS = ("paper", "official")
+FORMULAS = ("official", "paper_text")
 
 
 @dataclass
@@ -40,7 +48,7 @@ class MSMConfig:
     frames: int = 10                   # T: uniformly sampled frames of the edited video (paper: 10)
     size: int = 224                    # frames are resized to size x size before flow (official: 224)
     flow: str = "farneback"            # "farneback" (OpenCV, CPU) or "raft" (torchvision, GPU option)
-    formula: str = "paper"             # "paper" (App. F.2 jitter) or "official" (the repository's score)
+    formula: str = "official"          # "official" (the repository's score; Table 3's numbers) or "paper_text" (App. F.2 jitter)
     motion_threshold: float = 0.05     # px; pixels moving less in both flows are outside M_t
     eps: float = 1e-6                  # keeps the ratios finite where both flows are zero
     raft_weights: Optional[str] = None  # local torchvision RAFT state dict (.pth), for flow="raft"
@@ -83,7 +91,7 @@ def official_pair_score(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: f
     return float(np.clip(0.7 * direction + 0.3 * speed, 0.0, 1.0)[mask].mean())
 
 
-def msm_score(flows: np.ndarray, formula: str = "paper", motion_threshold: float = 0.05,
+def msm_score(flows: np.ndarray, formula: str = "official", motion_threshold: float = 0.05,
               eps: float = 1e-6) -> float:
     """MSM from consecutive flows ``(T-1, H, W, 2)``; nan with fewer than two flows (T < 3 frames)."""
     if formula not in FORMULAS:
@@ -92,7 +100,7 @@ def msm_score(flows: np.ndarray, formula: str = "paper", motion_threshold: float
     if len(flows) < 2:
         return math.nan
     pairs = list(zip(flows[:-1], flows[1:]))  # T-2 consecutive flow pairs
-    if formula == "paper":
+    if formula == "paper_text":
         return 1.0 - float(np.mean([paper_pair_jitter(a, b, motion_threshold, eps) for a, b in pairs]))
     return float(np.mean([official_pair_score(a, b, motion_threshold, eps) for a, b in pairs]))
 
@@ -102,10 +110,13 @@ class MSM(FrameMetric):
     """Motion Smoothness, CoVEBench App. F.2: flow-jitter score of the edited video (higher = smoother)."""
 
     name = "MSM"
+    config_class = MSMConfig
+    choices = {"flow": FLOWS, "formula": FORMULAS}
     needs_source = False
+    scale = "[0,1]"
 
     def __init__(self, cfg: MSMConfig | None = None):
-        super().__init__(cfg or MSMConfig())
+        super().__init__(cfg)
         if self.cfg.flow not in FLOWS:
             raise ValueError(f"metrics.MSM.flow must be one of {FLOWS}, got {self.cfg.flow!r}")
         if self.cfg.formula not in FORMULAS:
@@ -114,6 +125,13 @@ class MSM(FrameMetric):
 
     def resources(self) -> dict:
         return {"num_gpus": 0.25} if self.cfg.flow == "raft" and str(self.cfg.device).startswith("cuda") else {}
+
+    def in_pool(self) -> bool:
+        return self.cfg.flow == "raft"  # RAFT's weights load once per pool actor
+
+    @classmethod
+    def check_weights(cls, cfg) -> list[str]:
+        return weights_problem(cfg.raft_weights, "metrics.MSM.raft_weights", "RAFT optical flow") if cfg.flow == "raft" else []
 
     def setup(self) -> None:
         if self.cfg.flow != "raft":
@@ -135,7 +153,7 @@ class MSM(FrameMetric):
         return self._raft(rgb_resize(frames, size))
 
     def compute(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
-        if len(edited) < 3:
-            return math.nan  # two flows are the least a change of motion can be measured on
+        if len(edited) < 3:  # two flows are the least a change of motion can be measured on
+            raise VideoTooShortError("MSM", len(edited), 3, "the edited video")
         return msm_score(self.flows(edited), self.cfg.formula, float(self.cfg.motion_threshold),
                          float(self.cfg.eps))

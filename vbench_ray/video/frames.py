@@ -1,8 +1,10 @@
-"""The frame stage: decode each video of a case once, feed every frame metric from that one decode.
+"""The decode stage: decode each video of a case once, feed every frame metric from that one decode.
 
 DESIGN.md, "Decode once": the stage takes the union of the frame indices that the enabled metrics ask
 for (each metric's ``Sampling``), reads those frames once per video, then hands each metric its own
-subset. It runs as a Ray actor so model-backed metrics load their weights once per worker.
+subset. CPU metrics are computed here (a CPU stage: stateless tasks); a metric that runs in a model pool
+(``FrameMetric.in_pool``) gets its frames in the row instead (``vbench_ray.metrics.pool``), so no model is
+ever loaded in, and no GPU ever requested by, a decode worker.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from vbench_ray.metrics.base import FrameMetric, build_metric
+from vbench_ray.metrics.pool import pack, payload_column
 from vbench_ray.pipeline import format_exception
 from vbench_ray.video.io import VideoError, VideoReader
 
@@ -29,9 +32,13 @@ class FrameMetricsStage:
     def __init__(self, metrics: dict[str, dict], video_backend: str = "auto", pair_mismatch: str = "resample"):
         from omegaconf import OmegaConf
 
+        import cv2
+
+        cv2.setNumThreads(1)  # one task per CPU: OpenCV's own thread pool would oversubscribe the cores
         self.metrics: list[FrameMetric] = [build_metric(name, OmegaConf.create(cfg)) for name, cfg in metrics.items()]
         for metric in self.metrics:
-            metric.setup()
+            if not metric.in_pool():  # pool metrics load their models in their own pool
+                metric.setup()
         self.backend = video_backend
         self.pair_mismatch = pair_mismatch
 
@@ -52,7 +59,7 @@ class FrameMetricsStage:
             try:
                 e = _stack(frames_e, plan_e[m.name])
                 s = _stack(frames_s, plan_s[m.name]) if m.needs_source else None
-                out[m.name] = float(m.compute(e, s))
+                emit(m, out, e, s)
             except Exception as exc:  # one metric failing must not lose the others
                 log.warning("metric %s failed on case %s: %s", m.name, row.get("case_id"), exc)
                 out[f"error_{m.name}"] = format_exception(exc)
@@ -76,6 +83,26 @@ class FrameMetricsStage:
         wanted = sorted({i for idx in plan.values() for i in idx})
         frames = reader.read(wanted)
         return dict(zip(wanted, frames)), plan
+
+
+def emit(metric: FrameMetric, out: dict, edited: np.ndarray, source: np.ndarray | None,
+         kwargs: dict | None = None) -> None:
+    """Compute a CPU metric into ``out``, or hand a pool metric its inputs (``frames_for_<metric>``)."""
+    if metric.in_pool():
+        out[payload_column(metric.name)] = pack(edited, source, kwargs or {})
+    else:
+        out[metric.name] = float(metric.compute(edited, source, **(kwargs or {})))
+
+
+def decode_outputs(metrics: list[FrameMetric]) -> dict[str, str]:
+    """The decode stage's columns for these metrics: CPU metrics' scores and errors, pool metrics' frames."""
+    out: dict[str, str] = {}
+    for m in metrics:
+        if m.in_pool():  # its error column also holds a failure to prepare its frames here
+            out.update({payload_column(m.name): "bytes", f"error_{m.name}": "str"})
+        else:
+            out.update({m.name: "float", f"error_{m.name}": "str"})
+    return out
 
 
 def _stack(frames: dict[int, np.ndarray], indices: list[int]) -> np.ndarray:

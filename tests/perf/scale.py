@@ -1,0 +1,200 @@
+"""Scaling of the stream on CoVEBench at a realistic size, and the official way as the reference.
+
+    python tests/perf/scale.py [--cases 384] [--size 832x480] [--frames 81] [--cpus 2,4,8,all] [--out DIR]
+
+Writes a synthetic CoVEBench (``--unique`` distinct source/edited pairs of moving textured squares,
+written with OpenCV so it runs where PyAV is missing, hard-linked under every case id), then:
+
+* runs ``vbench-ray run`` (SSIM + MSM + MF, default settings otherwise) on a fresh local Ray limited to
+  N CPUs (``ray.num_cpus=N`` and, where ``taskset`` exists, the process pinned to N cores) for each N,
+  and prints cases/s, the efficiency against 2 CPUs (speed-up / (N/2)), and the fixed overhead (process
+  start to the first row in ``cases/``);
+* runs the same cases the official way: one process per metric, one after the other, each decoding its
+  own frames with decord (the official scripts' reader) and computing the same formula on one core.
+
+Prints the table side by side; no assert (timings belong in the note, not in CI). Run on demand:
+on the GPU machine with the bundle (``source .gpu-bundle/setup.sh``) or here with ``.venv/bin/python``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+METRICS = ("SSIM", "MSM", "MF")
+
+
+def write_video(path: Path, frames: np.ndarray, fps: float = 16.0) -> None:
+    import cv2
+
+    h, w = frames.shape[1:3]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+    for f in frames:
+        writer.write(cv2.cvtColor(f, cv2.COLOR_RGB2BGR))
+    writer.release()
+
+
+def scene(seed: int, t: int, h: int, w: int, dx: int) -> np.ndarray:
+    """Smoothed-noise background with a bright square moving ``dx`` px per frame."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    bg = cv2.GaussianBlur(rng.integers(0, 255, (h, w, 3), dtype=np.uint8), (0, 0), 3.0)
+    out = np.repeat(bg[None], t, axis=0)
+    s = h // 5
+    for i in range(t):
+        x = (20 + i * dx) % (w - s)
+        out[i, h // 3:h // 3 + s, x:x + s] = (230, 200, 40)
+    return out
+
+
+def make_data(root: Path, n: int, unique: int, t: int, w: int, h: int) -> dict:
+    (root / "data").mkdir(parents=True)
+    (root / "edited").mkdir()
+    pairs = []
+    for k in range(unique):
+        src, edt = root / "data" / f"src{k}.mp4", root / "data" / f"edt{k}.mp4"
+        write_video(src, scene(k, t, h, w, 3))
+        edited = scene(k, t, h, w, 3)
+        edited[:, :, :, 0] = np.clip(edited[:, :, :, 0].astype(int) + 25, 0, 255)  # a colour edit
+        write_video(edt, edited)
+        pairs.append((src, edt))
+    tasks = []
+    for i in range(n):
+        src, edt = pairs[i % unique]
+        os.link(edt, root / "edited" / f"{i}.mp4")
+        tasks.append({"id": i, "editing_instruction": "make it redder", "videoA_path": f"data/{src.name}",
+                      "category": [{"Level 1": "Color", "Level 2": "Global", "Level 3": "Tint"}],
+                      "evaluation_groups": []})
+    (root / "checklist.json").write_text(json.dumps(tasks))
+    return {"checklist": root / "checklist.json", "source_dir": root, "edited_dir": root / "edited"}
+
+
+def run_pipeline(data: dict, out: Path, cpus: int, n: int) -> dict:
+    args = [sys.executable, "-m", "vbench_ray.cli", "run", str(REPO / "configs" / "cove.yaml"),
+            f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
+            f"data.edited_dir={data['edited_dir']}", f"output.dir={out}", "metrics.enabled=[SSIM,MSM,MF]",
+            "metrics.exclude.SSIM.categories=[]", "metrics.exclude.MF.categories=[]",
+            f"ray.num_cpus={cpus}", "wandb.mode=disabled", "report.enabled=false"]
+    if shutil.which("taskset"):
+        args = ["taskset", "-c", f"0-{cpus - 1}"] + args
+    start = time.time()
+    proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+    wall = time.time() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"run with {cpus} CPUs failed:\n{proc.stderr[-3000:]}")
+    first = min(p.stat().st_mtime for p in (out / "cases").glob("part-*.parquet"))
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "cases", columns=["at_frames"] + list(METRICS))
+    ats = [a for a in table.column("at_frames").to_pylist() if a]
+    return {"cpus": cpus, "wall_s": wall, "cases_per_s": n / wall, "first_row_s": first - start,
+            "first_decoded_s": min(ats) - start if ats else None,
+            "timing": json.loads((out / "summary.json").read_text()).get("timing"),
+            "stream_s": max(ats) - min(ats) if ats else None,
+            "means": {m: float(np.nanmean(np.array(table.column(m).to_pylist(), dtype=float))) for m in METRICS}}
+
+
+OFFICIAL = r'''
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[4])
+import decord
+from omegaconf import OmegaConf
+from vbench_ray.metrics.base import build_metric
+name, checklist, root = sys.argv[1], sys.argv[2], sys.argv[3]
+cfg = OmegaConf.load(sys.argv[4] + "/configs/cove.yaml").metrics[name]
+metric = build_metric(name, cfg)
+metric.setup()
+from vbench_ray.video.io import VideoInfo
+def frames(path):
+    vr = decord.VideoReader(path, num_threads=1)
+    h, w = vr[0].shape[:2]
+    info = VideoInfo(path=path, num_frames=len(vr), fps=float(vr.get_avg_fps()), height=h, width=w, backend="decord")
+    return vr.get_batch(metric.sampling().indices(info)).asnumpy()
+scores = []
+for task in json.load(open(checklist)):
+    e = frames(f"{root}/edited/{task['id']}.mp4")
+    s = frames(f"{root}/{task['videoA_path']}") if metric.needs_source else None
+    scores.append(metric.compute(e, s))
+print(json.dumps({"mean": float(np.nanmean(scores))}))
+'''
+
+
+def run_official(data: dict, n: int) -> dict:
+    """One process per metric, sequential, each decoding its own frames with decord, on one core."""
+    out = {}
+    total = 0.0
+    for m in METRICS:
+        args = [sys.executable, "-c", OFFICIAL, m, str(data["checklist"]), str(data["source_dir"]), str(REPO)]
+        if shutil.which("taskset"):
+            args = ["taskset", "-c", "0"] + args
+        start = time.time()
+        proc = subprocess.run(args, capture_output=True, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+        seconds = time.time() - start
+        if proc.returncode != 0:
+            raise RuntimeError(f"official-style {m} failed:\n{proc.stderr[-3000:]}")
+        out[m] = {"seconds": seconds, **json.loads(proc.stdout.strip().splitlines()[-1])}
+        total += seconds
+    out["total_s"] = total
+    out["cases_per_s"] = n / total
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", type=int, default=384)
+    ap.add_argument("--unique", type=int, default=8)
+    ap.add_argument("--size", default="832x480")
+    ap.add_argument("--frames", type=int, default=81)
+    ap.add_argument("--cpus", default="2,4,8,all")
+    ap.add_argument("--out", default=None, help="write the results as JSON here too")
+    ap.add_argument("--skip-official", action="store_true")
+    args = ap.parse_args()
+    w, h = map(int, args.size.split("x"))
+    total_cpus = os.cpu_count() or 2
+    cpus = sorted({total_cpus if c == "all" else min(int(c), total_cpus) for c in args.cpus.split(",")})
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.time()
+        data = make_data(Path(tmp) / "cove", args.cases, args.unique, args.frames, w, h)
+        print(f"data: {args.cases} cases ({args.unique} distinct pairs) at {w}x{h}, {args.frames} frames, "
+              f"written in {time.time() - t0:.1f} s; {total_cpus} CPUs here", flush=True)
+        runs = []
+        for c in cpus:
+            r = run_pipeline(data, Path(tmp) / f"run{c}", c, args.cases)
+            runs.append(r)
+            print(f"  {c:3d} CPUs: {r['wall_s']:7.1f} s  {r['cases_per_s']:6.2f} cases/s  first case decoded after "
+                  f"{r['first_decoded_s']:5.1f} s, first row on disk after {r['first_row_s']:5.1f} s, decoding "
+                  f"spanned {r['stream_s']:.1f} s", flush=True)
+        official = None if args.skip_official else run_official(data, args.cases)
+    base = next((r for r in runs if r["cpus"] == 2), runs[0])
+    print("\n| CPUs | wall s | cases/s | efficiency vs 2 CPUs | start to first row s | CPU-s per case |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        eff = (r["cases_per_s"] / base["cases_per_s"]) / (r["cpus"] / base["cpus"])
+        print(f"| {r['cpus']} | {r['wall_s']:.1f} | {r['cases_per_s']:.2f} | {eff:.2f} | {r['first_row_s']:.1f} | "
+              f"{r['wall_s'] * r['cpus'] / args.cases:.3f} |")
+    if official:
+        per = " + ".join(f"{m} {official[m]['seconds']:.1f} s" for m in METRICS)
+        print(f"\nofficial way (one process per metric, sequential, 1 core): {per} = {official['total_s']:.1f} s, "
+              f"{official['cases_per_s']:.2f} cases/s, CPU-s per case {official['total_s'] / args.cases:.3f}")
+        print(f"this project on 2 CPUs vs the official way: {official['total_s'] / base['wall_s']:.2f}x faster (wall)")
+        for m in METRICS:
+            print(f"  {m}: mean {base['means'][m]:.4f} here, {official[m]['mean']:.4f} the official way")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"runs": runs, "official": official}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

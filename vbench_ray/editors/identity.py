@@ -1,0 +1,20 @@
+"""``identity``: the edited video is the source video, byte for byte (a negative control: an editor that
+ignores its instruction should score low on instruction following and high on preservation)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from vbench_ray.editors.base import Editor, register_editor
+
+
+@register_editor
+class IdentityEditor(Editor):
+    name = "identity"
+
+    def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path) -> dict:
+        tmp = output.with_name(output.name + ".tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(output)  # whole or absent: a killed edit leaves no half video behind
+        return {}

@@ -1,0 +1,399 @@
+"""Judge engines: a judge model loaded once per replica per run, shared by every judge stage and re-ask round.
+
+DESIGN.md, "Judges": the run starts one engine per distinct judge config before the stream begins; the
+judge stages of the stream (one per phase: ViDiC's describe -> judge -> error analysis, NRVBench's several
+judges) and every re-ask round send their requests to it, and the run stops it at the end. An engine is a
+small picklable handle with the ``JudgeBackend`` contract (``generate(requests)`` yields batches of
+``JudgeResponse``), so the judge loop (``vbench_ray.judges.stage.JudgeStage``) runs unchanged in the driver
+or inside a stream's judge actor.
+
+* ``hf``: ``judge.hf.workers`` Ray actors, each loading the transformers model once (one GPU each when
+  ``judge.hf.device`` is cuda); a call spreads its requests over the replicas in ``judge.hf.batch_size``
+  chunks, least busy replica first.
+* ``http``: no model here; each process that calls the engine posts to the endpoint itself
+  (``judge.http.concurrency`` requests in flight, retries with backoff, the key never logged).
+* ``replay``: the recorded answers, read once per process.
+* ``vllm`` (``judge.vllm.serve``, the default): a Ray Serve LLM deployment (``ray.serve.llm``) started by the
+  run with ``judge.vllm.replicas`` replicas, or attached by name (``judge.vllm.serve_app``); every judge actor
+  calls it through its deployment handle, which is what ``ray.data.llm.ServeDeploymentProcessorConfig`` does
+  per row; re-asks go to the same deployment. With ``serve: false`` the ``ray.data.llm`` processor of
+  ``vbench_ray.judges.backends.vllm`` runs after the stream instead, one engine per round (``streams = False``).
+
+Each engine replica appends one line to ``RUN_DIR/engines.jsonl`` when it loads (``pid``, ``node``,
+``judge``), which is how a user (and the tests) can see that a model was loaded once per replica.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterator
+
+from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse
+
+log = logging.getLogger(__name__)
+
+STREAMING_BACKENDS = ("hf", "http", "replay")
+ENGINE_LOG = "engines.jsonl"
+
+
+def record_load(run_dir: str | None, judge: str, backend: str, seconds: float) -> None:
+    """One line per engine (replica) load in ``RUN_DIR/engines.jsonl``."""
+    if not run_dir:
+        return
+    line = json.dumps({"judge": judge, "backend": backend, "pid": os.getpid(), "node": socket.gethostname(),
+                       "seconds": round(seconds, 3), "time": time.time()})
+    with open(Path(run_dir) / ENGINE_LOG, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def engine_key(judge_cfg: Any) -> str:
+    """Judge configs that would load the same model the same way share one engine."""
+    from vbench_ray.judges.backends.media import to_plain
+
+    return json.dumps(to_plain(judge_cfg), sort_keys=True, default=str)
+
+
+class Engine(JudgeBackend):
+    """A handle on a judge engine started for the run. Subclasses are picklable (they go to judge actors)."""
+
+    streams = True
+
+    def start(self) -> "Engine":
+        return self
+
+    def stop(self) -> None:
+        """Release the engine's replicas (the run calls this once, at the end)."""
+
+
+class LocalEngine(Engine):
+    """A backend built in the calling process on first use (http, replay: nothing heavy to share)."""
+
+    def __init__(self, cfg: Any, backend_cls: type):
+        super().__init__(cfg)
+        self.name = backend_cls.name
+        self.backend_cls = backend_cls
+        self._backend = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_backend": None}
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            self._backend = self.backend_cls(self.cfg)
+        return self._backend
+
+    @property
+    def model_label(self) -> str:
+        return self.backend.model_label
+
+    def start(self) -> "Engine":
+        self.backend  # validate the config (missing key, unset api key variable) before the stream starts
+        return self
+
+    def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
+        yield from self.backend.generate(requests)
+
+
+# ------------------------------------------------------------------------------------------------ http
+
+def direct_http_backend():
+    """``HTTPBackend`` posting from the calling process (no Ray Data dataset per call: judge actors call it)."""
+    from vbench_ray.judges.backends import http as http_mod
+    from vbench_ray.judges.backends.media import IDX, inline_local_media, media_problem, scrub, short
+
+    class DirectHTTPBackend(http_mod.HTTPBackend):
+        def _post(self, payload: dict) -> dict:
+            row = {IDX: 0, "http_body": "", "http_error": "", "http_latency_s": -1.0}
+            body = json.dumps(payload).encode()
+            headers = {"Content-Type": "application/json", **self.headers()}
+            error, attempts = "not sent", 0
+            for attempt in range(int(self.cfg.http.max_retries) + 1):
+                attempts = attempt + 1
+                wait = None
+                t0 = time.monotonic()
+                try:
+                    request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+                    with urllib.request.urlopen(request, timeout=float(self.cfg.http.timeout_s)) as response:
+                        row.update(http_body=response.read().decode("utf-8", errors="replace"),
+                                   http_latency_s=time.monotonic() - t0)
+                        return row
+                except urllib.error.HTTPError as exc:
+                    text = exc.read().decode("utf-8", errors="replace")
+                    error = f"HTTP {exc.code}: {short(text, 300)}"
+                    if exc.code not in http_mod.RETRY_STATUS:
+                        break
+                    wait = http_mod._retry_after(exc.headers.get("Retry-After"))
+                except (TimeoutError, socket.timeout):
+                    error = f"timeout: no complete response within {self.cfg.http.timeout_s}s"
+                except (urllib.error.URLError, ConnectionError, OSError) as exc:
+                    error = f"{type(exc).__name__}: {short(str(exc), 300)}"
+                if attempt < int(self.cfg.http.max_retries):
+                    time.sleep(wait if wait is not None else self.retry_wait_s * 2 ** attempt)
+            row["http_error"] = f"{error} (after {attempts} attempt(s))"
+            return row
+
+        def _one(self, request: JudgeRequest) -> JudgeResponse:
+            secrets = self._secrets
+            problem = media_problem(request.messages)
+            if problem:
+                return JudgeResponse(request.request_id, error=scrub(f"http: {problem}", secrets), model=self.model_label)
+            try:
+                messages = inline_local_media(request.messages) if self.media == "base64" else request.messages
+                out = http_mod._postprocess(self._post({**self.payload_base(), "messages": messages}))
+            except Exception as exc:  # this request fails, not the run
+                out = {"text": None, "error": f"preparing the request failed: {type(exc).__name__}: {short(str(exc), 300)}"}
+            error = scrub(out.get("error"), secrets)
+            text = scrub(out.get("text"), secrets) if error is None else None  # a server may echo the key
+            return JudgeResponse(request.request_id, text=text, error=error,
+                                 latency_s=out.get("latency_s"), prompt_tokens=out.get("prompt_tokens"),
+                                 completion_tokens=out.get("completion_tokens"), model=self.model_label)
+
+        def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
+            if not requests:
+                return
+            with ThreadPoolExecutor(max_workers=max(1, int(self.cfg.http.concurrency))) as pool:
+                for response in pool.map(self._one, requests):
+                    yield [response]
+
+    return DirectHTTPBackend
+
+
+# ------------------------------------------------------------------------------------------------ hf
+
+class HFEngine(Engine):
+    """``judge.hf.workers`` actor replicas of the transformers judge, each loading the model once."""
+
+    name = "hf"
+
+    def __init__(self, cfg: Any, run_dir: str | None = None):
+        super().__init__(cfg)
+        from vbench_ray.judges.backends.hf import HFBackend
+
+        self.worker_cfg = HFBackend(cfg).worker_cfg  # validates the config and resolves the model path
+        self.run_dir = run_dir
+        self.replicas: list = []
+
+    def start(self) -> "Engine":
+        import ray
+
+        hf = self.worker_cfg["hf"]
+        on_gpu = str(hf.get("device", "cpu")).startswith("cuda")
+        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": 1 if on_gpu else 0, "max_restarts": 2,
+                                   "max_task_retries": 0}
+        if self.worker_cfg["env_vars"]:
+            options["runtime_env"] = {"env_vars": self.worker_cfg["env_vars"]}
+        replica = ray.remote(HFReplica).options(**options)
+        self.replicas = [replica.remote(self.worker_cfg, self.run_dir) for _ in range(int(hf.get("workers", 1)))]
+        ray.get([r.ready.remote() for r in self.replicas])  # a model that cannot load fails here, before the stream
+        return self
+
+    def stop(self) -> None:
+        import ray
+
+        for r in self.replicas:
+            ray.kill(r)
+        self.replicas = []
+
+    def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
+        import pyarrow as pa
+        import ray
+
+        if not requests:
+            return
+        size = max(1, int(self.worker_cfg["hf"].get("batch_size", 4)))
+        chunks = [requests[i:i + size] for i in range(0, len(requests), size)]
+        busy = {i: 0 for i in range(len(self.replicas))}
+        pending: dict = {}
+        for chunk in chunks:
+            i = min(busy, key=busy.get)
+            busy[i] += 1
+            rows = [{"request_id": r.request_id, "messages": json.dumps(r.messages, ensure_ascii=False),
+                     "video": json.dumps(r.video or {})} for r in chunk]
+            pending[self.replicas[i].answer.remote(pa.Table.from_pylist(rows))] = chunk
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            chunk = pending.pop(done[0])
+            try:
+                rows = ray.get(done[0]).to_pylist()
+                by_id = {row["request_id"]: row for row in rows}
+                fields = ("text", "error", "latency_s", "prompt_tokens", "completion_tokens", "model")
+                yield [JudgeResponse(r.request_id, **{k: by_id.get(r.request_id, {}).get(k) for k in fields})
+                       if r.request_id in by_id else
+                       JudgeResponse(r.request_id, error="hf judge replica returned no answer", model=self.model_label)
+                       for r in chunk]
+            except Exception as exc:  # a replica died: these requests count a failed attempt and are re-sent
+                yield [JudgeResponse(r.request_id, error=f"hf judge replica failed: {type(exc).__name__}: "
+                                                         f"{str(exc)[:300]}", model=self.model_label) for r in chunk]
+
+
+class HFReplica:
+    """One replica of the hf judge: ``HFJudgeWorker`` (the model, loaded once) behind an actor method."""
+
+    def __init__(self, worker_cfg: dict, run_dir: str | None):
+        from vbench_ray.judges.backends.hf import HFJudgeWorker
+
+        started = time.perf_counter()
+        self.worker = HFJudgeWorker(worker_cfg)
+        record_load(run_dir, worker_cfg.get("label") or "hf", "hf", time.perf_counter() - started)
+
+    def ready(self) -> bool:
+        return True
+
+    def answer(self, table):
+        return self.worker(table)
+
+
+# ------------------------------------------------------------------------------------------------ vllm
+
+SERVE_MEDIA_LIMITS = {"video": 2, "image": 16}  # per prompt: a video pair, or NRVBench's ROI crops and stills
+
+
+class ServeEngine(Engine):
+    """vLLM behind a Ray Serve LLM deployment: loaded once per replica for the whole run."""
+
+    name = "vllm"
+
+    def __init__(self, cfg: Any, run_dir: str | None = None):
+        super().__init__(cfg)
+        from vbench_ray.judges.backends.vllm import VLLMBackend
+
+        backend = VLLMBackend(cfg)  # validates the config and resolves the model, before anything starts
+        self.label = self.model_label
+        self.run_dir = run_dir
+        self.attached = bool(cfg.vllm.serve_app)
+        digest = hashlib.sha256(engine_key(cfg).encode()).hexdigest()[:8]
+        self.app = str(cfg.vllm.serve_app or f"vbench-judge-{digest}")
+        self.deployment = f"judge-{digest}"
+        engine = backend.processor_config_kwargs([])["engine_kwargs"]
+        engine.setdefault("limit_mm_per_prompt", {})
+        for kind, n in SERVE_MEDIA_LIMITS.items():
+            engine["limit_mm_per_prompt"].setdefault(kind, n)
+            engine["limit_mm_per_prompt"][kind] = max(engine["limit_mm_per_prompt"][kind], n)
+        # the judge reads the benchmark's local videos (file:// URLs) from wherever the data lives
+        engine.setdefault("allowed_local_media_path", "/")
+        self.engine_kwargs = {**engine, **backend.user_engine_kwargs}
+        self.model_source = backend.model_source
+        self.env = backend.runtime_env_vars()
+        self.cpu = bool(cfg.vllm.cpu)
+        self.replicas = int(cfg.vllm.replicas)
+        self.sampling = self.sampling_params()
+
+    def start(self) -> "Engine":
+        from ray import serve
+
+        if self.attached:
+            apps = serve.status().applications
+            if self.app not in apps:
+                raise ValueError(f"judge.vllm.serve_app={self.app!r}: no Serve application of that name is running "
+                                 f"(running: {sorted(apps)})")
+            self.deployment = next(iter(apps[self.app].deployments))
+            return self
+        from ray.serve.llm import LLMConfig, build_llm_deployment
+
+        started = time.perf_counter()
+        config = LLMConfig(
+            model_loading_config={"model_id": self.label, "model_source": self.model_source},
+            deployment_config={"name": self.deployment,
+                               "autoscaling_config": {"min_replicas": self.replicas, "max_replicas": self.replicas}},
+            engine_kwargs=self.engine_kwargs, log_engine_metrics=False,
+            runtime_env={"env_vars": self.env} if self.env else None,
+            **({"placement_group_config": {"bundles": [{"CPU": 2}]}} if self.cpu else {}))
+        serve.run(build_llm_deployment(config, override_serve_options={"name": self.deployment}),
+                  name=self.app, route_prefix=None)
+        for _ in range(self.replicas):  # Serve keeps the replicas for the run: one load each
+            record_load(self.run_dir, self.label, "vllm-serve", time.perf_counter() - started)
+        return self
+
+    def stop(self) -> None:
+        if not self.attached:
+            from ray import serve
+
+            serve.delete(self.app)
+
+    def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
+        from ray import serve
+        from ray.serve.llm.openai_api_models import ChatCompletionRequest
+        from vbench_ray.judges.backends.http import _postprocess
+        from vbench_ray.judges.backends.media import IDX
+
+        if not requests:
+            return
+        handle = serve.get_deployment_handle(self.deployment, self.app).options(stream=True)
+        calls = []
+        for r in requests:  # all sent at once: the engine batches them
+            try:
+                body = ChatCompletionRequest(model=self.label, messages=r.messages, stream=False, **self.sampling)
+                calls.append((r, time.perf_counter(), handle.chat.remote(body)))
+            except Exception as exc:
+                calls.append((r, time.perf_counter(), exc))
+        for r, t0, call in calls:
+            if isinstance(call, Exception):
+                yield [JudgeResponse(r.request_id, error=f"vllm serve: {type(call).__name__}: {str(call)[:300]}",
+                                     model=self.label)]
+                continue
+            try:
+                out = next(iter(call))
+                body = out.model_dump() if hasattr(out, "model_dump") else out
+                row = _postprocess({IDX: 0, "http_body": json.dumps(body, default=str), "http_error": "",
+                                    "http_latency_s": time.perf_counter() - t0})
+            except Exception as exc:  # a dead replica, an engine error: this request fails, the judge re-sends
+                row = {"text": None, "error": f"vllm serve: {type(exc).__name__}: {str(exc)[:300]}"}
+            yield [JudgeResponse(r.request_id, text=row.get("text"), error=row.get("error"),
+                                 latency_s=row.get("latency_s"), prompt_tokens=row.get("prompt_tokens"),
+                                 completion_tokens=row.get("completion_tokens"), model=self.label)]
+
+
+# ------------------------------------------------------------------------------------------------ factory
+
+def start_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
+    """The engine for ``judge_cfg``, started (replicas loaded) and ready for the stream's judge stages."""
+    backend = judge_cfg.backend
+    if backend == "hf":
+        return HFEngine(judge_cfg, run_dir).start()
+    if backend == "http":
+        return LocalEngine(judge_cfg, direct_http_backend()).start()
+    if backend == "replay":
+        from vbench_ray.judges.backends.replay import ReplayBackend
+
+        return LocalEngine(judge_cfg, ReplayBackend).start()
+    if backend == "vllm" and judge_cfg.vllm.serve:
+        return ServeEngine(judge_cfg, run_dir).start()
+    if backend == "vllm":
+        from vbench_ray.judges.backends.vllm import VLLMBackend
+
+        engine = LocalEngine(judge_cfg, VLLMBackend).start()
+        engine.streams = False
+        return engine
+    raise ValueError(f"judge.backend must be one of ['hf', 'http', 'replay', 'vllm'], got {backend!r}")
+
+
+class EngineSet:
+    """The run's engines, one per distinct judge config, started on first request and stopped together."""
+
+    def __init__(self, run_dir: str | None = None):
+        self.run_dir = run_dir
+        self.engines: dict[str, Engine] = {}
+
+    def get(self, judge_cfg: Any) -> Engine:
+        key = engine_key(judge_cfg)
+        if key not in self.engines:
+            self.engines[key] = start_engine(judge_cfg, self.run_dir)
+        return self.engines[key]
+
+    def stop(self) -> None:
+        for engine in self.engines.values():
+            try:
+                engine.stop()
+            except Exception as exc:  # shutting down must not hide the run's result
+                log.warning("stopping judge engine %s: %s", engine.name, exc)
+        self.engines = {}
