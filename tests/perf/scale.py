@@ -80,13 +80,26 @@ def make_data(root: Path, n: int, unique: int, t: int, w: int, h: int) -> dict:
     return {"checklist": root / "checklist.json", "source_dir": root, "edited_dir": root / "edited"}
 
 
-def run_pipeline(data: dict, out: Path, cpus: int, n: int) -> dict:
+def run_attached(data: dict, out: Path, cpus: int, n: int) -> dict:
+    """The same run against a cluster already up (``ray start --head``), as under ``ray job submit``."""
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]  # the `ray` command, wherever Ray is installed
+    subprocess.run(ray_cli + ["start", "--head", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
+                              "--include-dashboard=false"], check=True, capture_output=True)
+    try:
+        return run_pipeline(data, out, cpus, n, address="auto")
+    finally:
+        subprocess.run(ray_cli + ["stop", "--force"], capture_output=True)
+
+
+def run_pipeline(data: dict, out: Path, cpus: int, n: int, address: str | None = None) -> dict:
     args = [sys.executable, "-m", "vbench_ray.cli", "run", str(REPO / "configs" / "cove.yaml"),
             f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
             f"data.edited_dir={data['edited_dir']}", f"output.dir={out}", "metrics.enabled=[SSIM,MSM,MF]",
             "metrics.exclude.SSIM.categories=[]", "metrics.exclude.MF.categories=[]",
             f"ray.num_cpus={cpus}", "wandb.mode=disabled", "report.enabled=false"]
-    if shutil.which("taskset"):
+    if address:
+        args.append(f"ray.address={address}")
+    elif shutil.which("taskset"):
         args = ["taskset", "-c", f"0-{cpus - 1}"] + args
     start = time.time()
     proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
@@ -152,6 +165,52 @@ def run_official(data: dict, n: int) -> dict:
     return out
 
 
+def in_process(data: dict, n: int) -> dict:
+    """Per-case seconds of the decode stage vs the official loop, both in this process on one core (no Ray):
+    isolates the per-case work from scheduling, with the stage's top functions by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    import decord
+    from omegaconf import OmegaConf
+
+    from vbench_ray.metrics.base import build_metric
+    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.video.io import VideoInfo
+
+    cfg = OmegaConf.load(REPO / "configs" / "cove.yaml").metrics
+    specs = {m: OmegaConf.to_container(cfg[m]) for m in METRICS}
+    tasks = json.loads(Path(data["checklist"]).read_text())[:n]
+    rows = [{"case_id": str(t["id"]), "source_path": str(Path(data["source_dir"]) / t["videoA_path"]),
+             "edited_path": str(Path(data["edited_dir"]) / f"{t['id']}.mp4")} for t in tasks]
+    stage = FrameMetricsStage(specs, "decord")
+    stage(rows[0])  # warm up
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for r in rows:
+        stage(r)
+    prof.disable()
+    stage_s = (time.perf_counter() - t0) / len(rows)
+    metrics = [build_metric(m, cfg[m]) for m in METRICS]
+
+    def frames(path, metric):
+        vr = decord.VideoReader(path, num_threads=1)
+        h, w = vr[0].shape[:2]
+        info = VideoInfo(path=path, num_frames=len(vr), fps=float(vr.get_avg_fps()), height=h, width=w, backend="decord")
+        return vr.get_batch(metric.sampling().indices(info)).asnumpy()
+
+    t0 = time.perf_counter()
+    for r in rows:
+        for m in metrics:
+            m.compute(frames(r["edited_path"], m), frames(r["source_path"], m) if m.needs_source else None)
+    official_s = (time.perf_counter() - t0) / len(rows)
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(14)
+    return {"stage_s_per_case": stage_s, "official_s_per_case": official_s, "profile": text.getvalue()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=384)
@@ -161,23 +220,41 @@ def main() -> None:
     ap.add_argument("--cpus", default="2,4,8,all")
     ap.add_argument("--out", default=None, help="write the results as JSON here too")
     ap.add_argument("--skip-official", action="store_true")
+    ap.add_argument("--official-only", action="store_true", help="only the official-way reference")
+    ap.add_argument("--in-process", type=int, default=0, metavar="N",
+                    help="only compare the decode stage with the official loop on N cases in this process")
+    ap.add_argument("--attach", action="store_true",
+                    help="also time a run attached to a `ray start` cluster started beforehand (the ray job submit "
+                         "path: no Ray start in the run)")
     args = ap.parse_args()
     w, h = map(int, args.size.split("x"))
     total_cpus = os.cpu_count() or 2
-    cpus = sorted({total_cpus if c == "all" else min(int(c), total_cpus) for c in args.cpus.split(",")})
+    cpus = sorted({total_cpus if c == "all" else min(int(c), total_cpus) for c in args.cpus.split(",") if c})
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.time()
         data = make_data(Path(tmp) / "cove", args.cases, args.unique, args.frames, w, h)
         print(f"data: {args.cases} cases ({args.unique} distinct pairs) at {w}x{h}, {args.frames} frames, "
               f"written in {time.time() - t0:.1f} s; {total_cpus} CPUs here", flush=True)
+        if args.in_process:
+            out = in_process(data, args.in_process)
+            print(out["profile"])
+            print(f"per case, one process: decode stage {out['stage_s_per_case']:.3f} s, official loop "
+                  f"{out['official_s_per_case']:.3f} s")
+            return
         runs = []
-        for c in cpus:
+        for c in (cpus if not args.official_only else []):
             r = run_pipeline(data, Path(tmp) / f"run{c}", c, args.cases)
             runs.append(r)
             print(f"  {c:3d} CPUs: {r['wall_s']:7.1f} s  {r['cases_per_s']:6.2f} cases/s  first case decoded after "
                   f"{r['first_decoded_s']:5.1f} s, first row on disk after {r['first_row_s']:5.1f} s, decoding "
                   f"spanned {r['stream_s']:.1f} s", flush=True)
+        attached = run_attached(data, Path(tmp) / "attached", cpus[-1], args.cases) if args.attach else None
         official = None if args.skip_official else run_official(data, args.cases)
+    if not runs:
+        print(json.dumps({"official": official, "attached": attached}, indent=1))
+        if args.out:
+            Path(args.out).write_text(json.dumps({"runs": [], "official": official, "attached": attached}, indent=2))
+        return
     base = next((r for r in runs if r["cpus"] == 2), runs[0])
     print("\n| CPUs | wall s | cases/s | efficiency vs 2 CPUs | start to first row s | CPU-s per case |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -192,8 +269,11 @@ def main() -> None:
         print(f"this project on 2 CPUs vs the official way: {official['total_s'] / base['wall_s']:.2f}x faster (wall)")
         for m in METRICS:
             print(f"  {m}: mean {base['means'][m]:.4f} here, {official[m]['mean']:.4f} the official way")
+    if attached:
+        print(f"\nattached to a running cluster ({attached['cpus']} CPUs): {attached['wall_s']:.1f} s, "
+              f"{attached['cases_per_s']:.2f} cases/s, first row on disk after {attached['first_row_s']:.1f} s")
     if args.out:
-        Path(args.out).write_text(json.dumps({"runs": runs, "official": official}, indent=2))
+        Path(args.out).write_text(json.dumps({"runs": runs, "official": official, "attached": attached}, indent=2))
 
 
 if __name__ == "__main__":

@@ -176,5 +176,16 @@ class JudgeBackend:
         return {"temperature": float(self.cfg.temperature), "top_p": float(self.cfg.top_p),
                 "max_tokens": int(self.cfg.max_tokens), "seed": int(self.cfg.seed)}
 
+    def identity(self) -> str | None:
+        """Who answers: backend, model and sampling, hashed. The judge log's cache key includes it, so a
+        different judge in the same run directory asks again instead of inheriting another judge's answers
+        (issue 14, item 5); the prompt is in the key already (``prompt_hash``). ``replay`` answers from the
+        records themselves: it has no identity of its own and accepts any judge's."""
+        if self.name == "replay":
+            return None
+        blob = json.dumps({"backend": self.name, "model": self.cfg.model, "name": self.cfg.name,
+                           **self.sampling_params()}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         raise NotImplementedError

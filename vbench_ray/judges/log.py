@@ -39,6 +39,7 @@ class LogRecord:
     prompt_tokens: Optional[int] = None
     completion_tokens: Optional[int] = None
     time: float = 0.0
+    judge: Optional[str] = None  # JudgeBackend.identity(): which judge answered (the cache matches on it)
 
 
 def read_records(path: str | Path) -> Iterator[dict]:

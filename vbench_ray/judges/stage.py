@@ -54,6 +54,7 @@ class JudgeStage:
         self.backend = backend
         self.log = judge_log
         self.max_retries = max_retries
+        self.judge = backend.identity() if hasattr(backend, "identity") else None
 
     def run(self, requests: list[JudgeRequest]) -> dict[str, JudgeResult]:
         results: dict[str, JudgeResult] = {}
@@ -73,9 +74,22 @@ class JudgeStage:
             pending = self._round(pending, base_hash, results)
         return results
 
+    def _history(self, request_id: str, prompt_hash: str) -> list[dict]:
+        """This judge's earlier records of a request (same prompt), oldest first."""
+        return [r for r in self.log.history(request_id, prompt_hash) if self._same_judge(r)]
+
+    def _same_judge(self, record: dict) -> bool:
+        """Whether a logged answer came from this judge. Records of logs written before judges had an
+        identity match on backend and model name; ``replay`` (identity None) takes any judge's answers."""
+        if self.judge is None:
+            return True
+        if record.get("judge") is not None:
+            return record["judge"] == self.judge
+        return record.get("backend") == self.backend.name and record.get("model") == self.backend.model_label
+
     def _from_log(self, request: JudgeRequest, prompt_hash: str) -> tuple[JudgeResult | None, JudgeRequest]:
         """A finished result from earlier records, or the request to send next (with its attempt count)."""
-        history = self.log.history(request.request_id, prompt_hash)
+        history = self._history(request.request_id, prompt_hash)
         for record in history:
             if record["parse_status"] == "ok":
                 parsed = parse(request.parser, record["text"], request.expected)
@@ -127,13 +141,13 @@ class JudgeStage:
                            attempt_hash=request.prompt_hash(),
                            text=response.text, error=response.error, parse_status="error",
                            latency_s=response.latency_s, prompt_tokens=response.prompt_tokens,
-                           completion_tokens=response.completion_tokens)
+                           completion_tokens=response.completion_tokens, judge=self.judge)
         attempts = request.attempt + 1
         if response.error is not None or response.text is None:
             record.parse_error = response.error or "no text"
             if request.attempt < self.max_retries:
                 return record, None, replace(request, attempt=request.attempt + 1)
-            partial = self._partial(request, self.log.history(request.request_id, prompt_hash))
+            partial = self._partial(request, self._history(request.request_id, prompt_hash))
             return record, JudgeResult(request.request_id, "error", partial, attempts, record.parse_error), None
         parsed = parse(request.parser, response.text, request.expected)
         record.parse_status = "ok" if parsed.ok else "invalid"
@@ -142,7 +156,7 @@ class JudgeStage:
             return record, JudgeResult(request.request_id, "ok", parsed.value, attempts), None
         if request.attempt < self.max_retries:
             return record, None, retry_request(request, parsed.error or "invalid")
-        partial = self._partial(request, self.log.history(request.request_id, prompt_hash), parsed.value)
+        partial = self._partial(request, self._history(request.request_id, prompt_hash), parsed.value)
         return record, JudgeResult(request.request_id, "invalid", partial, attempts, parsed.error), None
 
     @staticmethod

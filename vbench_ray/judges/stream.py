@@ -76,7 +76,10 @@ class RemoteJudgeLog:
         import ray
 
         if records:  # synchronous: the answer is on disk before the judge moves on
-            ray.get(self.actor.append.remote([asdict(r) for r in records]))
+            rows = [asdict(r) for r in records]
+            ray.get(self.actor.append.remote(rows))
+            for r in rows:  # later attempts of this batch see the earlier ones (valid parts are merged)
+                self.cache.setdefault((r["request_id"], r["prompt_hash"]), []).append(r)
 
 
 def _encode(results: dict[str, JudgeResult]) -> dict:
