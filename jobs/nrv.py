@@ -13,6 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the working dir, when not pip-installed
 
+from _deps import require  # noqa: E402  (jobs/_deps.py: standard library only)
+
+require()  # an interpreter without the project's packages: a one-line hint, not a deep ModuleNotFoundError
+
 from vbench_ray.jobs import job_main  # noqa: E402
 
 if __name__ == "__main__":

@@ -121,3 +121,30 @@ def test_validator_rejects_broken_copies(raw: dict, breakage, message: str):
     breakage(broken)
     with pytest.raises((jsonschema.ValidationError, ValueError), match=message):
         _validate(broken)
+
+
+def test_raw_file_against_the_shipped_schema_file(raw: dict):
+    """Belt and braces: the file itself (before any merging) against ray/autoscaler/ray-schema.json."""
+    import json
+
+    import jsonschema
+    import ray.autoscaler
+
+    schema_path = Path(ray.autoscaler.__file__).parent / "ray-schema.json"
+    assert schema_path.exists(), schema_path
+    jsonschema.validate(raw, json.loads(schema_path.read_text()))
+
+
+def test_jobs_get_the_environments_python(raw: dict):
+    """`ray job submit ... -- python jobs/cove.py` runs the `python` on the PATH of the shell that started Ray
+    (the README's trap): the setup puts the venv first on PATH for the launcher's shells, and Ray is started
+    from the venv, so a job's `python` has the project's packages."""
+    setup = " ".join(raw["setup_commands"])
+    assert 'export PATH="$HOME/venv/bin:$PATH"' in setup and ".bashrc" in setup
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        starts = [c for c in raw[key] if "ray start" in c]
+        assert starts and all("~/venv/bin/ray start" in c for c in starts), key
+    constraints = [c for c in raw["setup_commands"] if "pip install -c" in c]
+    for c in constraints:
+        path = c.split("-c ", 1)[1].split()[0]
+        assert (CLUSTER_YAML.parent / path).exists(), path

@@ -67,6 +67,10 @@ class Engine(JudgeBackend):
 
     streams = True
 
+    def reserved(self) -> dict[str, float]:
+        """CPUs and GPUs the engine holds for the whole run, outside Ray Data (which must not count on them)."""
+        return {"CPU": 0.0, "GPU": 0.0}
+
     def start(self) -> "Engine":
         return self
 
@@ -188,8 +192,10 @@ class HFEngine(Engine):
 
         hf = self.worker_cfg["hf"]
         on_gpu = str(hf.get("device", "cpu")).startswith("cuda")
-        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": 1 if on_gpu else 0, "max_restarts": 2,
-                                   "max_task_retries": 0}
+        # A replica lost mid-run (its process or node) is restarted and the calls it held are sent again once it
+        # is back (answers are idempotent); without task retries every request sent during the restart failed.
+        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": 1 if on_gpu else 0, "max_restarts": -1,
+                                   "max_task_retries": 3}
         if self.worker_cfg["env_vars"]:
             options["runtime_env"] = {"env_vars": self.worker_cfg["env_vars"]}
         replica = ray.remote(HFReplica).options(**options)
@@ -203,6 +209,10 @@ class HFEngine(Engine):
         for r in self.replicas:
             ray.kill(r)
         self.replicas = []
+
+    def reserved(self) -> dict[str, float]:
+        on_gpu = str(self.worker_cfg["hf"].get("device", "cpu")).startswith("cuda")
+        return {"CPU": float(len(self.replicas)), "GPU": float(len(self.replicas)) if on_gpu else 0.0}
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         import pyarrow as pa
@@ -320,6 +330,13 @@ class ServeEngine(Engine):
 
             serve.delete(self.app)
 
+    def reserved(self) -> dict[str, float]:
+        if self.attached:
+            return {"CPU": 0.0, "GPU": 0.0}
+        if self.cpu:
+            return {"CPU": 2.0 * self.replicas, "GPU": 0.0}
+        return {"CPU": 0.0, "GPU": float(self.replicas * int(self.engine_kwargs.get("tensor_parallel_size", 1)))}
+
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         from ray import serve
         from ray.serve.llm.openai_api_models import ChatCompletionRequest
@@ -389,6 +406,14 @@ class EngineSet:
         if key not in self.engines:
             self.engines[key] = start_engine(judge_cfg, self.run_dir)
         return self.engines[key]
+
+    def reserved(self) -> dict[str, float]:
+        """What the run's engines hold, summed (the stream's budget excludes it)."""
+        out = {"CPU": 0.0, "GPU": 0.0}
+        for engine in self.engines.values():
+            for k, v in engine.reserved().items():
+                out[k] += v
+        return out
 
     def stop(self) -> None:
         for engine in self.engines.values():
