@@ -143,6 +143,7 @@ def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: 
         return sink.write(pa.Table.from_pylist(todo, schema=_input_schema(schema, todo)))
     ensure_ray(cfg)
     mark("ray_ready")
+    _budget_without_engines(engines.reserved(), stages)
     ds = build_dataset(todo, stages, _input_schema(schema, todo), parallelism=len(todo))
     written, buffered, last = 0, [], 0.0  # the first block is written at once
     # blocks as they finish; a shard when `shard_rows` rows are in or `shard_seconds` passed, so the first
@@ -160,6 +161,24 @@ def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: 
     except Exception as exc:
         log.debug("no Ray Data stats: %s", exc)
     return written
+
+
+def _budget_without_engines(reserved: dict[str, float], stages: list[Stage]) -> None:
+    """Tell Ray Data what the judge engines hold outside it (``exclude_resources``): otherwise it plans with
+    CPUs an engine replica already took, and a small cluster waits forever. Refuses a cluster too small to
+    run one task of every stage beside the engines."""
+    from ray.data import DataContext, ExecutionResources
+
+    from vbench_ray.pipeline import cluster_capacity
+
+    DataContext.get_current().execution_options.exclude_resources = ExecutionResources(
+        cpu=reserved["CPU"], gpu=reserved["GPU"])
+    left = cluster_capacity()["CPU"] - reserved["CPU"]
+    need = sum(s.num_cpus for s in stages)  # every stage needs one worker at a time, or the stream stalls
+    if reserved["CPU"] and left < need:
+        raise ConfigError(f"the Ray cluster has {left + reserved['CPU']:.0f} CPUs and the judge engines hold "
+                          f"{reserved['CPU']:.0f}, leaving {left:.2f} for the stream, which needs {need:.2f}: "
+                          f"start Ray with more CPUs (ray.num_cpus, or `ray start --num-cpus`)")
 
 
 def _judge_stages(cfg: DictConfig, phases: list, engines: EngineSet, run_dir: Path) -> list[Stage]:
