@@ -48,6 +48,7 @@ class CaseSink:
         for stale in self.dir.glob("*.tmp"):
             stale.unlink()
         self._failed: set[Key] = set()  # keys whose newest row failed
+        self._next: int | None = None  # number of the next shard
         self._done = self._read_keys()
 
     @property
@@ -91,8 +92,10 @@ class CaseSink:
             return 0
         batch = batch.filter(pa.array(keep))
         failed = _failed_mask(batch)
-        number = max((_shard_number(p) for p in self._shards()), default=-1) + 1
-        name = f"part-{number:05d}-{uuid.uuid4().hex[:8]}.parquet"
+        if self._next is None:  # listed once; a counter after that (a 100k-case run writes thousands of shards)
+            self._next = max((_shard_number(p) for p in self._shards()), default=-1) + 1
+        name = f"part-{self._next:05d}-{uuid.uuid4().hex[:8]}.parquet"
+        self._next += 1
         tmp = self.dir / (name + ".tmp")
         pq.write_table(batch, tmp)
         with open(tmp, "rb") as fh:
