@@ -114,7 +114,7 @@ def test_a_metric_declares_its_contract_and_registration_checks_it():
 
 def test_the_benchmark_config_is_generated_from_the_names(registered, cove_data, tmp_path):
     schema = OmegaConf.structured(registered.config_class)
-    assert list(schema.metrics) == ["enabled", "SSIM", "MSM", "MF", "Sharpness", "ToyModel", "exclude"]
+    assert list(schema.metrics) == ["enabled", *OBJECTIVE_METRICS, *NEW, "exclude"]
     assert schema.metrics.Sharpness == OmegaConf.structured(SharpnessConfig)
     assert list(schema.metrics.exclude) == list(OBJECTIVE_METRICS + NEW)
     assert list(schema.metrics.exclude.SSIM.categories) == ["Background"] and not schema.metrics.exclude.Sharpness.categories

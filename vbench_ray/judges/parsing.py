@@ -270,10 +270,40 @@ def parse_checklist_items(text: str, expected: dict) -> Parsed:
                   note=f"ignored answers for unknown ids {extra}" if extra else None)
 
 
+# ----------------------------------------------------------------------------- VisualQuality-R1 (CoVEBench VQR)
+
+VQR_SCALE = (1.0, 5.0)  # VisualQuality-R1's rating scale: "a float between 1 and 5"
+_VQR_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_VQR_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def parse_vqr_score(text: str, expected: Any) -> Parsed:
+    """VisualQuality-R1's answer -> ``{"score": float, "answer": str}``, valid when the score is on the scale.
+
+    ``expected = {"low": 1.0, "high": 5.0}``. As in the model's published usage and the official CoVEBench VQR
+    script: the last ``<answer> </answer>`` span (a reasoning trace may quote earlier ones), its first number.
+    Without tags: the text after the last ``</think>`` (the official script reads the whole reply). Unlike the
+    official script, a number off the scale (or a negative one) is invalid and re-asked, not averaged in."""
+    low, high = (float(expected.get("low", VQR_SCALE[0])), float(expected.get("high", VQR_SCALE[1]))) \
+        if isinstance(expected, dict) else VQR_SCALE
+    spans = _VQR_ANSWER.findall(text or "")
+    answer = spans[-1].strip() if spans else strip_thinking(text or "").strip()
+    m = _VQR_NUMBER.search(answer)
+    if not m:
+        where = "inside <answer> </answer>" if spans else "in the answer (no <answer> </answer> tags)"
+        return Parsed(False, error=f"no score {where}")
+    score = float(m.group())
+    if not low <= score <= high:
+        return Parsed(False, error=f"score {m.group()} is outside the scale {low:g} to {high:g}")
+    return Parsed(True, value={"score": score, "answer": answer[:200]},
+                  note=None if spans else "no <answer> tags; score taken from the text")
+
+
 PARSERS: dict[str, Callable[[str, Any], Parsed]] = {
     "checklist_items": parse_checklist_items,
     "checklist_official": lambda text, expected: parse_checklist(text, expected, "official"),
     "checklist_lenient": lambda text, expected: parse_checklist(text, expected, "lenient"),
+    "vqr_score": parse_vqr_score,
 }
 
 

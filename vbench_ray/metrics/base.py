@@ -147,6 +147,11 @@ class FrameMetric:
         calls this before any compute, so a missing file is one clear message, not a traceback per worker)."""
         return []
 
+    def extra_inputs(self, row: dict) -> dict:
+        """Keyword arguments for ``compute`` taken from the case's row (e.g. SRC's entities to keep, from the
+        row's ``annotations``); the decode stage passes them on (to a pool metric inside its payload)."""
+        return {}
+
     def setup(self) -> None:
         """Load models. Called once per worker before the first ``compute``."""
 

@@ -59,7 +59,7 @@ class FrameMetricsStage:
             try:
                 e = _stack(frames_e, plan_e[m.name])
                 s = _stack(frames_s, plan_s[m.name]) if m.needs_source else None
-                emit(m, out, e, s)
+                emit(m, out, e, s, m.extra_inputs(row))
             except Exception as exc:  # one metric failing must not lose the others
                 log.warning("metric %s failed on case %s: %s", m.name, row.get("case_id"), exc)
                 out[f"error_{m.name}"] = format_exception(exc)

@@ -38,6 +38,9 @@ class VideoInfo:
     height: int
     width: int
     backend: str
+    # the container's keyframes (I-frames), when the decoder reports them (decord get_key_indices, PyAV
+    # key_frame flags); None when unknown. Metrics that score keyframes (CoVEBench AES) read them here.
+    keyframes: tuple[int, ...] | None = None
 
     @property
     def duration(self) -> float:
@@ -109,7 +112,8 @@ class VideoReader:
     @property
     def info(self) -> VideoInfo:
         h, w = self._impl.shape
-        return VideoInfo(self.path, self._impl.num_frames, self._impl.fps, h, w, self.backend)
+        return VideoInfo(self.path, self._impl.num_frames, self._impl.fps, h, w, self.backend,
+                         getattr(self._impl, "keyframes", None))
 
     def read(self, indices: Sequence[int]) -> np.ndarray:
         indices = [int(i) for i in indices]
@@ -138,6 +142,10 @@ class _DecordImpl:
         self.fps = float(self._vr.get_avg_fps())
         first = self._vr[0].asnumpy() if self.num_frames else np.zeros((0, 0, 3))
         self.shape = first.shape[:2]
+        try:  # from the demuxer's index, no decoding
+            self.keyframes = tuple(int(i) for i in self._vr.get_key_indices())
+        except Exception:  # noqa: BLE001  (older decord builds)
+            self.keyframes = None
 
     def read(self, indices: list[int]) -> np.ndarray:
         uniq = sorted(set(indices))
@@ -158,7 +166,12 @@ class _PyAVImpl:
             stream = container.streams.video[0]
             rate = stream.average_rate or stream.guessed_rate
             self.fps = float(rate) if rate else 0.0
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+            frames, keys = [], []
+            for f in container.decode(stream):
+                if f.key_frame:
+                    keys.append(len(frames))
+                frames.append(f.to_ndarray(format="rgb24"))
+            self.keyframes = tuple(keys)
             self.shape = (stream.codec_context.height, stream.codec_context.width)
         self._frames = np.stack(frames) if frames else np.zeros((0, *self.shape, 3), np.uint8)
         self.num_frames = len(frames)

@@ -1,0 +1,242 @@
+"""Aesthetics (AES), CoVEBench App. F (Video Quality): Aesthetic Predictor v2.5 (discus0434, 2024).
+
+**Model.** A SigLIP vision tower (``google/siglip-so400m-patch14-384`` in the published predictor) whose
+pooled output (the tower's attention-pooling head, ``pooler_output``) is L2-normalised and fed to an MLP:
+
+    Linear(hidden, 1024) - Dropout - Linear(1024, 128) - Dropout - Linear(128, 64) - Dropout
+    - Linear(64, 16) - Dropout - Linear(16, 1)
+
+(no activations between the linears, as published). The head is our own module whose parameter names are the
+published checkpoint's (``aesthetic_predictor_v2_5.pth``: ``scoring_head.{0,2,4,6,8}.{weight,bias}``); a state
+dict saved from the full predictor (``layers.scoring_head.*``) loads too. The tower is transformers'
+``SiglipVisionModel``, from a local directory (``config.json`` + weights; a full SigLIP checkpoint such as
+``google/siglip-so400m-patch14-384`` works, its vision half is used). We do not use the
+``aesthetic-predictor-v2-5`` PyPI package: it requires torchvision and downloads the tower by name.
+
+**Frames.** Each frame is resized to the tower's ``image_size`` squared (bicubic, as SigLIP's image processor),
+scaled to [0, 1] and normalised with mean = std = 0.5. The score of a frame is the head's output (about 1-10;
+the paper's Table 3 reports 3.7-5.1 per model).
+
+**Video score.** The paper (App. F): "we score both the keyframes and 10 uniformly sampled frames, then compute
+AES as the average of all keyframe and sampled-frame aesthetic scores". Default (``keyframes: true``): the mean
+over the 10 uniform frames (``round(i*(T-1)/9)``) followed by the video's keyframes, i.e. the container's
+I-frames as the decoder reports them (decord ``get_key_indices``, PyAV ``key_frame``; ``max_keyframes`` caps
+how many, evenly chosen), each frame counted once per list it is in (a keyframe that is also a uniform sample
+counts twice, as "the average of all keyframe and sampled-frame scores" reads). The official code
+(``metrics/vq/aes/eval_aes.py``) scores only the 10 uniform frames: ``keyframes: false`` reproduces it. When
+the decoder cannot report keyframes, the uniform frames alone are scored. Higher is better.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+import numpy as np
+
+from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, weights_problem
+from vbench_ray.video.io import VideoInfo, uniform_indices
+
+log = logging.getLogger(__name__)
+
+ENCODER_KEY = "metrics.AES.encoder"
+HEAD_KEY = "metrics.AES.weights"
+# the head's layer widths after the tower's hidden size, and the dropout after each linear but the last
+HEAD_WIDTHS = (1024, 128, 64, 16, 1)
+HEAD_DROPOUT = (0.5, 0.5, 0.5, 0.2)
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass
+class AESConfig:
+    encoder: Optional[str] = None  # local SigLIP directory (config.json + weights), e.g. siglip-so400m-patch14-384
+    weights: Optional[str] = None  # the predictor's MLP head state dict, e.g. aesthetic_predictor_v2_5.pth
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    dtype: str = "auto"  # auto: bfloat16 on CUDA (as the official code), float32 on CPU | float32 | bfloat16 | float16
+    frames: int = 10  # uniformly sampled frames per video (paper and official code: 10)
+    keyframes: bool = True  # also score the video's keyframes (paper); false = the official code (uniform only)
+    max_keyframes: Optional[int] = None  # at most this many keyframes (evenly chosen); null = all of them
+    batch_size: int = 32  # frames per forward pass (official: 32)
+    gpu_fraction: float = 0.25  # the share of a GPU one AES pool actor asks for when device is CUDA
+
+
+@dataclass(frozen=True)
+class KeyframeSampling(Sampling):
+    """``n`` uniform frames, then the video's keyframes (``VideoInfo.keyframes``; at most ``max_keyframes``)."""
+
+    keyframes: bool = True
+    max_keyframes: Optional[int] = None
+
+    def indices(self, info: VideoInfo) -> list[int]:
+        out = uniform_indices(info.num_frames, int(self.n or 10))
+        if self.keyframes:
+            out += keyframe_indices(info, self.max_keyframes)
+        return out
+
+
+def keyframe_indices(info: VideoInfo, cap: Optional[int] = None) -> list[int]:
+    keys = [int(k) for k in (info.keyframes or ()) if 0 <= int(k) < info.num_frames]
+    if info.keyframes is None:
+        log.debug("AES: %s reports no keyframes; scoring the uniform frames only", info.path)
+    if cap is not None and len(keys) > cap:
+        keys = [keys[i] for i in uniform_indices(len(keys), int(cap))]
+    return keys
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def build_head(hidden_size: int):
+    """The predictor's MLP head, with the published checkpoint's parameter names (``scoring_head.<i>``)."""
+    nn = _torch().nn
+
+    class AestheticHead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers, width = [], hidden_size
+            for k, out in enumerate(HEAD_WIDTHS):
+                layers.append(nn.Linear(width, out))
+                if k < len(HEAD_DROPOUT):
+                    layers.append(nn.Dropout(HEAD_DROPOUT[k]))
+                width = out
+            self.scoring_head = nn.Sequential(*layers)
+
+        def forward(self, embeds):
+            return self.scoring_head(embeds)
+
+    return AestheticHead()
+
+
+def load_head(path: str | Path, hidden_size: int):
+    """The head from a state dict file; a wrong file fails naming ``metrics.AES.weights``."""
+    torch = _torch()
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001  (not a torch file)
+        raise ValueError(f"{HEAD_KEY}={path}: not a readable state dict ({type(exc).__name__}: {exc})") from exc
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise ValueError(f"{HEAD_KEY}={path}: expected a state dict, got {type(state).__name__}")
+    state = {k[len("layers."):] if k.startswith("layers.") else k: v for k, v in state.items()
+             if not k.startswith(("vision_model.",))}
+    head = build_head(hidden_size)
+    expected = head.state_dict()
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise ValueError(f"{HEAD_KEY}={path}: not an Aesthetic Predictor v2.5 head (missing {missing[:3]}; "
+                         f"expected keys scoring_head.{{0,2,4,6,8}}.{{weight,bias}})")
+    for k, v in expected.items():
+        if tuple(state[k].shape) != tuple(v.shape):
+            raise ValueError(f"{HEAD_KEY}={path}: {k} has shape {tuple(state[k].shape)}, the encoder "
+                             f"({ENCODER_KEY}) needs {tuple(v.shape)} (hidden size {hidden_size})")
+    head.load_state_dict({k: state[k] for k in expected})
+    return head.eval()
+
+
+def load_encoder(path: str | Path):
+    """transformers' ``SiglipVisionModel`` from a local directory (never a download)."""
+    from transformers import SiglipVisionModel
+
+    try:
+        return SiglipVisionModel.from_pretrained(str(path), local_files_only=True).eval()
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(f"{ENCODER_KEY}={path}: cannot load a SigLIP vision model from it "
+                         f"({type(exc).__name__}: {exc})") from exc
+
+
+def resolve_dtype(name: str, device: str):
+    torch = _torch()
+    if name == "auto":
+        if str(device).startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def preprocess(frames: np.ndarray, size: int) -> np.ndarray:
+    """uint8 RGB ``(N, H, W, 3)`` -> float32 ``(N, 3, size, size)``: bicubic resize, [0,1], mean = std = 0.5."""
+    from PIL import Image
+
+    out = np.empty((len(frames), 3, size, size), np.float32)
+    for i, f in enumerate(frames):
+        img = np.asarray(Image.fromarray(f).resize((size, size), Image.BICUBIC), np.float32) / 255.0
+        out[i] = ((img - 0.5) / 0.5).transpose(2, 0, 1)
+    return out
+
+
+def save_tiny_aes(directory: str | Path, seed: int = 0, hidden_size: int = 32, image_size: int = 28) -> dict:
+    """A random-initialised SigLIP tower + head of the real architecture at toy size (tests and perf only:
+    the scores mean nothing). Returns ``{"encoder": dir, "weights": file}``. ``hidden_size=1152,
+    image_size=384`` with the so400m depth gives the real size (see tests/perf/model_metrics.py)."""
+    torch = _torch()
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+
+    torch.manual_seed(seed)
+    directory = Path(directory)
+    cfg = SiglipVisionConfig(hidden_size=hidden_size, intermediate_size=hidden_size * 2, num_hidden_layers=2,
+                             num_attention_heads=2, image_size=image_size, patch_size=14)
+    SiglipVisionModel(cfg).save_pretrained(directory / "siglip")
+    head = build_head(hidden_size)
+    torch.save(head.state_dict(), directory / "aesthetic_predictor_v2_5.pth")
+    return {"encoder": str(directory / "siglip"), "weights": str(directory / "aesthetic_predictor_v2_5.pth")}
+
+
+@register_metric
+class AES(FrameMetric):
+    """Aesthetics: Aesthetic Predictor v2.5 (SigLIP + MLP head), mean over uniform frames and keyframes."""
+
+    name = "AES"
+    config_class = AESConfig
+    choices = {"dtype": DTYPES}
+    needs_source = False
+    higher_is_better = True
+    scale = "~[1,10]"
+    model_backed: ClassVar[bool] = True
+
+    def sampling(self) -> Sampling:
+        return KeyframeSampling(n=int(self.cfg.frames), keyframes=bool(self.cfg.keyframes),
+                                max_keyframes=self.cfg.max_keyframes)
+
+    def resources(self) -> dict:
+        return {"num_gpus": float(self.cfg.gpu_fraction)} if str(self.cfg.device).startswith("cuda") else {}
+
+    @classmethod
+    def check_weights(cls, cfg: Any) -> list[str]:
+        return (weights_problem(cfg.encoder, ENCODER_KEY, "AES SigLIP vision tower")
+                + weights_problem(cfg.weights, HEAD_KEY, "AES Aesthetic Predictor v2.5 head"))
+
+    def setup(self) -> None:
+        torch = _torch()
+        enc_path = require_weights(self.cfg.encoder, ENCODER_KEY, "AES SigLIP vision tower")
+        head_path = require_weights(self.cfg.weights, HEAD_KEY, "AES Aesthetic Predictor v2.5 head")
+        encoder = load_encoder(enc_path)
+        head = load_head(head_path, int(encoder.config.hidden_size))
+        self.device = torch.device(self.cfg.device)
+        self.dtype = resolve_dtype(self.cfg.dtype, self.cfg.device)
+        self.encoder = encoder.to(self.device, self.dtype)
+        self.head = head.to(self.device, self.dtype)
+        self.image_size = int(encoder.config.image_size)
+
+    def frame_scores(self, frames: np.ndarray) -> np.ndarray:
+        """One aesthetic score per frame (uint8 RGB ``(N, H, W, 3)``), ``batch_size`` frames per pass."""
+        torch = _torch()
+        scores = []
+        bs = max(1, int(self.cfg.batch_size))
+        with torch.inference_mode():
+            for start in range(0, len(frames), bs):
+                x = torch.from_numpy(preprocess(frames[start:start + bs], self.image_size))
+                pooled = self.encoder(pixel_values=x.to(self.device, self.dtype)).pooler_output
+                pooled = pooled / pooled.norm(dim=-1, keepdim=True)
+                scores.append(self.head(pooled).reshape(-1).float().cpu().numpy())
+        return np.concatenate(scores) if scores else np.zeros(0)
+
+    def compute(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
+        if len(edited) == 0:
+            raise ValueError("AES needs at least one frame of the edited video")
+        return float(np.mean(self.frame_scores(edited)))
