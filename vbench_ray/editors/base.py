@@ -9,22 +9,57 @@ A failed edit is the case's ``error_edit``; the other cases go on.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
-from vbench_ray.pipeline import Stage
+from vbench_ray.editors.frames import FrameRules, conform, effective_rules
+from vbench_ray.pipeline import Stage, format_exception
 from vbench_ray.safepaths import component, within
 
 
 @dataclass
 class EditorConfig:
-    name: str = "precomputed"  # precomputed (read data.edited_dir) | identity (copy the source: a control)
+    name: str = "precomputed"  # precomputed (read data.edited_dir) | identity (copy the source: a control) | command
+    model: Optional[str] = None  # the model's name, for the record (configs/editors/<model>.yaml)
     output_dir: Optional[str] = None  # where edited videos go (null: RUN_DIR/edited)
+    layout: str = "by_variant"  # by_variant: {output_dir}/{variant}/{id}.mp4 | flat: {output_dir}/{id}.mp4 (official)
     num_gpus: float = 0.0  # GPUs per editor replica (fractions allowed)
     replicas: Optional[int] = None  # editor pool size (null: as many as the cluster holds)
-    seed: int = 0
+    seed: int = 0  # passed to the model ({seed}); the same seed gives the same video on the same hardware
+    profile: Optional[str] = None  # table5: CoVEBench Table 5's cost profile (480x480, 41 frames) over frame_rules
+    frame_rules: FrameRules = field(default_factory=FrameRules)  # Table 7's row (editors/frames.py)
+    command: Optional[str] = None  # command backend: the inference command template ({source} {instruction} ...)
+    workdir: Optional[str] = None  # command backend: where the command runs (the model's repository)
+    env: dict = field(default_factory=dict)  # command backend: environment variables added
+    timeout_s: Optional[float] = None  # a case's edit taking longer is killed and fails (null: no limit)
+    stderr_tail_chars: int = 2000  # command backend: how much of stderr the case row keeps
+    config_hash: Optional[str] = None  # filled in on load: hash of what decides the edited videos
+
+
+# Keys that do not change what an editor produces: left out of its config hash.
+_PLACEMENT_KEYS = ("output_dir", "layout", "num_gpus", "replicas", "config_hash", "timeout_s", "stderr_tail_chars")
+
+
+def editor_config_hash(editor: Any) -> str:
+    """12 hex digits identifying the editor's settings (model, command, seed, frame rules, profile)."""
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.to_container(editor, resolve=True) if OmegaConf.is_config(editor) else dict(editor)
+    data = {k: v for k, v in data.items() if k not in _PLACEMENT_KEYS}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class EditFailed(RuntimeError):
+    """An edit that did not produce a video; ``record`` (exit code, stderr tail) still goes in the row."""
+
+    def __init__(self, message: str, record: dict | None = None):
+        super().__init__(message)
+        self.record = record or {}
 
 
 class Editor:
@@ -38,7 +73,9 @@ class Editor:
     def setup(self) -> None:
         """Load weights (once per pool actor)."""
 
-    def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path) -> dict:
+    def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path, **params) -> dict:
+        """Write the edited video to ``output``. ``params``: ``frames``, ``height``, ``width`` (what the frame
+        rules made of the source, which ``source`` already is) and ``seed``."""
         raise NotImplementedError
 
 
@@ -51,30 +88,67 @@ def register_editor(cls: type[Editor]) -> type[Editor]:
 
 
 class EditorPool:
-    """Row -> ``{edited_path, edit_seconds, edit_seconds_per_frame, edit_peak_mb}``."""
+    """Row -> ``{edited_path, edit_seconds, edit_seconds_per_frame, edit_peak_mb, ...}`` (see ``EDIT_OUTPUTS``)."""
 
-    def __init__(self, cfg: dict, output_dir: str):
+    def __init__(self, cfg: dict, output_dir: str, inputs_dir: str | None = None):
         from omegaconf import OmegaConf
 
-        self.editor = EDITORS[cfg["name"]](OmegaConf.create(cfg))
+        self.cfg = OmegaConf.create(cfg)
+        self.editor = EDITORS[cfg["name"]](self.cfg)
         self.editor.setup()
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.inputs_dir = Path(inputs_dir) if inputs_dir else self.output_dir / ".inputs"
+        self.rules = effective_rules(self.cfg)
+        self.flat = self.cfg.get("layout", "by_variant") == "flat"
+        self.stamp = {"edit_seed": int(self.cfg.seed), "editor_hash": self.cfg.get("config_hash") or editor_config_hash(self.cfg)}
+
+    def _path(self, root: Path, row: dict) -> Path:
+        name = f"{component(row['case_id'])}.mp4"
+        return within(root, name) if self.flat else within(root, component(row["variant"]), name)
 
     def __call__(self, row: dict) -> dict:
         from vbench_ray.video.io import VideoReader
 
-        output = within(self.output_dir, component(row["variant"]), f"{component(row['case_id'])}.mp4")
+        output = self._path(self.output_dir, row)
         if output.exists():  # made by an earlier run: resumable
-            return {"edited_path": str(output)}
+            return {"edited_path": str(output), **self.stamp}
         output.parent.mkdir(parents=True, exist_ok=True)
+        # the editor writes a partial file; only a finished video gets the official name
+        partial = self._path(self.output_dir / ".partial", row)
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.unlink(missing_ok=True)
+        source = row["source_path"]
+        params = {"seed": int(self.cfg.seed)}
+        out: dict = dict(self.stamp)
+        if self.rules:
+            source, p = conform(source, self._path(self.inputs_dir, row), self.rules)
+            params.update(frames=p.frames, height=p.height, width=p.width)
+            out["edit_input_path"] = source
+        else:
+            info = VideoReader(source).info
+            params.update(frames=info.num_frames, height=info.height, width=info.width)
         peak = _reset_peak()
         start = time.perf_counter()
-        self.editor.edit(row["source_path"], row.get("instruction"), row.get("annotations"), output)
+        try:
+            out.update(self.editor.edit(source, row.get("instruction"), row.get("annotations"), partial, **params) or {})
+            if not partial.exists():
+                raise EditFailed(f"the editor wrote no video ({partial})")
+            frames = VideoReader(str(partial)).info.num_frames
+        except Exception as exc:  # this case failed; the other cases go on
+            partial.unlink(missing_ok=True)
+            record = exc.record if isinstance(exc, EditFailed) else {}
+            return {**out, **record, "edit_seconds": time.perf_counter() - start, "edit_peak_mb": peak(),
+                    "error_edit": str(exc) if isinstance(exc, EditFailed) else format_exception(exc)}
         seconds = time.perf_counter() - start
-        frames = VideoReader(str(output)).info.num_frames
-        return {"edited_path": str(output), "edit_seconds": seconds,
+        shutil.move(str(partial), output)
+        return {**out, "edited_path": str(output), "edit_seconds": seconds, "edit_frames": frames,
                 "edit_seconds_per_frame": seconds / max(1, frames), "edit_peak_mb": peak()}
+
+
+EDIT_OUTPUTS = {"edited_path": "str", "edit_input_path": "str", "edit_frames": "int", "edit_seconds": "float",
+                "edit_seconds_per_frame": "float", "edit_peak_mb": "float", "edit_exit_code": "int",
+                "edit_stderr": "str", "edit_seed": "int", "editor_hash": "str"}
 
 
 def _reset_peak():
@@ -104,8 +178,8 @@ def editor_stages(cfg: Any) -> list[Stage]:
 
     return [Stage(name="edit", fn=EditorPool, kind="pool",
                   init_kwargs={"cfg": OmegaConf.to_container(editor, resolve=True),
-                               "output_dir": str(editor.output_dir or run_dir / "edited")},
+                               "output_dir": str(editor.output_dir or run_dir / "edited"),
+                               "inputs_dir": str(run_dir / "edit_inputs")},
                   inputs=("source_path", "instruction", "annotations"),
-                  outputs={"edited_path": "str", "edit_seconds": "float", "edit_seconds_per_frame": "float",
-                           "edit_peak_mb": "float"},
+                  outputs=dict(EDIT_OUTPUTS),
                   num_cpus=1.0, num_gpus=float(editor.num_gpus), workers=editor.replicas, batch_size=1)]

@@ -13,7 +13,7 @@ from vbench_ray.editors.base import Editor, register_editor
 class IdentityEditor(Editor):
     name = "identity"
 
-    def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path) -> dict:
+    def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path, **params) -> dict:
         tmp = output.with_name(output.name + ".tmp")
         shutil.copyfile(source, tmp)
         tmp.replace(output)  # whole or absent: a killed edit leaves no half video behind

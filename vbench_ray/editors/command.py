@@ -1,0 +1,83 @@
+"""``command``: a model that ships only its own repository runs its official inference script per case.
+
+``editor.command`` is a template such as ``python infer.py --video {source} --prompt {instruction}
+--out {output} --num_frames {frames} --height {height} --width {width} --seed {seed}``. It is split into an
+argv list with ``shlex`` *before* the placeholders are filled, and no shell runs it: an instruction full of
+quotes, ``;`` or ``$(...)`` stays one argument. ``{source}`` is the input video already resampled to the
+model's frame rules (``frames``); ``{annotations}`` is the case's annotation JSON. The script runs in
+``editor.workdir`` with ``editor.env`` added to the environment, in its own process group, killed whole after
+``editor.timeout_s``. Its exit code, the tail of its stderr and its time are the case's record; a non-zero
+exit, a timeout or a missing output is that case's ``error_edit`` and the other cases go on.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+from vbench_ray.editors.base import EditFailed, Editor, register_editor
+
+PLACEHOLDERS = ("source", "instruction", "annotations", "output", "frames", "height", "width", "seed")
+
+
+def build_argv(template: str, values: dict) -> list[str]:
+    """``template`` split like a shell would, then each word's placeholders filled (never re-split)."""
+    import string
+
+    words = shlex.split(template)
+    if not words:
+        raise ValueError("editor.command is empty")
+    unknown = sorted({f for w in words for _, f, _, _ in string.Formatter().parse(w) if f}
+                     - set(PLACEHOLDERS))
+    if unknown:
+        raise ValueError(f"editor.command: unknown placeholder(s) {unknown}; known: {list(PLACEHOLDERS)}")
+    return [w.format(**{k: "" if v is None else str(v) for k, v in values.items()}) for w in words]
+
+
+@register_editor
+class CommandEditor(Editor):
+    name = "command"
+
+    def setup(self) -> None:
+        if not self.cfg.get("command"):
+            raise ValueError("editor.name=command needs editor.command (the model's inference command template)")
+        build_argv(self.cfg.command, {k: "" for k in PLACEHOLDERS})  # a bad template fails at actor start
+
+    def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path, **params) -> dict:
+        argv = build_argv(self.cfg.command, {"source": source, "instruction": instruction or "",
+                                             "annotations": annotations or "", "output": str(output), **params})
+        env = {**os.environ, **{str(k): str(v) for k, v in (self.cfg.get("env") or {}).items()}}
+        timeout = self.cfg.get("timeout_s")
+        tail_chars = int(self.cfg.get("stderr_tail_chars") or 2000)
+        proc = subprocess.Popen(argv, cwd=self.cfg.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=float(timeout) if timeout else None)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            _, err = proc.communicate()
+            raise EditFailed(f"timed out after {timeout} s: {argv[0]}",
+                             {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars)})
+        record = {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars)}
+        if proc.returncode != 0:
+            last = (record["edit_stderr"] or "").strip().splitlines()[-1:] or [""]
+            raise EditFailed(f"exit code {proc.returncode}: {last[0][:300]}", record)
+        if not output.exists() or output.stat().st_size == 0:
+            raise EditFailed(f"exit code 0 but no video at {{output}} ({output})", record)
+        return record
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the script and whatever it started
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _tail(data: bytes | None, n: int) -> str | None:
+    if not data:
+        return None
+    return data[-n:].decode("utf-8", errors="replace")
