@@ -19,6 +19,13 @@ Per-dimension agreement (§5 "per-dimension agreement", App. F.2): the same rank
 ``S_instr``, ``S_phy``, ``S_temp`` and ``NRVE_Acc``, the mean signed deviation judge - human over methods
 (Figure 5/12, ``> 0`` = the judge overestimates), and, per category, the category-level means of both.
 
+Inter-annotator agreement (App. F, Table 5), when some edited sample has scores from two or more annotators
+(:func:`inter_annotator`): instruction alignment (1 / 0.5 / 0 as categories) by Fleiss' kappa over the
+samples rated by the most common number of annotators (Fleiss needs the same count per sample), with
+Krippendorff's nominal alpha over all samples alongside; physics and temporal 1-5 ratings by Krippendorff's
+alpha, ordinal (the headline; the paper does not name the level) and interval. Computed on the raw answers,
+before normalisation, over every sample with at least two annotations.
+
 **Human scores file** (``agreement.human_scores``): JSONL (one object per line) or CSV with a header, one
 record per annotator and edited sample::
 
@@ -179,6 +186,36 @@ def rank_agreement(judge: dict[str, float], human: dict[str, float]) -> dict:
     return out
 
 
+def inter_annotator(records: list[dict]) -> dict | None:
+    """Table 5: agreement between annotators of the same edited samples; None when no sample has two or more
+    annotations. ``{n_samples, n_annotations, annotators_per_sample, instr: {...}, phy: {...}, temp: {...}}``."""
+    from vbench_ray.analyses.agreement import fleiss_kappa, krippendorff_alpha, rating_table
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        if r["level"] == "sample":
+            groups.setdefault((r["method"], r["id"]), []).append(r)
+    multi = {k: v for k, v in sorted(groups.items()) if len(v) >= 2}
+    if not multi:
+        return None
+    sizes = [len(v) for v in multi.values()]
+    modal = max(set(sizes), key=lambda s: (sizes.count(s), s))
+    same = [v for v in multi.values() if len(v) == modal]
+    table, cats = rating_table([[r["instr"] for r in v] for v in same])
+    instr = {"metric": "Fleiss' kappa", "value": fleiss_kappa(table) if len(cats) else None,
+             "n_samples": len(same), "n_annotators": modal, "categories": cats,
+             "krippendorff_alpha_nominal": krippendorff_alpha([[r["instr"] for r in v] for v in multi.values()]),
+             "n_samples_alpha": len(multi)}
+    out: dict[str, Any] = {"n_samples": len(multi), "n_annotations": int(sum(sizes)),
+                           "annotators_per_sample": {str(k): sizes.count(k) for k in sorted(set(sizes))},
+                           "instr": instr}
+    for key in ("phy", "temp"):
+        units = [[r[key] for r in v] for v in multi.values()]
+        out[key] = {"metric": "Krippendorff's alpha (ordinal)", "value": krippendorff_alpha(units, "ordinal"),
+                    "interval": krippendorff_alpha(units, "interval"), "n_samples": len(units)}
+    return out
+
+
 def agreement_summary(judge_rows: dict[str, list[dict]], records: list[dict], normalize: str, weights: dict,
                       epsilon: float, categories: dict[str, str] | None = None) -> dict:
     """The summary's ``agreement`` section.
@@ -195,7 +232,8 @@ def agreement_summary(judge_rows: dict[str, list[dict]], records: list[dict], no
     categories = categories or {}
     out: dict[str, Any] = {"n_methods": len(human), "n_samples": len(samples),
                            "n_annotations": sum(r["n_annotators"] for r in samples),
-                           "human": human, "judges": {}, "mean_judge": {}}
+                           "human": human, "judges": {}, "mean_judge": {},
+                           "inter_annotator": inter_annotator(records)}
     for label, rows in judge_rows.items():
         matched = [r for r in rows if (r["method"], r["instance_id"]) in pairs or r["method"] in method_level]
         scores = method_means(matched)

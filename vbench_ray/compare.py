@@ -325,8 +325,9 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
             n_resamples: int = 1000, n_permutations: int = 10000, confidence: float = 0.95,
             alpha: float = 0.05, human_prefs: str | Path | None = None, human_answers: str | Path | None = None,
             judge_repeats: list[str | Path] | None = None, analyses: bool = True) -> dict:
-    """The leaderboard as a JSON-ready dict (see the module docstring). With ``analyses`` (CoVEBench), the
-    ``analyses`` section holds :func:`vbench_ray.analyses.cove.cove_analyses` (docs/analyses.md)."""
+    """The leaderboard as a JSON-ready dict (see the module docstring). With ``analyses``, the ``analyses``
+    section holds :func:`vbench_ray.analyses.cove.cove_analyses` (CoVEBench) or
+    :func:`vbench_ray.analyses.vidic.vidic_analyses` (ViDiC) (docs/analyses.md)."""
     if len(run_dirs) < 2:
         raise CompareError("compare needs at least two run directories")
     runs = [load_run(p, variant) for p in run_dirs]
@@ -434,8 +435,20 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
         repeats = [load_run(p, variant) for p in judge_repeats or []]
         extra = cove_analyses({r.label: r for r in ordered}, human_prefs=human_prefs, human_answers=human_answers,
                               judge_repeats=repeats, seed=seed, n_resamples=n_resamples)
+    elif analyses and benchmark == "vidic":
+        from vbench_ray.analyses.vidic import vidic_analyses
+
+        if human_prefs:
+            raise CompareError("--human-prefs is a CoVEBench analysis; these runs are vidic "
+                               "(ViDiC takes --human-answers and --judge-repeats)")
+        repeats = [load_run(p, variant) for p in judge_repeats or []]
+        try:
+            extra = vidic_analyses({r.label: r for r in ordered}, human_answers=human_answers, judge_repeats=repeats)
+        except (ValueError, FileNotFoundError) as exc:
+            raise CompareError(str(exc)) from None
     elif human_prefs or human_answers or judge_repeats:
-        raise CompareError(f"--human-prefs / --human-answers / --judge-repeats are CoVEBench analyses; these runs are {benchmark}")
+        raise CompareError("--human-prefs / --human-answers / --judge-repeats are CoVEBench (and ViDiC: "
+                           f"--human-answers, --judge-repeats) analyses; these runs are {benchmark}")
     return {
         "benchmark": benchmark, "variant": variant,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -523,9 +536,75 @@ def pair_rows(board: dict) -> list[dict]:
     return out
 
 
+def _ci_pair(ci: Any) -> tuple[Any, Any]:
+    return (ci[0], ci[1]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+
+
+def analysis_tables(board: dict) -> dict[str, pd.DataFrame]:
+    """The ``analyses`` section as flat tables (one row per model x subset / bin / cell), for wandb."""
+    a = board.get("analyses") or {}
+    out: dict[str, pd.DataFrame] = {}
+    rows: list[dict] = []
+    for attr, block in (a.get("breakdowns") or {}).items():
+        for label, bins in (block.get("runs") or {}).items():
+            for b in bins:
+                lo, hi = _ci_pair(b.get("ci95"))
+                rows.append({"attribute": attr, "model": label, "bin": b.get("bin"), "value": b.get("value"),
+                             "ci_lo": lo, "ci_hi": hi, "n_cases": b.get("n_cases")})
+    if rows:
+        out["breakdowns"] = pd.DataFrame(rows)
+    corr = a.get("correlations") or {}
+    if corr.get("metrics"):
+        out["correlations"] = pd.DataFrame(
+            [{"metric_a": m1, "metric_b": m2, "rho": corr["rho"][i][j], "n": corr["n"][i][j]}
+             for i, m1 in enumerate(corr["metrics"]) for j, m2 in enumerate(corr["metrics"])])
+    rows = []
+    for label, levels in (a.get("category_levels") or {}).items():
+        for level in ("level1", "subject_level2"):
+            for cat, v in ((levels or {}).get(level) or {}).items():
+                lo, hi = _ci_pair(v.get("ci95"))
+                rows.append({"model": label, "level": level, "category": cat, "value": v.get("value"), "ci_lo": lo,
+                             "ci_hi": hi, "n": v.get("n"), "n_cases": v.get("n_cases")})
+    if rows:
+        out["category_levels"] = pd.DataFrame(rows)
+    align = a.get("human_alignment") or {}
+    if align:
+        out["human_alignment"] = pd.DataFrame([{"metric": m, **r} for m, r in align.items()])
+    rows = []
+    for label, r in (a.get("judge_human") or {}).items():
+        rows.append({"model": label, "subset": "all", "n": r.get("n"), "accuracy": r.get("accuracy"),
+                     "kappa": r.get("kappa"), "n_unmatched": r.get("n_unmatched")})
+        for kind in ("by_type", "by_section"):
+            for sub, v in (r.get(kind) or {}).items():
+                rows.append({"model": label, "subset": sub, "n": v.get("n"), "accuracy": v.get("accuracy"),
+                             "kappa": v.get("kappa"), "n_unmatched": None})
+    if rows:
+        out["judge_human"] = pd.DataFrame(rows)
+    st = a.get("judge_stability")
+    if st:
+        rows = [{"subset": "all", "n_runs": st.get("n_runs"), "n_questions": st.get("n_questions"),
+                 "agreement": st.get("agreement"), "fleiss_kappa": st.get("fleiss_kappa")}]
+        rows += [{"subset": sub, "n_runs": st.get("n_runs"), "n_questions": v.get("n_questions"),
+                  "agreement": v.get("agreement"), "fleiss_kappa": v.get("fleiss_kappa")}
+                 for sub, v in (st.get("by_section") or {}).items()]
+        out["judge_stability"] = pd.DataFrame(rows)
+        runs = st.get("runs") or []
+        rows = [{"metric": m, "run": runs[i] if i < len(runs) else str(i), "value": x, "range": v.get("range"),
+                 "std": v.get("std")} for m, v in (st.get("metrics") or {}).items() for i, x in enumerate(v["values"])]
+        if rows:
+            out["judge_stability_metrics"] = pd.DataFrame(rows)
+        human = (st.get("human") or {}).get("per_run") or {}
+        if human:
+            out["judge_stability_human"] = pd.DataFrame(
+                [{"run": label, "n": v.get("n"), "accuracy": v.get("accuracy"), "kappa": v.get("kappa")}
+                 for label, v in human.items()])
+    return out
+
+
 def log_wandb(board: dict, out: Path, mode: str = "offline", project: str = "vbench-ray") -> str | None:
     """One wandb run in ``out/wandb`` (offline by default): the leaderboard and pair tables, per-model values
-    in the summary, and the page's plots as HTML panels."""
+    in the summary, the analyses as tables (:func:`analysis_tables`, ``analyses/<name>``), and the page's plots
+    (forest, ranks, correlation heatmap, breakdowns) as HTML panels."""
     if mode == "disabled":
         return None
     from vbench_ray.sinks import _flatten, wandb_env
@@ -533,7 +612,7 @@ def log_wandb(board: dict, out: Path, mode: str = "offline", project: str = "vbe
     os.environ.update(wandb_env(out))
     import wandb
 
-    from vbench_ray.leaderboard_html import forest_svg, rank_svg
+    from vbench_ray.leaderboard_html import _breakdown_chart, _heatmap, forest_svg, rank_svg
 
     run = wandb.init(mode=mode, project=project, name=f"compare-{board['benchmark']}", job_type="compare",
                      config={"runs": [r["run_dir"] for r in board["rows"]], **board["settings"],
@@ -554,6 +633,17 @@ def log_wandb(board: dict, out: Path, mode: str = "offline", project: str = "vbe
             svg = rank_svg(board, m)
             if svg:
                 plots[f"ranks/{m}"] = wandb.Html(f"<html><body>{svg}</body></html>", inject=False)
+        tables = analysis_tables(board)
+        if tables:
+            run.log({f"analyses/{name}": wandb.Table(dataframe=df) for name, df in tables.items()})
+        analyses = board.get("analyses") or {}
+        svg = _heatmap(analyses.get("correlations") or {})
+        if svg:
+            plots["analyses/correlations"] = wandb.Html(f"<html><body>{svg}</body></html>", inject=False)
+        for name, block in (analyses.get("breakdowns") or {}).items():
+            svg = _breakdown_chart(name, block)
+            if svg:
+                plots[f"analyses/breakdown/{name}"] = wandb.Html(f"<html><body>{svg}</body></html>", inject=False)
         if plots:
             run.log(plots)
         return run.dir

@@ -385,14 +385,29 @@ def _analyses(board: dict) -> str:
                      f"<th>n</th></tr></thead><tbody>{rows}</tbody></table>")
     jh = a.get("judge_human") or {}
     if jh:
-        rows = "".join(f"<tr><td>{_esc(m)}</td><td>{_fmt(100 * r['accuracy'] if r['accuracy'] is not None else None)}%</td>"
-                       f"<td>{_fmt(r['kappa'])}</td><td>{r['n']}</td><td>{r['n_unmatched']}</td></tr>" for m, r in jh.items())
-        parts.append("<h3>Judge vs humans (§4.2)</h3><table id=\"judge-human\" class=\"num\"><thead><tr><th>run</th>"
-                     f"<th>agreement</th><th>Cohen's κ</th><th>n</th><th>unmatched</th></tr></thead><tbody>{rows}</tbody></table>")
+        sections = list(dict.fromkeys(k for r in jh.values() for k in (r.get("by_section") or {})))  # ViDiC Table 3
+
+        def pct(x):
+            return f"{_fmt(100 * x if x is not None else None)}%"
+
+        rows = "".join(f"<tr><td>{_esc(m)}</td><td>{pct(r['accuracy'])}</td>"
+                       f"<td>{_fmt(r['kappa'])}</td><td>{r['n']}</td><td>{r['n_unmatched']}</td>"
+                       + "".join(f"<td>{pct(((r.get('by_section') or {}).get(s) or {}).get('accuracy'))} (κ "
+                                 f"{_fmt(((r.get('by_section') or {}).get(s) or {}).get('kappa'))})</td>" for s in sections)
+                       + "</tr>" for m, r in jh.items())
+        title = "Judge vs humans (ViDiC Table 3: concordance)" if sections else "Judge vs humans (§4.2)"
+        extra = "".join(f"<th>{_esc(s)}</th>" for s in sections)
+        parts.append(f"<h3>{title}</h3><table id=\"judge-human\" class=\"num\"><thead><tr><th>run</th>"
+                     f"<th>agreement</th><th>Cohen's κ</th><th>n</th><th>unmatched</th>{extra}</tr></thead><tbody>{rows}</tbody></table>")
     st = a.get("judge_stability")
     if st:
         spread = ", ".join(f"{_esc(m)} range {_fmt(v['range'])}" for m, v in st["metrics"].items())
         parts.append(f"<h3>Judge stability over {st['n_runs']} repeated runs</h3><p>identical answers on "
                      f"{_fmt(100 * st['agreement'] if st['agreement'] is not None else None)}% of {st['n_questions']} "
                      f"questions; Fleiss' κ {_fmt(st['fleiss_kappa'])}; {spread}</p>")
+        human = (st.get("human") or {}).get("per_run") or {}
+        if human:
+            parts.append("<p>concordance with humans per run: " + ", ".join(
+                f"{_esc(k)} {_fmt(100 * v['accuracy'] if v['accuracy'] is not None else None)}%"
+                for k, v in human.items()) + "</p>")
     return f"<section id=\"analyses\"><h2>Analyses</h2>{''.join(parts)}</section>" if parts else ""

@@ -13,11 +13,17 @@ and CoVEBench's adaptive-tie human alignment (seeds/000 App. G.2).
   preference when the metric prefers the same side (strictly; an exact metric tie against a clear human
   preference is a disagreement).
 
-Kappa is undefined (None) when chance agreement is 1 (every rating in one category).
+* :func:`krippendorff_alpha`: ``1 - D_o / D_e`` from the coincidence matrix of the pairable values (units
+  with at least two ratings; any number of raters per unit, missing ratings allowed), with the nominal,
+  ordinal or interval difference function (Krippendorff, "Computing Krippendorff's Alpha-Reliability", 2011).
+
+Kappa is undefined (None) when chance agreement is 1 (every rating in one category); alpha when the expected
+disagreement is 0.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -73,6 +79,55 @@ def rating_table(ratings: Sequence[Sequence[Any]]) -> tuple[np.ndarray, list[str
         for x in row:
             t[i, index[str(x)]] += 1
     return t, cats
+
+
+def krippendorff_alpha(units: Sequence[Sequence[Any]], level: str = "nominal") -> float | None:
+    """Krippendorff's alpha; ``units[u]`` = the values unit ``u`` got (one per rater who rated it; None or NaN
+    = not rated). ``level``: ``nominal`` (any labels), ``ordinal`` or ``interval`` (numbers)."""
+    if level not in ("nominal", "ordinal", "interval"):
+        raise ValueError(f"level must be nominal, ordinal or interval, got {level!r}")
+
+    def rated(x: Any) -> bool:
+        return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+    rows = [[x for x in u if rated(x)] for u in units]
+    rows = [u for u in rows if len(u) >= 2]  # only pairable values count
+    if not rows:
+        return None
+    if level == "nominal":
+        values = sorted({str(x) for u in rows for x in u})
+        rows = [[str(x) for x in u] for u in rows]
+    else:
+        values = sorted({float(x) for u in rows for x in u})
+        rows = [[float(x) for x in u] for u in rows]
+    index = {v: i for i, v in enumerate(values)}
+    k = len(values)
+    o = np.zeros((k, k))  # coincidence matrix
+    for u in rows:
+        m = len(u)
+        counts = np.zeros(k)
+        for x in u:
+            counts[index[x]] += 1
+        o += (np.outer(counts, counts) - np.diag(counts)) / (m - 1)
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    if level == "nominal":
+        delta = 1.0 - np.eye(k)
+    elif level == "interval":
+        v = np.asarray(values)
+        delta = (v[:, None] - v[None, :]) ** 2
+    else:  # ordinal: (sum of the marginals from c to k, minus half of the two ends) squared
+        cum = np.concatenate([[0.0], np.cumsum(n_c)])
+        delta = np.zeros((k, k))
+        for c in range(k):
+            for d in range(k):
+                lo, hi = min(c, d), max(c, d)
+                delta[c, d] = (cum[hi + 1] - cum[lo] - (n_c[c] + n_c[d]) / 2.0) ** 2
+    d_o = float((o * delta).sum() / n)
+    d_e = float((np.outer(n_c, n_c) * delta).sum() / (n * (n - 1)))
+    if d_e <= 0.0:
+        return None
+    return float(1.0 - d_o / d_e)
 
 
 def adaptive_tau(abs_diffs: Sequence[float], tie_share: float) -> float | None:

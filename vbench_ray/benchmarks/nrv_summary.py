@@ -226,4 +226,15 @@ def report_tables(summary: dict, frame_metrics: list[str], with_fps: bool) -> li
                      "–"])
         tables.append({"title": "Agreement with humans: Spearman rho / Kendall tau over methods (Table 6)",
                        "columns": ["Judge", *scoring.NRVE_METRICS, "Signed deviation"], "rows": rows})
+    inter = (agreement or {}).get("inter_annotator")
+    if inter:
+        i = inter["instr"]
+        rows = [["Instruction alignment", "Fleiss' kappa", _f(i["value"], 3), f"{i['n_samples']} x {i['n_annotators']}"],
+                ["Instruction alignment", "Krippendorff's alpha (nominal)", _f(i["krippendorff_alpha_nominal"], 3),
+                 str(i["n_samples_alpha"])]]
+        for key, name in (("phy", "Physics plausibility"), ("temp", "Temporal consistency")):
+            rows.append([name, "Krippendorff's alpha (ordinal)", _f(inter[key]["value"], 3), str(inter[key]["n_samples"])])
+            rows.append([name, "Krippendorff's alpha (interval)", _f(inter[key]["interval"], 3), str(inter[key]["n_samples"])])
+        tables.append({"title": "Inter-annotator agreement of the human scores (Table 5)",
+                       "columns": ["Dimension", "Agreement metric", "Score", "Samples"], "rows": rows})
     return tables
