@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the working dir, when not pip-installed
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # jobs/_deps.py, however the file is run
 
 from _deps import require  # noqa: E402  (jobs/_deps.py: standard library only)
 

@@ -41,10 +41,18 @@ sys.path.insert(0, str(REPO))
 BIN = Path(sys.executable).parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports (the sockets stay open until all are picked, so no port is handed out twice)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _shard_keys(run_dir: Path) -> list[tuple[str, str]]:
@@ -234,13 +242,13 @@ def main(out: Path) -> dict:
     data = synth_cove(out / "data", n=8, seed=0)
     judge = build_tiny_judge(out / "tiny-judge", seed=0)
     temp_dir = tempfile.mkdtemp(prefix="vbrmn", dir="/tmp")  # short: Ray's socket paths have a length limit
-    dash = _free_port()
+    dash, gcs_port, client_port = _free_ports(3)
     os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ['PATH']}"  # nodes (and the job's `python`) use this env
     common = {"node_ip_address": "127.0.0.1", "object_store_memory": 200 * 1024 * 1024}
     t0 = time.time()
     cluster = Cluster(initialize_head=True, head_node_args={
-        **common, "num_cpus": 0, "gcs_server_port": _free_port(), "include_dashboard": True, "dashboard_host": "127.0.0.1",
-        "dashboard_port": dash, "temp_dir": temp_dir, "ray_client_server_port": _free_port()})
+        **common, "num_cpus": 0, "gcs_server_port": gcs_port, "include_dashboard": True, "dashboard_host": "127.0.0.1",
+        "dashboard_port": dash, "temp_dir": temp_dir, "ray_client_server_port": client_port})
     facts: dict = {}
     try:
         cpu_node = cluster.add_node(**common, num_cpus=3)

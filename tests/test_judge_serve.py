@@ -46,7 +46,9 @@ def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
         *[f"judge.env_vars.{k}={v}" for k, v in env.items()]])
     try:
         summary = run(cfg).summary
+        apps_after = dict(serve.status().applications)
     finally:
+        serve.shutdown()  # the controller and proxy too: later tests share this Ray session
         kill_tagged(tag)
     judge = summary["judge"]
     assert judge["judge"]["backend"] == "vllm" and judge["judge"]["n_requests"] > 0
@@ -56,4 +58,4 @@ def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
     assert all(r["backend"] == "vllm" and r["text"] is not None for r in judged)  # answered by the engine
     loads = [json.loads(x) for x in (out / "engines.jsonl").read_text().splitlines()]
     assert [x["backend"] for x in loads] == ["vllm-serve"]  # one deployment, one replica, for both phases
-    assert not any(name.startswith("vbench-judge-") for name in serve.status().applications)  # deleted at the end
+    assert not any(name.startswith("vbench-judge-") for name in apps_after)  # the run deleted its deployment

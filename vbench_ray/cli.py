@@ -1,6 +1,9 @@
 """``vbench-ray``: run, synth, report, demo.
 
     vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
+    vbench-ray edit EDITOR.yaml [key=value ...]  edit CoVEBench's cases with one editing model (configs/editors/)
+                                                 into output.dir/{id}.mp4; resumable; Table 5 cost in summary.json
+    vbench-ray weights check CONFIG [key=value]  every enabled metric's weights exist and load (keys named)
     vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
     vbench-ray synth cove|vidic|nrv|agentic --out DIR  write a synthetic mini benchmark in the official layout
     vbench-ray verify agentic --task T --submission S   score one AgenticVBench submission, write reward.json
@@ -33,6 +36,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run(cfg)
     _print_result(result)
     return _unavailable_exit(result.summary)
+
+
+def cmd_edit(args: argparse.Namespace) -> int:
+    """CoVEBench's cases through one editor (configs/editors/<model>.yaml), nothing evaluated: the edited videos
+    in output.dir in the official layout ({id}.mp4), the run's files (cases/, summary.json with the ``edit``
+    section, report.html) beside them. Evaluate later with ``run configs/cove.yaml data.edited_dir=<output.dir>``."""
+    from vbench_ray.config import ConfigError
+    from vbench_ray.configure import load_config
+    from vbench_ray.runner import run
+
+    out = [o.split("=", 1)[1] for o in args.overrides if o.startswith("output.dir=")]
+    if not out:
+        raise ConfigError("vbench-ray edit needs output.dir=DIR (where the edited videos {id}.mp4 go)")
+    editor = Path(args.editor).expanduser()
+    if not editor.is_file() and (REPO_CONFIGS / args.editor).is_file():
+        editor = REPO_CONFIGS / args.editor
+    cfg = load_config(REPO_CONFIGS / "cove.yaml", [
+        f"editor.include={editor.resolve()}", "metrics.enabled=[]", f"editor.output_dir={Path(out[-1]).resolve()}",
+        "editor.layout=flat", *args.overrides])
+    if cfg.editor.name == "precomputed":
+        raise ConfigError(f"{args.editor}: editor.name is precomputed: nothing to edit")
+    if cfg.editor.name == "command" and not cfg.editor.command:
+        raise ConfigError(f"{args.editor}: editor.command is not set (the model's inference command template)")
+    result = run(cfg)
+    edit = result.summary.get("edit", {})
+    print(f"edited videos: {cfg.editor.output_dir}")
+    print(f"summary:       {result.summary_path}")
+    spf, peak = edit.get("mean_seconds_per_frame"), edit.get("peak_mb")
+    print(f"{edit.get('n_edited', 0)} edited, {edit.get('n_reused', 0)} reused, {edit.get('n_failed', 0)} failed; "
+          f"{'n/a' if spf is None else f'{spf:.3f}'} s/frame, peak {'n/a' if peak is None else f'{peak:,.1f}'} MB")
+    for case_id, error in list(edit.get("failed", {}).items())[:10]:
+        print(f"  failed {case_id}: {error}", file=sys.stderr)
+    return 1 if edit.get("n_failed") else 0
 
 
 # Exit statuses: 2 a config or data error (nothing ran), 3 a metric unavailable (a dead judge: summary.json
@@ -68,6 +104,30 @@ def _print_result(result) -> None:
     failures = result.summary.get("failures", {})
     if failures.get("count"):
         print(f"  {failures['count']} case(s) failed: {failures['by_stage']} (details in summary.json)")
+
+
+def cmd_weights(args: argparse.Namespace) -> int:
+    """Every enabled model-backed metric's weights: present (the config key named when not) and loadable."""
+    import time
+
+    from vbench_ray import preflight
+    from vbench_ray.configure import load_config
+    from vbench_ray.metrics.base import METRICS, build_metric
+
+    cfg = load_config(args.config, args.overrides)
+    preflight.check(cfg)  # every missing path, named by its key, before anything loads
+    enabled = [m for m in (cfg.metrics.get("enabled") or []) if m in METRICS]
+    models = [m for m in enabled if build_metric(m, cfg.metrics[m]).in_pool()]
+    for name in models:
+        start = time.perf_counter()
+        try:
+            build_metric(name, cfg.metrics[name]).setup()
+        except Exception as exc:  # a file that exists but does not load: name the metric and the error
+            print(f"error: metrics.{name}: the weights do not load: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        print(f"{name}: loaded in {time.perf_counter() - start:.1f} s")
+    print(f"weights ok: {', '.join(models) if models else 'no enabled metric needs weights'}")
+    return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -177,6 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. output.dir=runs/x")
     p.set_defaults(fn=cmd_run)
 
+    p = sub.add_parser("edit", help="edit CoVEBench's cases with one editing model ({id}.mp4 in output.dir)")
+    p.add_argument("editor", help="editor YAML, e.g. configs/editors/vace.yaml")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. data.checklist=... output.dir=...")
+    p.set_defaults(fn=cmd_edit)
+
+    p = sub.add_parser("weights", help="check that every enabled metric's weights exist and load")
+    p.add_argument("action", choices=["check"])
+    p.add_argument("config", help="YAML config, e.g. configs/cove.yaml")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. metrics.enabled=[SSIM,AES]")
+    p.set_defaults(fn=cmd_weights)
+
     p = sub.add_parser("sweep", help="evaluate a config over the variants of a sweep file")
     p.add_argument("sweep", help="sweep YAML, e.g. configs/sweeps/vidic_robustness.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides of the base config")
@@ -216,8 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction")
     p.add_argument("--wandb-mode", default="offline", choices=["offline", "online", "disabled"])
     p.add_argument("--human-prefs", default=None, help="CoVEBench: human pairwise preferences (docs/analyses.md)")
-    p.add_argument("--human-answers", default=None, help="CoVEBench: human answers to checklist questions")
-    p.add_argument("--judge-repeats", nargs="*", default=[], help="CoVEBench: runs of one model repeated with other judge seeds")
+    p.add_argument("--human-answers", default=None, help="CoVEBench / ViDiC: human answers to checklist questions")
+    p.add_argument("--judge-repeats", nargs="*", default=[], help="CoVEBench / ViDiC: runs of one model repeated with other judge seeds")
     p.set_defaults(fn=cmd_compare)
 
     p = sub.add_parser("demo", help="synthetic CoVEBench on local Ray")

@@ -61,6 +61,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError("required config keys are not set: " + ", ".join(f"`{k}`" for k in missing)
                           + " (set them in the YAML or as key=value)")
     _check_choices(cfg)
+    if "editor" in cfg and cfg.editor.name != "precomputed":  # issue 12: the editor's hash goes in config.yaml
+        from vbench_ray.editors import editor_config_hash
+
+        cfg.editor.config_hash = editor_config_hash(cfg.editor)
     OmegaConf.set_readonly(cfg, True)
     return cfg
 

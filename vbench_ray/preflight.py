@@ -224,6 +224,8 @@ def _judge_key(cfg: DictConfig, phase: str, node: Any) -> str:
     if cfg.benchmark == "nrv" and len(_get(cfg, "judges") or []) > 1:
         labels = [label for label, _ in _nrv_specs(cfg)]
         return f"judges[{labels.index(phase)}]" if phase in labels else "judge"
+    if cfg.benchmark == "cove" and phase == "vqr":
+        return "vqr"
     return "judge"
 
 

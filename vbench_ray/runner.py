@@ -174,7 +174,9 @@ def _budget_without_engines(reserved: dict[str, float], stages: list[Stage]) -> 
     DataContext.get_current().execution_options.exclude_resources = ExecutionResources(
         cpu=reserved["CPU"], gpu=reserved["GPU"])
     left = cluster_capacity()["CPU"] - reserved["CPU"]
-    need = sum(s.num_cpus for s in stages)  # every stage needs one worker at a time, or the stream stalls
+    # a CPU task and every judge stage's actor must fit at once, or the stream stalls (model pools queue up)
+    need = max((s.num_cpus for s in stages if s.kind == "cpu"), default=0.0) + \
+        sum(s.num_cpus for s in stages if s.kind == "judge")
     if reserved["CPU"] and left < need:
         raise ConfigError(f"the Ray cluster has {left + reserved['CPU']:.0f} CPUs and the judge engines hold "
                           f"{reserved['CPU']:.0f}, leaving {left:.2f} for the stream, which needs {need:.2f}: "

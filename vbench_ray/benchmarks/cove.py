@@ -27,6 +27,7 @@ from typing import Any, List, Optional, Sequence
 import pyarrow as pa
 
 from vbench_ray.benchmarks import cove_checklist as checklist
+from vbench_ray.benchmarks import cove_vqr as vqr
 from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report, group_rows,
                                         judge_availability, metric_stats, register_benchmark)
 from vbench_ray.config import BaseConfig
@@ -45,13 +46,16 @@ VIDEO_EXTS = (".mp4", ".mov", ".webm", ".mkv", ".avi")
 EDITED_NAME_PATTERNS = [re.compile(p) for p in (r"task_(\d+)_output", r"output_id(\d+)", r"video[_-](\d+)", r"^(\d+)$")]
 # The frame metrics CoVEBench uses, by their registered names (vbench_ray.metrics): their config sections,
 # allowed values and stages all come from the metric classes.
-OBJECTIVE_METRICS = ("SSIM", "MSM", "MF")
-ALL_METRICS = OBJECTIVE_METRICS + checklist.CHECKLIST_METRICS
+OBJECTIVE_METRICS = ("SSIM", "MSM", "MF", "SRC", "AES", "TQ")
+ALL_METRICS = OBJECTIVE_METRICS + checklist.CHECKLIST_METRICS + (vqr.METRIC,)
+# judge-backed metrics that are neither frame metrics nor checklist metrics (VQR: VisualQuality-R1, cove_vqr)
+JUDGED_METRICS = (vqr.METRIC,)
 # `metrics.enabled`'s default (documented in configs/cove.yaml): a metric added to OBJECTIVE_METRICS is off
 # until it is named here too (and in the YAML's `enabled`)
 DEFAULT_ENABLED = ("SSIM", "MSM", "MF") + checklist.CHECKLIST_METRICS
 # App. F.3-F.4: the categories each metric leaves out by default (a metric not named here excludes none).
-DEFAULT_EXCLUSIONS = {"SSIM": ["Background"], "MF": ["Camera", "Style", "Motion"]}
+# SRC: the official category fast path (camera moves, global style; metrics/src.py)
+DEFAULT_EXCLUSIONS = {"SSIM": ["Background"], "MF": ["Camera", "Style", "Motion"], "SRC": ["Camera", "Style"]}
 
 
 # ----------------------------------------------------------------------------- config
@@ -99,6 +103,8 @@ class CoveConfig(BaseConfig):
     data: CoveDataConfig = field(default_factory=CoveDataConfig)
     metrics: CoveMetricsConfig = field(default_factory=CoveMetricsConfig)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(max_tokens=16384))
+    # VQR's model (VisualQuality-R1-7B), a judge of its own (cove_vqr; configs/judges/visualquality_r1_vllm.yaml)
+    vqr: JudgeConfig = field(default_factory=lambda: JudgeConfig(temperature=1.0, top_p=1.0, max_tokens=512))
     score: checklist.CoveScoreConfig = field(default_factory=checklist.CoveScoreConfig)
     editor: EditorConfig = field(default_factory=EditorConfig)
 
@@ -243,15 +249,20 @@ def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: 
 class CoveBench(Benchmark):
     name = "cove"
     config_class = CoveConfig
+    # rows made by another editor (or another editor config) are another model's: never resumed into
+    result_sections = ("editor.name", "editor.config_hash")
     metric_names = OBJECTIVE_METRICS  # config_class's metrics section is made from the same list
-    config_choices = {**JUDGE_CHOICES, "data.pair_mismatch": ("resample", "fail"),
+    config_choices = {**JUDGE_CHOICES, **{"vqr." + k.split(".", 1)[1]: v for k, v in JUDGE_CHOICES.items()
+                                          if k.split(".", 1)[1] != "parse"}, "data.pair_mismatch": ("resample", "fail"),
                       "score.aggregation": ("pooled", "per_task"), "score.uas_unit": ("group", "task"),
                       "score.missing_output": checklist.MISSING_OUTPUT_RULES,
-                      **metric_choices(OBJECTIVE_METRICS), "editor.name": ("precomputed", *sorted(EDITORS))}
+                      **metric_choices(OBJECTIVE_METRICS), "editor.name": ("precomputed", *sorted(EDITORS)),
+                      "editor.layout": ("by_variant", "flat"), "editor.frame_rules.resolution_mode": ("exact", "max"),
+                      "editor.profile": ("table5",)}
 
     def enabled_metrics(self, cfg) -> list[str]:
         """The enabled objective (frame) metrics."""
-        known = tuple(self.metric_names) + checklist.CHECKLIST_METRICS
+        known = tuple(self.metric_names) + checklist.CHECKLIST_METRICS + JUDGED_METRICS
         unknown = [m for m in cfg.metrics.enabled if m not in known]
         if unknown:
             raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; CoVEBench metrics are {list(known)}")
@@ -260,6 +271,10 @@ class CoveBench(Benchmark):
     def checklist_metrics(self, cfg) -> list[str]:
         return [m for m in cfg.metrics.enabled if m in checklist.CHECKLIST_METRICS]
 
+    @staticmethod
+    def vqr_enabled(cfg) -> bool:
+        return vqr.METRIC in cfg.metrics.enabled
+
     def case_fields(self, cfg) -> list[pa.Field]:
         return [pa.field("categories_l2", pa.list_(pa.string())), pa.field("error_edited", pa.string())] + \
                [pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics(cfg)]
@@ -267,8 +282,9 @@ class CoveBench(Benchmark):
     def stages(self, cfg) -> list[Stage]:
         """Decode (a CPU stage computing the CPU metrics), then one model pool per model-backed metric."""
         metrics = self.enabled_metrics(cfg)
+        extra = [vqr.frame_stage(cfg)] if self.vqr_enabled(cfg) else []  # VQR's frames, as JPEGs for its judge
         if not metrics:
-            return []
+            return extra
         specs = {m: _plain(getattr(cfg.metrics, m)) for m in metrics}
         built = [METRICS[m](getattr(cfg.metrics, m)) for m in metrics]
         decode = Stage(
@@ -277,7 +293,7 @@ class CoveBench(Benchmark):
             inputs=("source_path", "edited_path") + tuple(f"excluded_{m}" for m in metrics),
             outputs={**decode_outputs(built), "frames_decoded": "int", "videos_opened": "int", "warning_pair": "str"},
             num_cpus=1.0, workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
-        return [decode] + metric_pool_stages(built, specs, cfg.ray)
+        return [decode] + metric_pool_stages(built, specs, cfg.ray) + extra
 
     # -- loading
     def load_cases(self, cfg) -> list[dict]:
@@ -335,9 +351,13 @@ class CoveBench(Benchmark):
 
     # -- checklist judging (paper §3.1, App. F.1, F.3)
     def judge_phases(self, cfg) -> list[JudgePhase]:
-        if not self.checklist_metrics(cfg):
-            return []
-        return [JudgePhase("checklist", cfg.judge, lambda cases, _: self.judge_requests(cases, cfg.judge.parse))]
+        phases = []
+        if self.checklist_metrics(cfg):
+            phases.append(JudgePhase("checklist", cfg.judge,
+                                     lambda cases, _: self.judge_requests(cases, cfg.judge.parse)))
+        if self.vqr_enabled(cfg):  # VisualQuality-R1, one request per sampled frame (cove_vqr)
+            phases.append(JudgePhase(vqr.STAGE, cfg.vqr, lambda cases, _: vqr.requests_of(cases)))
+        return phases
 
     @staticmethod
     def judge_requests(cases: list[dict], parse: str = "official") -> list[JudgeRequest]:
@@ -347,14 +367,16 @@ class CoveBench(Benchmark):
                 for r in checklist.build_requests(case, parse)]
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
-        rows = [q for case in cases if not case.get("error_load")
+        rows = [q for case in cases if not case.get("error_load") and self.checklist_metrics(cfg)
                 for q in checklist.judgment_rows(case, results, cfg.judge.parse,
                                                  unusable=unusable_edited(case),
                                                  missing_output=cfg.score.missing_output)]
+        if self.vqr_enabled(cfg):
+            rows += [f for case in cases for f in vqr.frame_rows(case, results)]
         return pa.Table.from_pylist(rows, schema=checklist.JUDGMENT_SCHEMA)
 
     def _checklist_summary(self, judgments: pa.Table, cfg) -> tuple[dict, dict]:
-        rows = judgments.to_pylist()
+        rows = [r for r in judgments.to_pylist() if r["metric"] not in JUDGED_METRICS]
         metrics = self.checklist_metrics(cfg)
         args = (cfg.score, cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
         headline = {}
@@ -385,12 +407,22 @@ class CoveBench(Benchmark):
             summary["exclusions"][m] = reasons
         for category, members in group_rows(rows, "categories").items():
             summary["by_category"][category] = {m: metric_stats(members, m, cfg.stats, seed) for m in metrics}
-        if judgments is not None:
+        if judgments is not None and self.checklist_metrics(cfg):
             headline, categories = self._checklist_summary(judgments, cfg)
             summary["metrics"].update(headline)
             for category, values in categories.items():
                 summary["by_category"].setdefault(category, {}).update(values)
+        if self.vqr_enabled(cfg):
+            judged = judgments.to_pylist() if judgments is not None else []
+            summary["metrics"][vqr.METRIC], categories = vqr.summarize(rows, judged, cfg)
+            for category, values in categories.items():
+                summary["by_category"].setdefault(category, {}).update(values)
         summary["failures"] = failure_report(rows)
+        if cfg.editor.name != "precomputed":  # the editing model's cost (Table 5)
+            from vbench_ray.editors.cost import edit_report_table, edit_summary
+
+            summary["edit"] = edit_summary(rows, cfg.editor)
+            summary.setdefault("report_tables", []).append(edit_report_table(summary["edit"]))
         if self.checklist_metrics(cfg):
             unusable = sorted({r["case_id"] for r in rows if not r.get("error_load") and unusable_edited(r)},
                               key=lambda c: (len(c), c))

@@ -183,8 +183,9 @@ class JudgeBackend:
         records themselves: it has no identity of its own and accepts any judge's."""
         if self.name == "replay":
             return None
-        blob = json.dumps({"backend": self.name, "model": self.cfg.model, "name": self.cfg.name,
-                           **self.sampling_params()}, sort_keys=True, default=str)
+        keys = ("model", "name", "temperature", "top_p", "max_tokens", "seed")
+        blob = json.dumps({"backend": self.name, **{k: getattr(self.cfg, k, None) for k in keys}},
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
