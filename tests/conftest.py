@@ -32,6 +32,12 @@ def _session_ray_token() -> None:
 _session_ray_token()
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The multi-node tests first: they start a cluster of their own in a subprocess, and on 2 cores they need
+    the machine before the shared local Ray (and what earlier tests leave in it) is up."""
+    items.sort(key=lambda item: 0 if item.fspath.basename == "test_multinode.py" else 1)
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A local Ray runtime shared by every test that needs one (starting Ray costs ~10 s)."""

@@ -98,7 +98,7 @@ def scenario_job(address: str, data: dict, out: Path, env: dict) -> dict:
            f"data.source_dir={data['source_dir']}", f"data.edited_dir={data['edited_dir']}",
            f"output.dir={run_dir}", "wandb.mode=disabled", "report.enabled=false",
            "metrics.enabled=[SSIM,MSM,MF]", "ray.batch_size=1"]
-    for _ in range(24):  # the job agent registers a few seconds after the head is up
+    for _ in range(36):  # the job agent registers a few seconds after the head is up (longer on a busy machine)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
         if "No available agent" not in proc.stdout + proc.stderr:
             break

@@ -35,7 +35,7 @@ def facts(tmp_path_factory):
     out = tmp_path_factory.mktemp("multinode")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.run([sys.executable, str(REPO / "tests" / "multinode_cluster.py"), str(out)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=480)
+                          env=env, capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("MULTINODE_RESULT ")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-5000:]
     return json.loads(lines[-1][len("MULTINODE_RESULT "):])
