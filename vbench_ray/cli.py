@@ -217,6 +217,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "judge.backend=hf", f"judge.model={judge}", "judge.name=tiny-random-judge", "judge.max_tokens=48",
         "judge.max_retries=1", "judge.video.max_frames=4",
         "judge.max_invalid_fraction=1.0",  # the random judge's answers are mostly invalid, by design (DEMO_NOTE)
+        "judge.parse=lenient",  # never-valid answers count wrong (official parsing would drop them all: no number)
         f"run.notes=[{json.dumps(DEMO_NOTE)}]",
         *args.overrides])
     result = run(cfg)
