@@ -36,7 +36,8 @@ from typing import Any, ClassVar, Optional
 
 import numpy as np
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, weights_problem
+from vbench_ray.metrics.base import (FrameMetric, Sampling, load_checked, read_state_dict, register_metric,
+                                     require_weights, weights_problem)
 from vbench_ray.video.io import VideoInfo, uniform_indices
 
 log = logging.getLogger(__name__)
@@ -114,29 +115,12 @@ def build_head(hidden_size: int):
 
 def load_head(path: str | Path, hidden_size: int):
     """The head from a state dict file; a wrong file fails naming ``metrics.AES.weights``."""
-    torch = _torch()
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001  (not a torch file)
-        raise ValueError(f"{HEAD_KEY}={path}: not a readable state dict ({type(exc).__name__}: {exc})") from exc
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ValueError(f"{HEAD_KEY}={path}: expected a state dict, got {type(state).__name__}")
+    state = read_state_dict(path, HEAD_KEY)
     state = {k[len("layers."):] if k.startswith("layers.") else k: v for k, v in state.items()
              if not k.startswith(("vision_model.",))}
-    head = build_head(hidden_size)
-    expected = head.state_dict()
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        raise ValueError(f"{HEAD_KEY}={path}: not an Aesthetic Predictor v2.5 head (missing {missing[:3]}; "
-                         f"expected keys scoring_head.{{0,2,4,6,8}}.{{weight,bias}})")
-    for k, v in expected.items():
-        if tuple(state[k].shape) != tuple(v.shape):
-            raise ValueError(f"{HEAD_KEY}={path}: {k} has shape {tuple(state[k].shape)}, the encoder "
-                             f"({ENCODER_KEY}) needs {tuple(v.shape)} (hidden size {hidden_size})")
-    head.load_state_dict({k: state[k] for k in expected})
-    return head.eval()
+    return load_checked(build_head(hidden_size), state, HEAD_KEY, path,
+                        f"an Aesthetic Predictor v2.5 head (keys scoring_head.{{0,2,4,6,8}}.{{weight,bias}}) for the "
+                        f"encoder's hidden size {hidden_size} ({ENCODER_KEY})")
 
 
 def load_encoder(path: str | Path):

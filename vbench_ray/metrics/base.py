@@ -70,6 +70,39 @@ def require_weights(path: str | None, config_key: str, what: str) -> Path:
     return Path(path)
 
 
+def read_state_dict(path: str | Path, config_key: str) -> dict:
+    """A torch checkpoint's state dict (a ``{"state_dict": ...}`` wrapper unwrapped); an unreadable file or
+    anything but a dict fails naming ``config_key``."""
+    import torch
+
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # not a torch file
+        raise ValueError(f"{config_key}={path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise ValueError(f"{config_key}={path}: expected a state dict, got {type(state).__name__}")
+    return state
+
+
+def load_checked(module, state: dict, config_key: str, path: str | Path, what: str, shown_prefix: str = ""):
+    """``module`` with ``state`` loaded, after checking that every key it needs is there with its shape (errors
+    name ``config_key`` and ``what`` the file should have been; ``shown_prefix`` spells keys as the checkpoint
+    does). Extra keys in ``state`` are ignored."""
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise ValueError(f"{config_key}={path}: not {what} (missing {shown_prefix}{missing[0]}"
+                         f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''})")
+    for k, v in expected.items():
+        if tuple(state[k].shape) != tuple(v.shape):
+            raise ValueError(f"{config_key}={path}: {what} needs {shown_prefix}{k} of shape {tuple(v.shape)}, "
+                             f"the file has {tuple(state[k].shape)}")
+    module.load_state_dict({k: state[k] for k in expected})
+    return module.eval()
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Which frames of one video a metric needs: ``n`` uniform frames, or ``fps`` (capped at ``max_frames``)."""

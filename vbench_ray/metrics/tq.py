@@ -57,7 +57,8 @@ from typing import Any, ClassVar, Optional
 
 import numpy as np
 
-from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, weights_problem
+from vbench_ray.metrics.base import (FrameMetric, Sampling, load_checked, read_state_dict, register_metric,
+                                     require_weights, weights_problem)
 from vbench_ray.video.io import VideoInfo
 
 WEIGHTS_KEY = "metrics.TQ.weights"
@@ -392,35 +393,16 @@ def official_state_dict(net) -> dict:
 
 def load_dover_technical(path: str | Path, arch: str = "swin_t"):
     """The technical branch from a DOVER(++) checkpoint (see the module docstring for the key mapping)."""
-    torch = _torch()
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001
-        raise ValueError(f"{WEIGHTS_KEY}={path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
-    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise ValueError(f"{WEIGHTS_KEY}={path}: expected a state dict, got {type(state).__name__}")
     mapped = {}
-    for k, v in state.items():
+    for k, v in read_state_dict(path, WEIGHTS_KEY).items():
         k = k[len("module."):] if k.startswith("module.") else k
         if k.endswith("relative_position_index"):
             continue
         for official, ours in (("technical_backbone.", "backbone."), ("technical_head.", "head.")):
             if k.startswith(official):
                 mapped[ours + k[len(official):]] = v
-    net = build_dover_technical(arch)
-    expected = net.state_dict()
-    missing = sorted(set(expected) - set(mapped))
-    if missing:
-        raise ValueError(f"{WEIGHTS_KEY}={path}: not a DOVER technical branch of arch {arch!r} "
-                         f"(missing technical_{missing[0]} and {len(missing) - 1} more)")
-    for k, v in expected.items():
-        if tuple(mapped[k].shape) != tuple(v.shape):
-            raise ValueError(f"{WEIGHTS_KEY}={path}: technical_{k} has shape {tuple(mapped[k].shape)}, "
-                             f"arch {arch!r} needs {tuple(v.shape)}")
-    net.load_state_dict({k: mapped[k] for k in expected})
-    return net.eval()
+    return load_checked(build_dover_technical(arch), mapped, WEIGHTS_KEY, path,
+                        f"a DOVER technical branch of arch {arch!r}", shown_prefix="technical_")
 
 
 def save_tiny_dover(path: str | Path, arch: str = "tiny", seed: int = 0) -> Path:
