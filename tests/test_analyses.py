@@ -99,3 +99,31 @@ def test_judge_stability_agreement_and_fleiss():
     assert out["agreement"] == pytest.approx(3 / 4)
     assert out["fleiss_kappa"] == pytest.approx(70 / 94)
     assert out["metrics"]["IFS"]["range"] == pytest.approx(5.0)
+
+
+def test_judge_stability_leaves_vqr_frame_rows_out():
+    """judgments.parquet holds the checklist's answers and VQR's per-frame scores (another model, sampled at
+    temperature 1): only the checklist's categorical answers enter the agreement and Fleiss' kappa."""
+    from vbench_ray.benchmarks import cove_vqr as vqr
+    from vbench_ray.judges.stage import JudgeResult
+
+    types = {q: "Single-TF" for q in ("Q1", "Q2", "Q3", "Q4")}
+    answers = [{"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
+               {"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
+               {"Q1": "yes", "Q2": "yes", "Q3": "A", "Q4": "no"}]
+    case = {"case_id": "1", "variant": "base", "categories": ["Subject"],
+            "vqr_frames": json.dumps([f"/run/vqr_frames/base/1/frame_{i:06d}.jpg" for i in (0, 5, 11)])}
+    runs = []
+    for i, a in enumerate(answers):
+        requests = vqr.build_requests(case)
+        results = {r.request_id: JudgeResult(r.request_id, "ok", {"score": 1.0 + i + k, "answer": f"{1.0 + i + k:.2f}"})
+                   for k, r in enumerate(requests)}  # every run scores every frame differently
+        frames = pd.DataFrame(vqr.frame_rows(case, results))
+        assert set(frames["type"]) == {"VQR"} and frames["answer"].nunique() == 3
+        j = pd.concat([_judgments(a, types), frames[["case_id", "question_id", "answer", "type"]]], ignore_index=True)
+        runs.append(_run(f"s{i}", judgments=j, metrics={"IFS": {"value": 80.0}, "VQR": {"value": 2.0 + i}}))
+    out = judge_stability(runs)
+    assert out["n_questions"] == 4 and out["agreement"] == pytest.approx(3 / 4)
+    assert out["fleiss_kappa"] == pytest.approx(70 / 94)  # as over the checklist answers alone (test above)
+    assert "3.00" not in out["categories"] and set(out["categories"]) == {"a", "no", "yes"}
+    assert out["metrics"]["VQR"]["range"] == pytest.approx(2.0)  # VQR's spread is still reported as a metric's

@@ -1,7 +1,9 @@
-"""CoVEBench VQR (VisualQuality-R1 through the judge machinery): the answer parser, the request layout, the
-score arithmetic with a replay judge, and an end-to-end run with ``metrics.enabled=[VQR]``."""
+"""CoVEBench VQR (VisualQuality-R1 through the judge machinery): the answer parser, its frames from the shared
+decode stage (each video opened once per case), the request layout, the score arithmetic with a replay judge,
+and end-to-end runs: VQR beside SSIM and the checklist judge (``summary.judge`` per phase), and VQR alone."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,6 +16,7 @@ from vbench_ray.configure import load_config
 from vbench_ray.judges.parsing import parse
 from vbench_ray.judges.stage import JudgeResult
 from vbench_ray.runner import run
+from vbench_ray.video.frames import FrameMetricsStage
 
 COVE = REPO / "configs" / "cove.yaml"
 EXPECTED = {"low": 1.0, "high": 5.0}
@@ -52,16 +55,74 @@ def test_parser_rejects_off_scale_and_missing_scores(text, error):
     assert parse(vqr.PARSER, None, EXPECTED).ok is False
 
 
-# ----------------------------------------------------------------------------- requests
+# ----------------------------------------------------------------------------- frames from the decode stage
+
+def frames_in(cases, run_dir: Path) -> list[dict]:
+    """The cases with their VQR frames written by the decode stage (as the stream does, into ``run_dir``)."""
+    stage = FrameMetricsStage({}, sinks=[vqr.VQRFrames(str(run_dir.resolve()))])
+    return [{**c, **stage(c)} for c in cases]
+
 
 @pytest.fixture(scope="module")
 def framed(cove_data, tmp_path_factory):
-    """The synthetic cases with their VQR frames written by the frame stage (as the stream does)."""
     out = tmp_path_factory.mktemp("vqr_frames")
-    cfg = _cfg(cove_data, out / "run")
-    stage = vqr.VQRFrameStage(str(out), frames=vqr.FRAMES)
-    cases = CoveBench().load_cases(cfg)
-    return [{**c, **stage(c)} for c in cases if not c.get("error_load")]
+    cases = CoveBench().load_cases(_cfg(cove_data, out / "run"))
+    return frames_in([c for c in cases if not c.get("error_load")], out)
+
+
+class CountingReader:
+    """``VideoReader`` counting how often each video is opened."""
+
+    opened: dict[str, int] = {}
+
+    def __new__(cls, path, backend="auto"):
+        from vbench_ray.video.io import VideoReader
+
+        cls.opened[str(path)] = cls.opened.get(str(path), 0) + 1
+        return VideoReader(path, backend)
+
+
+def test_the_decode_stage_hands_vqr_its_frames_from_one_decode(cove_data, tmp_path, monkeypatch):
+    """VQR's 10 frames join the union SSIM decodes: each video is opened once per case, no frame is decoded
+    twice, and the JPEGs are the edited video's uniform frames encoded as the official script does."""
+    import io
+
+    from PIL import Image
+
+    from vbench_ray.video import frames as frames_mod
+    from vbench_ray.video.io import VideoReader, uniform_indices
+
+    monkeypatch.setattr(frames_mod, "VideoReader", CountingReader)
+    CountingReader.opened = {}
+    case = next(c for c in CoveBench().load_cases(_cfg(cove_data, tmp_path / "run")) if not c.get("error_load"))
+    case = {**case, "excluded_SSIM": None}
+    stage = FrameMetricsStage({"SSIM": {"frames": 10, "size": 224}}, sinks=[vqr.VQRFrames(str(tmp_path))])
+    out = stage(case)
+    n_e = VideoReader(case["edited_path"]).info.num_frames
+    n_s = VideoReader(case["source_path"]).info.num_frames
+    assert CountingReader.opened == {case["edited_path"]: 1, case["source_path"]: 1}
+    assert out["videos_opened"] == 2 and out["SSIM"] > 0 and "error_VQR" not in out
+    # SSIM's edited frames and VQR's are the same 10 uniform indices: decoded once
+    assert out["frames_decoded"] == min(n_e, 10) + min(n_s, 10)
+    paths = [Path(p) for p in json.loads(out["vqr_frames"])]
+    indices = uniform_indices(n_e, vqr.FRAMES)
+    assert [p.name for p in paths] == [f"frame_{i:06d}.jpg" for i in indices]
+    for path, frame in zip(paths, VideoReader(case["edited_path"]).read(indices)):
+        jpeg = io.BytesIO()
+        Image.fromarray(frame).save(jpeg, format="JPEG", quality=vqr.JPEG_QUALITY)
+        assert path.read_bytes() == jpeg.getvalue()  # the requests, hence VQR's scores, are those of a lone decode
+    # every frame metric excluded: VQR alone opens the edited video, never the source
+    CountingReader.opened = {}
+    out = stage({**case, "excluded_SSIM": "category:Background"})
+    assert CountingReader.opened == {case["edited_path"]: 1} and out["videos_opened"] == 1
+    assert out["frames_decoded"] == min(n_e, 10) and "SSIM" not in out and json.loads(out["vqr_frames"])
+    # frames that cannot be written are VQR's failure only
+    broken = FrameMetricsStage({"SSIM": {"frames": 10, "size": 224}}, sinks=[vqr.VQRFrames(str(case["edited_path"]))])
+    out = broken(case)
+    assert out["error_VQR"] and out.get("vqr_frames") is None and out["SSIM"] > 0
+
+
+# ----------------------------------------------------------------------------- requests
 
 
 def test_requests_one_per_uniform_frame_with_the_published_prompt(framed):
@@ -107,12 +168,6 @@ def test_case_score_is_the_mean_of_frame_scores_by_hand(framed):
 
 # ----------------------------------------------------------------------------- end to end
 
-def frames_in(cases, run_dir: Path) -> list[dict]:
-    """The cases with their VQR frames written where the run writes them (so the requests' messages match)."""
-    stage = vqr.VQRFrameStage(str(run_dir.resolve()), frames=vqr.FRAMES)
-    return [{**c, **stage(c)} for c in cases]
-
-
 def replay_answers(framed, path: Path, score_of, broken: set[str] = frozenset()) -> dict[str, list[float]]:
     """A replay judge (JSONL of {"request_id", "text"}, plus "attempt_hash" for a re-ask's own answer): frame
     ``k`` of case ``c`` answers ``score_of(c, k)``; a request in ``broken`` answers off the scale, and its
@@ -136,14 +191,27 @@ def replay_answers(framed, path: Path, score_of, broken: set[str] = frozenset())
     return scores
 
 
-def test_end_to_end_vqr_with_a_replay_judge(cove_data, framed, tmp_path):
-    answers = tmp_path / "answers.jsonl"
+def test_end_to_end_vqr_beside_ssim_and_the_checklist_judge(cove_data, framed, tmp_path, monkeypatch):
+    """VQR with SSIM and the checklist metrics: the decode stage opens each video once per case and writes VQR's
+    frames (no second decode stage), VQR's scores are the replayed ones, and ``summary.judge`` reports each judge
+    phase on its own."""
+    from test_cove_judge import perfect_answers
+    from vbench_ray.video.io import VideoReader
+
+    answers, checklist_answers = tmp_path / "answers.jsonl", tmp_path / "checklist.jsonl"
     out = tmp_path / "run"
     framed = frames_in(framed, out)
     first = vqr.build_requests(framed[0])[0].request_id
     score_of = lambda case_id, k: 1.0 + (int(case_id) % 4) + 0.25 * (k % 2)  # noqa: E731
     expected = replay_answers(framed, answers, score_of, broken={first})
-    result = run(_cfg(cove_data, out, "vqr.backend=replay", f"vqr.replay_path={answers}", "vqr.max_retries=1"))
+    checklist_ids = perfect_answers(cove_data, checklist_answers)
+    written = {p: Path(p).read_bytes() for c in framed for p in json.loads(c["vqr_frames"])}
+    shutil.rmtree(out / vqr.FRAME_DIR)  # the run's decode stage writes them again, at the same paths
+    probed = []  # the load-time probe of edited videos no frame metric opens: VQR's frames open them all
+    monkeypatch.setattr("vbench_ray.video.io.probe", lambda path, *a: probed.append(path))
+    result = run(_cfg(cove_data, out, "metrics.enabled=[SSIM,UAS,IFS,VRS,SEM,VQR]", "vqr.backend=replay",
+                      f"vqr.replay_path={answers}", "vqr.max_retries=1", "judge.backend=replay",
+                      f"judge.replay_path={checklist_answers}"))
     judged = [r for r in pq.read_table(out / "judgments.parquet").to_pylist() if r["metric"] == "VQR"]
     per_case = vqr.case_scores(judged)
     assert set(per_case) == {(c, "base") for c in expected}
@@ -154,7 +222,8 @@ def test_end_to_end_vqr_with_a_replay_judge(cove_data, framed, tmp_path):
     assert m["value"] == pytest.approx(sum(values) / len(values))
     assert m["n"] == len(values) and m["n_failed"] == 0 and m["n_invalid"] == 0 and m["scale"] == "1-5"
     assert m["higher_is_better"] is True and m["ci95"] is not None
-    assert set(result.summary["metrics"]) == {"VQR"}  # no frame metric, no checklist metric
+    assert set(result.summary["metrics"]) == {"SSIM", "UAS", "IFS", "VRS", "SEM", "VQR"}
+    assert result.summary["metrics"]["UAS"]["value"] == pytest.approx(100.0)  # the checklist judge unaffected
     cats = {c: v["VQR"] for c, v in result.summary["by_category"].items()}
     assert cats and all(v["n"] >= 1 for v in cats.values())
     one = next(iter(cats))
@@ -166,10 +235,29 @@ def test_end_to_end_vqr_with_a_replay_judge(cove_data, framed, tmp_path):
     mine = [r for r in log if r["request_id"] == first]
     assert [(r["attempt"], r["parse_status"]) for r in mine] == [(0, "invalid"), (1, "ok")]
     assert "outside the scale" in mine[0]["parse_error"] and "<answer>8.3</answer>" in mine[0]["text"]
-    assert len(log) == sum(len(s) for s in expected.values()) + 1
-    assert result.summary["judge"]["n_reasked"] == 1
+    n_frames = sum(len(s) for s in expected.values())
+    assert len(log) == n_frames + 1 + len(checklist_ids)
     frames = sorted((out / "vqr_frames" / "base").glob("*/frame_*.jpg"))
-    assert len(frames) == sum(len(s) for s in expected.values())
+    assert len(frames) == n_frames and {str(p): p.read_bytes() for p in frames} == written
+    # summary.judge: one block per phase, each with its own requests, re-asks and model
+    judge = result.summary["judge"]
+    assert set(judge) == {"checklist", "vqr"}
+    assert (judge["vqr"]["n_requests"], judge["vqr"]["n_ok"], judge["vqr"]["n_invalid"], judge["vqr"]["n_reasked"]) == \
+        (n_frames, n_frames, 0, 1)
+    assert judge["vqr"]["n_responses_logged"] == n_frames + 1 and judge["vqr"]["backend"] == "replay"
+    assert (judge["checklist"]["n_requests"], judge["checklist"]["n_ok"], judge["checklist"]["n_reasked"]) == \
+        (len(checklist_ids), len(checklist_ids), 0)
+    assert judge["vqr"]["model"] == "VisualQuality-R1-7B" and judge["checklist"]["model"] == "replay"
+    assert probed == []
+    # one decode stage: each case's videos opened once (the source only for SSIM), VQR's frames among its decodes
+    rows = {r["case_id"]: r for r in pq.read_table(out / "cases").to_pylist()}
+    assert not any(name.endswith("vqr_frames") and name != "vqr_frames" for name in rows[framed[0]["case_id"]])
+    for case in framed:
+        row = rows[case["case_id"]]
+        ssim = not row["excluded_SSIM"]
+        n_source = min(VideoReader(case["source_path"]).info.num_frames, 10) if ssim else 0
+        assert row["videos_opened"] == 1 + ssim and json.loads(row["vqr_frames"]) == json.loads(case["vqr_frames"])
+        assert row["frames_decoded"] == len(expected[case["case_id"]]) + n_source
 
 
 def test_a_never_valid_frame_fails_its_case_and_the_metric_becomes_unavailable(cove_data, framed, tmp_path):
@@ -183,6 +271,9 @@ def test_a_never_valid_frame_fails_its_case_and_the_metric_becomes_unavailable(c
                       "vqr.max_retries=0"))
     m = result.summary["metrics"]["VQR"]
     assert m["n_failed"] == 1 and m["n_invalid"] == 1
+    assert result.summary["judge"]["n_invalid"] == 1 and result.summary["judge"]["n_reasked"] == 0  # one phase: flat
+    rows = pq.read_table(tmp_path / "run" / "cases").to_pylist()
+    assert {r["videos_opened"] for r in rows} == {1}  # VQR alone: the edited video only, once
     n_frames = sum(len(vqr.build_requests(c)) for c in framed)
     if 1 / n_frames > 0.05:
         assert m["value"] is None and "VQR frame answers" in m["unavailable"]

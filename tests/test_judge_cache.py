@@ -25,9 +25,10 @@ class Scripted(JudgeBackend):
 
     name = "http"
 
-    def __init__(self, model: str, temperature: float = 0.0, crash_after: int | None = None):
+    def __init__(self, model: str, temperature: float = 0.0, crash_after: int | None = None, top_k: int | None = None):
         super().__init__(OmegaConf.merge(OmegaConf.structured(JudgeConfig),
-                                         {"backend": "http", "model": model, "temperature": temperature}))
+                                         {"backend": "http", "model": model, "temperature": temperature,
+                                          "top_k": top_k}))
         self.sent: list[str] = []
         self.crash_after = crash_after
 
@@ -64,6 +65,24 @@ def test_a_different_judge_is_asked_again_the_same_judge_is_not(tmp_path, parser
     assert again.sent == []
     records = [json.loads(x) for x in (tmp_path / "judge_log.jsonl").read_text().splitlines()]
     assert len(records) == 15 and len({r["judge"] for r in records}) == 3
+
+
+def test_top_k_is_part_of_the_judge_identity_when_set(tmp_path, parser_ok):
+    import hashlib
+
+    # unset, the identity is what it was before judges had a top_k: existing judge logs keep answering
+    before = {"backend": "http", "model": "judge-a", "name": None, "temperature": 0.0, "top_p": 1.0,
+              "max_tokens": 4096, "seed": 0}
+    legacy = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+    assert Scripted("judge-a").identity() == legacy
+    assert len({Scripted("judge-a", top_k=k).identity() for k in (None, 40, 50)}) == 3
+    JudgeStage(Scripted("judge-a"), JudgeLog(tmp_path), 0).run(requests())
+    sampled = Scripted("judge-a", top_k=50)  # other sampling: asked again, not answered from the log
+    JudgeStage(sampled, JudgeLog(tmp_path), 0).run(requests())
+    assert len(sampled.sent) == 5
+    again = Scripted("judge-a", top_k=50)
+    JudgeStage(again, JudgeLog(tmp_path), 0).run(requests())
+    assert again.sent == []
 
 
 def test_logs_written_before_judge_identities_match_on_backend_and_model(tmp_path, parser_ok):

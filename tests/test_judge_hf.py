@@ -155,6 +155,29 @@ def test_worker_turns_videos_into_frames_in_order(tiny_judge, cove2, tmp_path):
     assert out["a"]["text"] != out["b"]["text"]
 
 
+def test_worker_samples_with_top_k(tiny_judge):
+    """judge.top_k reaches ``generate``: top_k=1 sampling is greedy decoding whatever the temperature; unset, no
+    top_k is passed (the checkpoint's generation_config decides), and greedy decoding passes none."""
+    from vbench_ray.judges.base import JudgeConfig
+
+    base = HFBackend(JudgeConfig(backend="hf", model=str(tiny_judge), temperature=1.0, max_tokens=12)).worker_cfg
+    worker = HFJudgeWorker({**base, "top_k": 1})
+    calls = []
+    generate = worker.model.generate
+    worker.model.generate = lambda **kw: calls.append(kw) or generate(**kw)
+    prepared = [worker.prepare([{"role": "user", "content": "Rate this picture from 1 to 5."}])]
+    (top1, _, _), = worker._generate(prepared)
+    assert calls[-1]["top_k"] == 1 and calls[-1]["do_sample"] is True and calls[-1]["temperature"] == 1.0
+    worker.cfg = {**base, "temperature": 0.0}
+    (greedy, _, _), = worker._generate(prepared)
+    assert calls[-1]["do_sample"] is False and calls[-1]["top_k"] is None
+    assert top1 == greedy  # the one likeliest token at every step
+    worker.cfg = base  # top_k unset
+    (sampled, _, _), = worker._generate(prepared)
+    assert "top_k" not in calls[-1] and calls[-1]["do_sample"] is True
+    assert sampled != greedy  # random weights at temperature 1: sampling from more than one token shows
+
+
 # --------------------------------------------------------------------------------------------------------------
 # the backend on local Ray
 # --------------------------------------------------------------------------------------------------------------

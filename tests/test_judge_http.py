@@ -229,6 +229,8 @@ def test_processor_settings_and_the_key_stays_in_the_headers(api_key):
     assert kw["max_retries"] == 3 and kw["concurrency"] == 4 and kw["batch_size"] == 10
     assert kw["base_retry_wait_time_in_s"] == 1.0 and kw["session_factory"].args == (30.0,)
     assert backend.payload_base() == {"model": "m", "temperature": 0.0, "top_p": 1.0, "max_tokens": 4096, "seed": 0}
+    topk = HTTPBackend(judge_cfg(backend="http", model="m", top_k=50, http={"base_url": "http://x/v1"}))
+    assert topk.payload_base()["top_k"] == 50  # the Ray Data path's body (judge.top_k set)
     for text in (repr(backend), str(vars(cfg)), OmegaConf.to_yaml(cfg)):
         assert api_key not in text
 
@@ -265,6 +267,31 @@ def test_media_helpers(tmp_path):
     assert parts[2]["video_url"]["url"] == "https://host/v.mp4" and messages[1]["content"][0] == video_part(video)
     video.unlink()
     assert media_problem(messages) == f"video file not found: {video}"
+
+
+def test_top_k_reaches_the_server_only_when_set(fake, api_key):
+    """judge.top_k in the body the server receives (vLLM's OpenAI server reads ``top_k``), through the engine the
+    stream's judge actors call; unset, or with send_sampling=false, the body has none (the server's default)."""
+    from vbench_ray.judges.engines import start_engine
+
+    for top_k, send, expected in ((50, True, 50), (None, True, None), (50, False, None)):
+        uid = f"topk{top_k}{send}"
+        cfg = judge_cfg(backend="http", model="fake-judge", max_tokens=32, top_k=top_k,
+                        http={"base_url": fake.base_url, "max_retries": 0, "send_sampling": send, "concurrency": 1,
+                              "api_key_env": KEY_ENV})  # the module's server checks every request's key
+        (response,), = list(start_engine(cfg).generate([request("ok", uid)]))
+        assert response.text == f"answer to {uid}"
+        body = fake.bodies[uid]
+        assert body.get("top_k") == expected and ("top_k" in body) == (expected is not None)
+        assert ("temperature" in body) == send
+
+
+def test_top_k_must_be_a_positive_integer():
+    from vbench_ray.judges.engines import start_engine
+
+    for bad in (0, -1):
+        with pytest.raises(ConfigError, match=r"judge\.top_k must be a positive integer or null"):
+            start_engine(judge_cfg(backend="http", model="m", top_k=bad, http={"base_url": "http://x/v1"}))
 
 
 # --------------------------------------------------------------------------------------------------------------

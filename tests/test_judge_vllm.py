@@ -290,6 +290,54 @@ def test_processor_settings_gpu_and_user_overrides(tmp_path, cove_requests):
     assert "mm_processor_kwargs" not in engine
 
 
+def test_top_k_reaches_vllm_sampling_params(tmp_path, monkeypatch):
+    """judge.top_k in both vLLM paths, turned into ``vllm.SamplingParams`` as vLLM turns them: the chat request the
+    Serve engine sends its deployment (a stand-in handle records it), and the per-row ``sampling_params`` of the
+    ray.data.llm processor (its preprocess, captured before any Ray work). Unset: vLLM's own default."""
+    import ray.data.llm
+    import vllm
+    from ray import serve
+
+    from vbench_ray.judges.backends.vllm import VLLMBackend
+    from vbench_ray.judges.engines import ServeEngine
+
+    model = fake_model(tmp_path / "m")
+    request = JudgeRequest("cove/1/base/vqr/frame_000000", [{"role": "user", "content": "Rate the picture."}])
+    sent = []
+
+    class Handle:  # the deployment handle's surface the engine uses: options(...).chat.remote(body)
+        chat = property(lambda self: self)
+
+        def options(self, **_):
+            return self
+
+        def remote(self, body):
+            sent.append(body)
+            return iter([{"choices": [{"message": {"content": "<answer>3.50</answer>"}}],
+                          "usage": {"prompt_tokens": 5, "completion_tokens": 4}}])
+
+    monkeypatch.setattr(serve, "get_deployment_handle", lambda *a, **k: Handle())
+    rows = []
+
+    def build_processor(config, preprocess, postprocess):
+        rows.append(preprocess({"vbr_messages": json.dumps(request.messages)}))
+        raise RuntimeError("captured")  # stop before any Ray Data work
+
+    monkeypatch.setattr(ray.data.llm, "build_processor", build_processor)
+    default_k = vllm.SamplingParams().top_k
+    for top_k in (50, None):
+        cfg = vllm_cfg(model, top_k=top_k, temperature=1.0)
+        ((response,),) = list(ServeEngine(cfg).generate([request]))
+        assert response.text == "<answer>3.50</answer>" and response.error is None
+        assert sent[-1].top_k == top_k
+        assert sent[-1].to_sampling_params(16, {}).top_k == (default_k if top_k is None else top_k)
+        with pytest.raises(RuntimeError, match="captured"):
+            VLLMBackend(cfg)._build_dataset([request], [{}])
+        params = vllm.SamplingParams(**rows[-1]["sampling_params"])
+        assert params.top_k == (default_k if top_k is None else top_k) and params.temperature == 1.0
+        assert ("top_k" in rows[-1]["sampling_params"]) == (top_k is not None)
+
+
 def test_frame_sampling_kwargs():
     from vbench_ray.judges.backends.vllm import video_io_kwargs
 

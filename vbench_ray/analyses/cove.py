@@ -5,8 +5,9 @@
 * :func:`judge_human_agreement` - §4.2: share of objective checklist questions where the judge's answer equals
   a human's, and Cohen's kappa.
 * :func:`judge_stability` - §4.2 "repeated checklist evaluations": N runs of one model whose judge differs only
-  in ``judge.seed``: share of questions answered identically by all runs, Fleiss' kappa over the answers, and
-  the spread of each metric.
+  in ``judge.seed``: share of objective checklist questions (AB-MCQ, Single-TF, Dual-TF) answered identically by
+  all runs, Fleiss' kappa over those answers (VQR's per-frame rows of ``judgments.parquet`` are another model's
+  scores, not checklist judgements: left out), and the spread of each metric.
 * :func:`breakdowns` - Figure 4: accuracy over all objective (non Score-MCQ) questions by generated frame
   count, source duration, number of edit points and instruction length (words), with a case-resampling CI per bin.
 * :func:`correlations` - Figure 5 (left): Spearman correlation between metrics across (run, case) pairs.
@@ -37,6 +38,9 @@ from vbench_ray.stats import ratio_ci
 log = logging.getLogger(__name__)
 
 OBJECTIVE = ("IFS", "VRS")
+# checklist question types with a categorical answer (cove.QUESTION_TYPES but Score-MCQ, whose 1-10 is a score);
+# VQR's per-frame rows in the same judgments.parquet have type "VQR" and are left out with it
+CATEGORICAL_TYPES = ("AB-MCQ", "Single-TF", "Dual-TF")
 EDIT_POINT_BINS = ("1", "2", "3", "4", "5+")
 
 
@@ -123,7 +127,7 @@ def judge_human_agreement(runs: dict, answers_path: str | Path) -> dict:
             raise ValueError(f"{where}: 'model' is required when several runs are compared")
         run = _find_run(runs, str(rec["model"]), where) if rec.get("model") is not None else next(iter(runs.values()))
         got = judged.get(run.label, {}).get((str(rec["case_id"]), str(rec["question_id"])))
-        if got is None or got[1] == "Score-MCQ":
+        if got is None or got[1] not in CATEGORICAL_TYPES:  # Score-MCQ, VQR's frames: not objective questions
             unmatched[run.label] = unmatched.get(run.label, 0) + 1
             continue
         answer = "" if got[0] is None else _norm(got[0])  # an invalid judge answer disagrees
@@ -146,7 +150,8 @@ def judge_human_agreement(runs: dict, answers_path: str | Path) -> dict:
 
 
 def judge_stability(repeats: list) -> dict:
-    """Over N runs of one model that differ only in the judge's seed (or sampling)."""
+    """Over N runs of one model that differ only in the checklist judge's seed (or sampling): agreement and
+    Fleiss' kappa over the categorical checklist answers only (``CATEGORICAL_TYPES``; never VQR's frame scores)."""
     if len(repeats) < 2:
         raise ValueError("judge stability needs at least two repeated runs")
     answers = []
@@ -154,7 +159,7 @@ def judge_stability(repeats: list) -> dict:
         j = r.judgments
         if j is None or not len(j):
             raise ValueError(f"{r.path}: no judgments.parquet")
-        obj = j[j["type"] != "Score-MCQ"] if "type" in j else j
+        obj = j[j["type"].isin(CATEGORICAL_TYPES)] if "type" in j else j
         answers.append({(str(c), str(q)): ("<invalid>" if a is None else _norm(a))
                         for c, q, a in zip(obj["case_id"], obj["question_id"], obj["answer"])})
     keys = sorted(set.intersection(*(set(a) for a in answers)))

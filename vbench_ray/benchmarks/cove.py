@@ -37,7 +37,7 @@ from vbench_ray.metrics import METRICS
 from vbench_ray.metrics.base import metric_choices, metrics_config
 from vbench_ray.pipeline import Stage
 from vbench_ray.metrics.pool import metric_pool_stages
-from vbench_ray.video.frames import FrameMetricsStage, decode_outputs
+from vbench_ray.video.frames import FrameMetricsStage, decode_outputs, sink_outputs
 
 QUESTION_TYPES = ("AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ")
 DIMENSIONS = ("Execution Accuracy", "Physical Logic", "Semantic Preservation")
@@ -104,7 +104,7 @@ class CoveConfig(BaseConfig):
     metrics: CoveMetricsConfig = field(default_factory=CoveMetricsConfig)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(max_tokens=16384))
     # VQR's model (VisualQuality-R1-7B), a judge of its own (cove_vqr; configs/judges/visualquality_r1_vllm.yaml)
-    vqr: JudgeConfig = field(default_factory=lambda: JudgeConfig(temperature=1.0, top_p=1.0, max_tokens=512))
+    vqr: JudgeConfig = field(default_factory=lambda: JudgeConfig(temperature=1.0, top_p=1.0, top_k=50, max_tokens=512))
     score: checklist.CoveScoreConfig = field(default_factory=checklist.CoveScoreConfig)
     editor: EditorConfig = field(default_factory=EditorConfig)
 
@@ -280,20 +280,23 @@ class CoveBench(Benchmark):
                [pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics(cfg)]
 
     def stages(self, cfg) -> list[Stage]:
-        """Decode (a CPU stage computing the CPU metrics), then one model pool per model-backed metric."""
+        """Decode (a CPU stage computing the CPU metrics and writing VQR's frames from the same decode), then one
+        model pool per model-backed metric."""
         metrics = self.enabled_metrics(cfg)
-        extra = [vqr.frame_stage(cfg)] if self.vqr_enabled(cfg) else []  # VQR's frames, as JPEGs for its judge
-        if not metrics:
-            return extra
+        sinks = [vqr.frame_sink(cfg)] if self.vqr_enabled(cfg) else []  # VQR's JPEGs for its judge
+        if not metrics and not sinks:
+            return []
         specs = {m: _plain(getattr(cfg.metrics, m)) for m in metrics}
         built = [METRICS[m](getattr(cfg.metrics, m)) for m in metrics]
         decode = Stage(
             name="frames", fn=FrameMetricsStage, kind="cpu",
-            init_kwargs={"metrics": specs, "video_backend": cfg.video.backend, "pair_mismatch": cfg.data.pair_mismatch},
+            init_kwargs={"metrics": specs, "video_backend": cfg.video.backend, "pair_mismatch": cfg.data.pair_mismatch,
+                         "sinks": sinks},
             inputs=("source_path", "edited_path") + tuple(f"excluded_{m}" for m in metrics),
-            outputs={**decode_outputs(built), "frames_decoded": "int", "videos_opened": "int", "warning_pair": "str"},
+            outputs={**decode_outputs(built), **sink_outputs(sinks), "frames_decoded": "int", "videos_opened": "int",
+                     "warning_pair": "str"},
             num_cpus=1.0, workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
-        return [decode] + metric_pool_stages(built, specs, cfg.ray) + extra
+        return [decode] + metric_pool_stages(built, specs, cfg.ray)
 
     # -- loading
     def load_cases(self, cfg) -> list[dict]:
@@ -316,8 +319,8 @@ class CoveBench(Benchmark):
                 for i, task in enumerate(tasks)]
         if cfg.run.limit is not None:
             rows = rows[: cfg.run.limit]
-        if self.checklist_metrics(cfg):
-            probe_edited(rows, metrics, cfg.video.backend)
+        if self.checklist_metrics(cfg) and not self.vqr_enabled(cfg):  # with VQR, the decode stage opens every
+            probe_edited(rows, metrics, cfg.video.backend)            # edited video (error_frames: unusable_edited)
         return rows
 
     def _case_row(self, i, task, checklist, source_root, edited, ambiguous, rules) -> dict:

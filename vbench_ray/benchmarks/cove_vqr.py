@@ -5,8 +5,10 @@ of each edited video and VQR is the mean of its scores over those frames. Where 
 the official evaluator (``metrics/vq/vqr/eval_vqr.py``, ANCHORS.md §1) and VisualQuality-R1's published usage:
 
 * frames: ``uniform_indices(T, 10)`` of the **edited** video (the official sampler: ``min(T, 10)`` distinct frames
-  at ``round(i * (T-1) / 9)``), written as JPEG (quality 95, as the official script) by the ``vqr_frames`` stage
-  under ``RUN_DIR/vqr_frames/<variant>/<case>/frame_NNNNNN.jpg``, so ``build`` stays pure and per row;
+  at ``round(i * (T-1) / 9)``), written as JPEG (quality 95, as the official script) under
+  ``RUN_DIR/vqr_frames/<variant>/<case>/frame_NNNNNN.jpg`` by the decode stage (``VQRFrames``, a
+  ``vbench_ray.video.frames.FrameSink``: the 10 indices join the union the frame metrics decode, so each video is
+  read once per case), so ``build`` stays pure and per row;
 * one judge request per **frame** (the official script scores frames one image at a time), one image part and
   the published prompt (``PROMPT``: "... a float between 1 and 5, rounded to two decimal places ...", with the
   answer-only template the official CoVEBench script uses, ``QUESTION_TEMPLATE``);
@@ -15,9 +17,10 @@ the official evaluator (``metrics/vq/vqr/eval_vqr.py``, ANCHORS.md §1) and Visu
   official script takes any number, and a reply without one fails the whole video);
 * per case: the mean of the 10 frame scores, on VisualQuality-R1's 1-5 scale (higher is better). As in the
   official script, a case with a frame that never got a usable score has no VQR (counted ``n_failed``);
-* the model's sampling (``configs/judges/visualquality_r1_vllm.yaml``): the official script samples
-  (``do_sample=True, top_k=50, top_p=1``, 512 new tokens) at the checkpoint's default temperature; the judge
-  contract has no ``top_k``, so the shipped config samples at temperature 1, top_p 1, max_tokens 512, seed 0.
+* the model's sampling (``configs/judges/visualquality_r1_vllm.yaml``): as the official script
+  (``do_sample=True, top_k=50, top_p=1``, 512 new tokens, seeded): ``vqr.top_k`` 50, ``vqr.top_p`` 1,
+  ``vqr.max_tokens`` 512, seed 0; the script passes no temperature (the checkpoint's generation_config, else
+  transformers' 1.0), the shipped config samples at temperature 1.
 
 Per-frame answers are rows of ``judgments.parquet`` with ``metric == "VQR"`` (``group``: the frame's position,
 ``question_id``: ``frame_NNNNNN``, the frame index in the video); raw answers are in the judge log.
@@ -26,8 +29,8 @@ Per-frame answers are rows of ``judgments.parquet`` with ``metric == "VQR"`` (``
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -47,51 +50,50 @@ PROMPT = ("You are doing the image quality assessment task. Here is the question
 QUESTION_TEMPLATE = "{question} Please only output the final answer with only one score in <answer> </answer> tags."
 
 
-# ----------------------------------------------------------------------------- the frame stage
+# ----------------------------------------------------------------------------- the frames, from the decode stage
 
 def frame_dir(run_dir: str | Path, case_id: str, variant: str) -> Path:
     safe = lambda s: "".join(c if c.isalnum() or c in "._-" else "_" for c in str(s))  # noqa: E731
     return Path(run_dir) / FRAME_DIR / safe(variant) / safe(case_id)
 
 
-class VQRFrameStage:
-    """Row -> ``vqr_frames``: the JSON list of the JPEG paths of the edited video's ``n`` uniform frames."""
+@dataclass(frozen=True)
+class VQRFrames:
+    """The decode stage's sink for VQR (``vbench_ray.video.frames.FrameSink``): the edited video's ``frames``
+    uniform frames, from the decode the frame metrics share, written as JPEGs; the row's ``vqr_frames`` is the
+    JSON list of their paths."""
 
-    def __init__(self, run_dir: str, frames: int = FRAMES, video_backend: str = "auto"):
-        self.run_dir = run_dir
-        self.frames = int(frames)
-        self.backend = video_backend
+    run_dir: str
+    frames: int = FRAMES
+    name: str = METRIC  # error_VQR: a frame that could not be written
+    column: str = "vqr_frames"
 
-    def __call__(self, row: dict) -> dict:
+    def indices(self, info) -> list[int]:
+        from vbench_ray.video.io import uniform_indices
+
+        return uniform_indices(info.num_frames, self.frames)
+
+    def write(self, row: dict, indices: list[int], frames: np.ndarray) -> str:
         from PIL import Image
 
-        from vbench_ray.video.io import VideoReader, uniform_indices
-
-        reader = VideoReader(row["edited_path"], self.backend)
-        indices = uniform_indices(reader.info.num_frames, self.frames)
-        if not indices:
-            raise ValueError(f"edited video {row['edited_path']} has no frames")
+        if not len(indices):
+            raise ValueError(f"edited video {row.get('edited_path')} has no frames")
         out_dir = frame_dir(self.run_dir, row["case_id"], row.get("variant") or "base")
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
-        for idx, frame in zip(indices, reader.read(indices)):
+        for idx, frame in zip(indices, frames):
             path = out_dir / f"frame_{idx:06d}.jpg"
             if not path.exists():  # deterministic content: a resumed run reuses it
                 tmp = path.with_name(path.name + ".tmp")
                 Image.fromarray(np.ascontiguousarray(frame)).save(tmp, format="JPEG", quality=JPEG_QUALITY)
                 tmp.replace(path)
             paths.append(str(path.resolve()))
-        return {"vqr_frames": json.dumps(paths)}
+        return json.dumps(paths)
 
 
-def frame_stage(cfg) -> Any:
-    from vbench_ray.pipeline import Stage
-
-    return Stage(name="vqr_frames", fn=VQRFrameStage, kind="cpu",
-                 init_kwargs={"run_dir": str(Path(cfg.output.dir).resolve()), "frames": FRAMES,
-                              "video_backend": cfg.video.backend},
-                 inputs=("edited_path",), outputs={"vqr_frames": "str"}, num_cpus=1.0,
-                 workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
+def frame_sink(cfg) -> VQRFrames:
+    """VQR's sink for the decode stage of this run (frames under ``output.dir``)."""
+    return VQRFrames(run_dir=str(Path(cfg.output.dir).resolve()), frames=FRAMES)
 
 
 # ----------------------------------------------------------------------------- requests

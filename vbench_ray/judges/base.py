@@ -76,6 +76,7 @@ class JudgeConfig:
     parse: str = "official"  # CoVEBench, ViDiC: official (the official code's parse and literal matching) | lenient
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: Optional[int] = None  # sample from the k likeliest tokens; None: not sent, the engine's own default
     max_tokens: int = 4096
     seed: int = 0
     replay_path: Optional[str] = None  # judge log (or {"request_id", "text"} JSONL) to answer from
@@ -165,6 +166,11 @@ class JudgeBackend:
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
+        top_k = getattr(cfg, "top_k", None)
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+            from vbench_ray.config import ConfigError
+
+            raise ConfigError(f"judge.top_k must be a positive integer or null (the engine's default), got {top_k!r}")
 
     @property
     def model_label(self) -> str:
@@ -173,8 +179,13 @@ class JudgeBackend:
         return self.cfg.name or (PurePath(self.cfg.model).name if self.cfg.model else self.name)
 
     def sampling_params(self) -> dict:
-        return {"temperature": float(self.cfg.temperature), "top_p": float(self.cfg.top_p),
-                "max_tokens": int(self.cfg.max_tokens), "seed": int(self.cfg.seed)}
+        """The request's sampling, as vLLM's ``SamplingParams`` and the OpenAI chat body name it; ``top_k`` only
+        when set (``judge.top_k``), so an unset one leaves the engine's default and an API without it is not sent it."""
+        params = {"temperature": float(self.cfg.temperature), "top_p": float(self.cfg.top_p),
+                  "max_tokens": int(self.cfg.max_tokens), "seed": int(self.cfg.seed)}
+        if getattr(self.cfg, "top_k", None) is not None:
+            params["top_k"] = int(self.cfg.top_k)
+        return params
 
     def identity(self) -> str | None:
         """Who answers: backend, model and sampling, hashed. The judge log's cache key includes it, so a
@@ -184,8 +195,10 @@ class JudgeBackend:
         if self.name == "replay":
             return None
         keys = ("model", "name", "temperature", "top_p", "max_tokens", "seed")
-        blob = json.dumps({"backend": self.name, **{k: getattr(self.cfg, k, None) for k in keys}},
-                          sort_keys=True, default=str)
+        who = {"backend": self.name, **{k: getattr(self.cfg, k, None) for k in keys}}
+        if getattr(self.cfg, "top_k", None) is not None:  # only when set: logs written before top_k keep their key
+            who["top_k"] = int(self.cfg.top_k)
+        blob = json.dumps(who, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:

@@ -17,7 +17,8 @@ A request's own ``video`` overrides (``JudgeRequest.video``, e.g. an fps sweep) 
 that request. Remote (http) media are not fetched. A decoded video is kept in a small per-actor cache
 (keyed on path, size, mtime and sampling), since several requests of a case show the same video.
 
-Generation: left padding, ``do_sample = temperature > 0`` (then ``temperature`` and ``top_p``),
+Generation: left padding, ``do_sample = temperature > 0`` (then ``temperature``, ``top_p`` and, when set,
+``top_k``; an unset ``judge.top_k`` leaves the checkpoint's ``generation_config``),
 ``max_new_tokens = judge.max_tokens`` (capped so prompt plus answer fit the model's positions),
 ``torch.manual_seed(judge.seed)`` before each batch, dtype ``judge.hf.dtype`` (float32 where the device
 cannot run it). A response carries the prompt token count (image tokens included), the completion
@@ -406,6 +407,8 @@ class HFJudgeWorker:
         gen: dict[str, Any] = {"max_new_tokens": max_new, "do_sample": temperature > 0, "pad_token_id": self.pad_id}
         if temperature > 0:
             gen.update(temperature=temperature, top_p=float(self.cfg.get("top_p", 1.0)))
+            if self.cfg.get("top_k") is not None:  # else the checkpoint's generation_config decides
+                gen["top_k"] = int(self.cfg["top_k"])
         else:
             gen.update(temperature=None, top_p=None, top_k=None)
         torch.manual_seed(int(self.cfg.get("seed", 0)))

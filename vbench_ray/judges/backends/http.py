@@ -3,7 +3,8 @@
 ``generate`` builds ``HttpRequestProcessorConfig(url=base_url + "/chat/completions", headers, qps, max_retries,
 base_retry_wait_time_in_s, session_factory, concurrency, batch_size)`` and ``build_processor``; every row carries
 ``payload``, an OpenAI chat request body (``model``, ``messages``, ``temperature``, ``top_p``, ``max_tokens``,
-``seed``). Ray must already be initialised.
+``seed``, and ``top_k`` when ``judge.top_k`` is set: vLLM's OpenAI server reads it as an extra sampling field).
+Ray must already be initialised.
 
 **Per-row isolation (why the request step is replaced).** Ray 2.60's ``HttpRequestUDF`` cannot isolate a
 failing request: after its retries it raises for the whole batch (which stops the dataset), a non-JSON error
@@ -25,7 +26,7 @@ subclass, :func:`row_isolating_http_udf`, taking the same constructor arguments,
   ``choices[0].message.content`` and ``usage.{prompt,completion}_tokens``.
 
 Retry wait: ``judge.http.retry_wait_s`` (default 1.0 s, Ray's ``base_retry_wait_time_in_s``).
-Sampling: ``judge.http.send_sampling=false`` leaves temperature, top_p, max_tokens and seed out of the body,
+Sampling: ``judge.http.send_sampling=false`` leaves temperature, top_p, top_k, max_tokens and seed out of the body,
 for APIs that accept only their defaults (the official ViDiC judge, gpt-5-mini, is called with none).
 
 Media: ``judge.http.media=file`` sends ``file://`` URLs as they are (a vLLM server on this machine started with

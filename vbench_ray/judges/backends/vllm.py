@@ -10,6 +10,8 @@ Settings (all from ``judge.*``; :meth:`VLLMBackend.processor_config_kwargs` show
   ``trust_remote_code``, ``seed``; ``limit_mm_per_prompt`` = the most videos / images any request carries;
   ``allowed_local_media_path`` = the deepest directory holding every ``file://`` media path of the requests;
   ``judge.vllm.engine_kwargs`` is merged last (a shallow update: a key given there replaces ours).
+* sampling: each row's ``sampling_params`` (``vllm.SamplingParams``): ``temperature``, ``top_p``, ``max_tokens``,
+  ``seed``, and ``top_k`` when ``judge.top_k`` is set (else vLLM's default, every token).
 * replicas: ``judge.vllm.replicas`` engine actors (``concurrency``), each on ``tensor_parallel_size`` GPUs;
   ``batch_size`` rows per engine call. ``should_continue_on_error=True``: an engine failure on one request comes
   back as that request's ``error``.
