@@ -4,6 +4,7 @@ and edit -> evaluate rows streaming into the sink while other cases are still be
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -233,3 +234,90 @@ def test_edited_rows_reach_the_sink_while_other_cases_are_still_edited(ray_local
     # the edited video (17 frames at 48x64) was aligned with the 24-frame 96x128 source, as the official evaluator
     assert all("pair_mismatch=resample" in (r["warning_pair"] or "") for r in rows)
     assert summary["edit"]["n_edited"] == 8 and summary["metrics"]["SSIM"]["n"] == 8
+
+
+# ----------------------------------------------------------------------------- `editor=<model>`
+
+def test_editor_shorthand_picks_the_models_yaml_and_lists_the_known_ones(cove_data, tmp_path):
+    from vbench_ray.config import ConfigError
+    from vbench_ray.configure import load_config
+
+    base = cove_overrides(cove_data, tmp_path / "run")
+    vace = load_config(COVE, base + ["editor=vace", "editor.steps=4"]).editor  # a later key still overrides
+    assert (vace.name, vace.model, vace.steps, vace.frame_rules.max_frames) == ("diffusers", "VACE", 4, 81)
+    assert vace == load_config(COVE, base + [f"editor.include={EDITORS / 'vace.yaml'}", "editor.steps=4"]).editor
+    ditto = load_config(COVE, base + ["editor=ditto"]).editor
+    assert (ditto.name, ditto.model, ditto.frame_rules.min_frames) == ("command", "Ditto", 33)
+    assert load_config(COVE, base + ["editor=identity"]).editor.name == "identity"
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"name": "identity", "model": "mine", "seed": 5}))
+    assert load_config(COVE, base + [f"editor={mine}"]).editor.seed == 5
+    with pytest.raises(ConfigError) as err:
+        load_config(COVE, base + ["editor=vace2"])
+    message = str(err.value)
+    assert "unknown editor 'vace2'" in message
+    assert all(name in message for name in ("precomputed", "identity", *TABLE7))
+
+
+# ----------------------------------------------------------------------------- a command's GPU memory (nvidia-smi)
+
+# A stand-in nvidia-smi: prints the compute-apps table the test's model script leaves in $SMI_TABLE.
+FAKE_SMI = textwrap.dedent("""\
+    #!/bin/sh
+    [ "$1" = "--query-compute-apps=pid,used_memory" ] || exit 9
+    cat "$SMI_TABLE" 2>/dev/null
+""")
+# The model's script: itself and a child (one process group) hold 1200 MiB, then 3000 + 600 (one pid on two GPUs:
+# 3000 = 2000 + 1000) beside an unrelated process (pid 1, never counted), then exits.
+GPU_SCRIPT = textwrap.dedent("""
+    import os, subprocess, sys, time
+    table, output = os.environ["SMI_TABLE"], sys.argv[1]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    def show(text):
+        with open(table + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(table + ".tmp", table)
+    me = os.getpid()
+    show(f"{me}, 1200\\n1, 50000\\n")
+    time.sleep(1.0)
+    show(f"{me}, 2000\\n{me}, 1000\\n{child.pid}, 600\\n1, 50000\\n[N/A], [N/A]\\n")
+    time.sleep(1.0)
+    show(f"{child.pid}, 10\\n")
+    child.kill()
+    open(output, "wb").write(open(os.environ["SOURCE"], "rb").read())
+""")
+
+
+def test_parse_compute_apps_sums_a_process_group_by_hand():
+    from vbench_ray.editors.gpumem import group_mb, parse_compute_apps
+
+    apps = parse_compute_apps("11, 2000\n11, 1000\n12, 600\n13, 50\n[N/A], [N/A]\nnot a line\n14, [N/A]\n")
+    assert apps == {11: 3000.0, 12: 600.0, 13: 50.0}  # a pid on two GPUs: its two rows summed
+    groups = {11: 11, 12: 11, 13: 99}
+    assert group_mb(apps, 11, groups.__getitem__) == 3600.0  # 13 is another group's
+    assert group_mb(apps, 7, groups.__getitem__) is None  # no process of group 7: not 0, unknown
+
+
+def test_a_commands_peak_gpu_memory_comes_from_nvidia_smi(tmp_path, monkeypatch):
+    from vbench_ray.editors.base import EditorPool
+    from vbench_ray.editors.gpumem import NO_SMI, PEAK_SMI
+
+    src = write_video(tmp_path / "src.mp4", moving_square_video(t=8, h=48, w=64), fps=16)
+    (tmp_path / "model.py").write_text(GPU_SCRIPT)
+    cfg = {"name": "command", "command": f"{sys.executable} {tmp_path / 'model.py'} {{output}}", "gpu_poll_s": 0.05, "seed": 0,
+           "env": {"SMI_TABLE": str(tmp_path / "table.csv"), "SOURCE": str(src)}, "layout": "flat"}
+    row = {"case_id": "a", "variant": "base", "source_path": str(src)}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("SMI_TABLE", str(tmp_path / "table.csv"))  # for the stand-in, which the actor runs
+    out = EditorPool(cfg, str(tmp_path / "out"))(dict(row))
+    assert out.get("error_edit") is None, out
+    assert out["edit_peak_mb"] == 3600.0 and out["edit_peak_from"] == PEAK_SMI  # 2000 + 1000 + 600, never pid 1's
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: null, and the row says why
+    cfg["command"] = cfg["command"].replace(sys.executable, os.path.realpath(sys.executable))
+    out = EditorPool(cfg, str(tmp_path / "out2"))(dict(row))
+    assert out["edit_peak_mb"] is None and out["edit_peak_from"] == NO_SMI and out.get("error_edit") is None

@@ -16,8 +16,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from vbench_ray.benchmarks import BENCHMARKS
-from vbench_ray.config import (CHOICES, INCLUDE_KEY, ConfigError, check_no_resolvers, explain_key_error, find_config,
-                               read_yaml, resolve_includes)
+from vbench_ray.config import (BUNDLED_CONFIGS, CHOICES, INCLUDE_KEY, ConfigError, check_no_resolvers,
+                               explain_key_error, find_config, read_yaml, resolve_includes)
 from vbench_ray.sweeps import Variant, variants_from_axes
 
 
@@ -70,7 +70,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def _apply_overrides(user: DictConfig, overrides: list[str], config_dir: Path | None) -> DictConfig:
-    """Merge ``key=value`` overrides; ``KEY.include=FILE`` first replaces the node KEY by FILE's config.
+    """Merge ``key=value`` overrides; ``KEY.include=FILE`` first replaces the node KEY by FILE's config
+    (``editor=<model>`` is ``editor.include=editors/<model>.yaml``: ``_expand_group``).
 
     ``judge.include=judges/gpt5_mini_http.yaml judge.model=gpt-5-mini`` switches the whole judge block to
     that file, then sets one of its keys. FILE is looked up in the working directory, next to the config
@@ -79,7 +80,7 @@ def _apply_overrides(user: DictConfig, overrides: list[str], config_dir: Path | 
     """
     dirs = (Path.cwd(),) + ((config_dir,) if config_dir else ())
     plain = []
-    for item in overrides:
+    for item in map(_expand_group, overrides):
         key, _, value = item.partition("=")
         key = key.strip()
         if key != INCLUDE_KEY and not key.endswith("." + INCLUDE_KEY):
@@ -99,6 +100,31 @@ def _apply_overrides(user: DictConfig, overrides: list[str], config_dir: Path | 
         return OmegaConf.merge(user, OmegaConf.create(resolve_includes(parsed, dirs, (), "the overrides")))
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot parse overrides {overrides}: {exc}") from exc
+
+
+# `KEY=NAME` picks a bundled file for a whole block: `editor=vace` is `editor.include=editors/vace.yaml`.
+CONFIG_GROUPS = {"editor": "editors"}
+BUILTIN_EDITORS = ("precomputed", "identity")  # editor names with no file: `editor=identity` is `editor.name=identity`
+
+
+def _expand_group(item: str) -> str:
+    """``editor=<model>`` -> ``editor.include=<configs/editors/<model>.yaml>``; an unknown name is an error that lists
+    the known ones. A value naming a YAML file (``editor=my/vace.yaml``) includes that file."""
+    key, _, value = item.partition("=")
+    key, value = key.strip(), value.strip()
+    if key not in CONFIG_GROUPS:
+        return item
+    if value.endswith((".yaml", ".yml")):
+        return f"{key}.{INCLUDE_KEY}={value}"
+    if key == "editor" and value in BUILTIN_EDITORS:
+        return f"editor.name={value}"
+    folder = BUNDLED_CONFIGS / CONFIG_GROUPS[key]
+    known = sorted(p.stem for p in folder.glob("*.yaml"))
+    if value in known:
+        return f"{key}.{INCLUDE_KEY}={folder / (value + '.yaml')}"
+    names = (list(BUILTIN_EDITORS) if key == "editor" else []) + known
+    raise ConfigError(f"override {item!r}: unknown {key} {value!r}; known {key}s: {', '.join(names)} "
+                      f"(configs/{CONFIG_GROUPS[key]}/<name>.yaml), or the path of a YAML file")
 
 
 @dataclass

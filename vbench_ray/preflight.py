@@ -3,12 +3,16 @@
 ``check(cfg)`` runs at the start of ``runner.run``, before Ray starts, a video is opened or a model is
 loaded, and raises one ``ConfigError`` listing every problem found, each naming its config key:
 
-* the run: ``run.limit`` >= 0, ``ray.workers`` / ``ray.batch_size`` / ``ray.shard_rows`` / ``ray.num_cpus`` >= 1,
+* the run: ``run.limit`` >= 0, ``ray.workers`` / ``ray.batch_size`` / ``ray.judge_batch_size`` /
+  ``ray.shard_rows`` / ``ray.num_cpus`` >= 1,
   ``stats.bootstrap_samples`` >= 1, ``stats.confidence`` strictly between 0 and 1, ``output.dir`` neither an
   existing file nor one of the data folders;
 * metrics (the enabled ones): ``frames`` >= 1 (or null: every frame), weights that exist (each metric's
   own ``FrameMetric.check_weights``: RAFT, CoTracker, LPIPS, CLIP, DINO, NIQE ...), ``device: cuda`` only
   where a GPU is (this machine's torch, or the attached Ray cluster);
+* the editor (``editor.name`` other than ``precomputed``): its own ``Editor.check_weights`` (a diffusers model
+  folder with ``model_index.json`` and its components, a command template), ``editor.device: cuda`` only where a
+  GPU is;
 * each judge the run will call (``judge``, ViDiC's ``model``, NRVBench's ``judges``): ``model`` set, a local
   model path that exists (vllm, hf), ``http.base_url`` set, the ``http.api_key_env`` variable set,
   ``replay_path`` set and existing, ``max_retries`` >= 0, ``max_invalid_fraction`` in [0, 1];
@@ -36,7 +40,8 @@ Problems = list[str]
 def check(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later."""
     problems: Problems = []
-    for step in (_check_run, _check_output, _check_metrics, _check_judges, BENCHMARK_CHECKS.get(cfg.benchmark)):
+    for step in (_check_run, _check_output, _check_metrics, _check_editor, _check_judges,
+                 BENCHMARK_CHECKS.get(cfg.benchmark)):
         if step is None:
             continue
         try:
@@ -65,7 +70,7 @@ def _int_at_least(cfg: Any, key: str, low: int, nullable: bool = True, what: str
 
 def _check_run(cfg: DictConfig) -> Problems:
     out = _int_at_least(cfg, "run.limit", 0, what=" (the number of cases to evaluate; null: all)")
-    for key in ("ray.batch_size", "ray.shard_rows"):
+    for key in ("ray.batch_size", "ray.judge_batch_size", "ray.shard_rows"):
         out += _int_at_least(cfg, key, 1, nullable=False)
     for key in ("ray.workers", "ray.num_cpus"):
         out += _int_at_least(cfg, key, 1, what=" (null: what the cluster holds)")
@@ -150,6 +155,21 @@ def _check_gpu(cfg: DictConfig, keys: list[str]) -> Problems:
             pass
         where = "this machine has no usable GPU (torch.cuda.is_available() is False) and no Ray cluster is attached"
     return [f"`{k}` = cuda but {where}: set it to cpu, or run on a GPU machine or cluster" for k in keys]
+
+
+# ----------------------------------------------------------------------------- editor
+
+def _check_editor(cfg: DictConfig) -> Problems:
+    editor = _get(cfg, "editor")
+    if not isinstance(editor, DictConfig) or editor.get("name") in (None, "precomputed"):
+        return []
+    from vbench_ray.editors import EDITORS
+
+    if editor.name not in EDITORS:
+        return [f"`editor.name` = {editor.name!r} is not a known editor: {['precomputed', *sorted(EDITORS)]}"]
+    out = list(EDITORS[editor.name].check_weights(editor))
+    device = editor.get("device")
+    return out + _check_gpu(cfg, ["editor.device"] if device and str(device).startswith("cuda") else [])
 
 
 # ----------------------------------------------------------------------------- judges

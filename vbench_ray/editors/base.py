@@ -3,7 +3,8 @@
 ``Editor.edit(source, instruction, annotations, output)`` writes the edited video to ``output`` and returns
 what it wants recorded. The stage (``EditorPool``: the model loaded once per actor in ``setup``) names
 each output ``{case_id}.mp4`` (the official layout) under ``editor.output_dir``, skips cases whose output
-already exists (resumable), and records ``edit_seconds``, ``edit_seconds_per_frame`` and ``edit_peak_mb``.
+already exists (resumable), and records ``edit_seconds``, ``edit_seconds_per_frame`` and ``edit_peak_mb`` (with
+``edit_peak_from``, the measure behind it).
 A failed edit is the case's ``error_edit``; the other cases go on.
 """
 
@@ -24,7 +25,7 @@ from vbench_ray.safepaths import component, within
 
 @dataclass
 class EditorConfig:
-    name: str = "precomputed"  # precomputed (read data.edited_dir) | identity (copy the source: a control) | command
+    name: str = "precomputed"  # precomputed (read data.edited_dir) | identity (copy the source: a control) | command | diffusers
     model: Optional[str] = None  # the model's name, for the record (configs/editors/<model>.yaml)
     output_dir: Optional[str] = None  # where edited videos go (null: RUN_DIR/edited)
     layout: str = "by_variant"  # by_variant: {output_dir}/{variant}/{id}.mp4 | flat: {output_dir}/{id}.mp4 (official)
@@ -36,13 +37,26 @@ class EditorConfig:
     command: Optional[str] = None  # command backend: the inference command template ({source} {instruction} ...)
     workdir: Optional[str] = None  # command backend: where the command runs (the model's repository)
     env: dict = field(default_factory=dict)  # command backend: environment variables added
-    timeout_s: Optional[float] = None  # a case's edit taking longer is killed and fails (null: no limit)
+    timeout_s: Optional[float] = None  # a case's edit taking longer fails: command killed, diffusers stopped at a step
     stderr_tail_chars: int = 2000  # command backend: how much of stderr the case row keeps
+    gpu_poll_s: float = 0.5  # command backend: how often nvidia-smi is asked for the command's GPU memory
+    weights: Optional[str] = None  # diffusers backend: the local model folder (model_index.json + components)
+    pipeline: Optional[str] = None  # diffusers backend: the pipeline class, e.g. WanVACEPipeline (null: model_index.json's)
+    dtype: str = "bf16"  # diffusers backend: bf16 | fp16 | fp32, the weights' dtype
+    vae_dtype: Optional[str] = None  # diffusers backend: the VAE's dtype when it differs (null: dtype)
+    device: Optional[str] = None  # diffusers backend: cuda | cuda:N | cpu (null: cuda when the actor has a GPU)
+    offload: bool = False  # diffusers backend: enable_model_cpu_offload (a component on the GPU only while it runs)
+    steps: Optional[int] = None  # diffusers backend: denoising steps (null: the pipeline's default)
+    guidance: Optional[float] = None  # diffusers backend: classifier-free guidance scale (null: the pipeline's default)
+    negative_prompt: Optional[str] = None  # diffusers backend
+    fps: Optional[float] = None  # diffusers backend: the output's fps (null: the input's, after the frame rules)
+    call_kwargs: dict = field(default_factory=dict)  # diffusers backend: more keyword arguments of the pipeline call
     config_hash: Optional[str] = None  # filled in on load: hash of what decides the edited videos
 
 
 # Keys that do not change what an editor produces: left out of its config hash.
-_PLACEMENT_KEYS = ("output_dir", "layout", "num_gpus", "replicas", "config_hash", "timeout_s", "stderr_tail_chars")
+_PLACEMENT_KEYS = ("output_dir", "layout", "num_gpus", "replicas", "config_hash", "timeout_s", "stderr_tail_chars",
+                   "gpu_poll_s", "offload")
 
 
 def editor_config_hash(editor: Any) -> str:
@@ -69,6 +83,12 @@ class Editor:
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
+
+    @classmethod
+    def check_weights(cls, cfg: Any) -> list[str]:
+        """Problems with what ``cfg`` asks for (weights, templates), each naming its ``editor.*`` key:
+        ``vbench_ray.preflight`` calls this before any compute, as it calls each metric's ``check_weights``."""
+        return []
 
     def setup(self) -> None:
         """Load weights (once per pool actor)."""
@@ -138,30 +158,47 @@ class EditorPool:
         except Exception as exc:  # this case failed; the other cases go on
             partial.unlink(missing_ok=True)
             record = exc.record if isinstance(exc, EditFailed) else {}
-            return {**out, **record, "edit_seconds": time.perf_counter() - start, "edit_peak_mb": peak(),
+            return {**out, **record, "edit_seconds": time.perf_counter() - start, **_peak_fields(record, peak),
                     "error_edit": str(exc) if isinstance(exc, EditFailed) else format_exception(exc)}
         seconds = time.perf_counter() - start
         shutil.move(str(partial), output)
         return {**out, "edited_path": str(output), "edit_seconds": seconds, "edit_frames": frames,
-                "edit_seconds_per_frame": seconds / max(1, frames), "edit_peak_mb": peak()}
+                "edit_seconds_per_frame": seconds / max(1, frames), **_peak_fields(out, peak)}
 
 
 EDIT_OUTPUTS = {"edited_path": "str", "edit_input_path": "str", "edit_frames": "int", "edit_seconds": "float",
-                "edit_seconds_per_frame": "float", "edit_peak_mb": "float", "edit_exit_code": "int",
-                "edit_stderr": "str", "edit_seed": "int", "editor_hash": "str"}
+                "edit_seconds_per_frame": "float", "edit_peak_mb": "float", "edit_peak_from": "str",
+                "edit_exit_code": "int", "edit_stderr": "str", "edit_seed": "int", "editor_hash": "str"}
+
+# What ``edit_peak_mb`` measured: the tensors the actor's own process allocated (an in-process model, e.g. the
+# diffusers backend: CoVEBench Table 5's measure), or what nvidia-smi reports for a command's processes (command.py).
+PEAK_TORCH = "torch.cuda.max_memory_allocated"
 
 
 def _reset_peak():
-    """A function returning the peak GPU memory (MB) since this call, or None without CUDA."""
+    """A function returning the peak GPU memory (MB) since this call, summed over the actor's visible GPUs (one,
+    for a one-GPU replica), or None without CUDA. A process that never initialised CUDA (a ``command`` editor's
+    actor, a model on the CPU) holds nothing there, and torch refuses to reset its statistics: None too."""
     try:
         import torch
 
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
-            return lambda: torch.cuda.max_memory_allocated() / 2 ** 20
-    except ImportError:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            devices = range(torch.cuda.device_count())
+            for d in devices:
+                torch.cuda.reset_peak_memory_stats(d)
+            return lambda: sum(torch.cuda.max_memory_allocated(d) for d in devices) / 2 ** 20
+    except (ImportError, RuntimeError):
         pass
     return lambda: None
+
+
+def _peak_fields(record: dict, peak) -> dict:
+    """``edit_peak_mb`` and what measured it: the editor's own measure when it made one (``edit_peak_from`` in
+    its record: a command's processes are not the actor's), else the actor's CUDA peak."""
+    if "edit_peak_from" in record:
+        return {"edit_peak_mb": record.get("edit_peak_mb"), "edit_peak_from": record["edit_peak_from"]}
+    mb = peak()
+    return {"edit_peak_mb": mb, "edit_peak_from": PEAK_TORCH if mb is not None else None}
 
 
 def editor_stages(cfg: Any) -> list[Stage]:

@@ -7,7 +7,9 @@ quotes, ``;`` or ``$(...)`` stays one argument. ``{source}`` is the input video 
 model's frame rules (``frames``); ``{annotations}`` is the case's annotation JSON. The script runs in
 ``editor.workdir`` with ``editor.env`` added to the environment, in its own process group, killed whole after
 ``editor.timeout_s``. Its exit code, the tail of its stderr and its time are the case's record; a non-zero
-exit, a timeout or a missing output is that case's ``error_edit`` and the other cases go on.
+exit, a timeout or a missing output is that case's ``error_edit`` and the other cases go on. Its peak GPU memory
+is what ``nvidia-smi`` reports for the command's process group while it runs (gpumem.py; null without
+``nvidia-smi``), never the actor's own: the model is not in the actor's process.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 from vbench_ray.editors.base import EditFailed, Editor, register_editor
+from vbench_ray.editors.gpumem import GroupPeak
 
 PLACEHOLDERS = ("source", "instruction", "annotations", "output", "frames", "height", "width", "seed")
 
@@ -41,10 +44,24 @@ def build_argv(template: str, values: dict) -> list[str]:
 class CommandEditor(Editor):
     name = "command"
 
+    @classmethod
+    def check_weights(cls, cfg) -> list[str]:
+        if not cfg.get("command"):
+            return ["`editor.command` is not set: editor.name=command runs the model's inference command template "
+                    f"(placeholders {{{'}, {'.join(PLACEHOLDERS)}}})"]
+        try:
+            build_argv(cfg.command, {k: "" for k in PLACEHOLDERS})
+        except ValueError as exc:
+            return [f"`editor.command`: {exc}"]
+        workdir = cfg.get("workdir")
+        if workdir and not Path(str(workdir)).expanduser().is_dir():
+            return [f"`editor.workdir` = {str(workdir)!r} is not a folder (the model's repository, where the command runs)"]
+        return []
+
     def setup(self) -> None:
-        if not self.cfg.get("command"):
-            raise ValueError("editor.name=command needs editor.command (the model's inference command template)")
-        build_argv(self.cfg.command, {k: "" for k in PLACEHOLDERS})  # a bad template fails at actor start
+        problems = self.check_weights(self.cfg)
+        if problems:  # a bad template fails at actor start
+            raise ValueError("; ".join(problems))
 
     def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path, **params) -> dict:
         argv = build_argv(self.cfg.command, {"source": source, "instruction": instruction or "",
@@ -54,14 +71,20 @@ class CommandEditor(Editor):
         tail_chars = int(self.cfg.get("stderr_tail_chars") or 2000)
         proc = subprocess.Popen(argv, cwd=self.cfg.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        # start_new_session: the command leads a process group of its own (pgid == its pid), polled for GPU memory
+        gpu = GroupPeak(proc.pid, float(self.cfg.get("gpu_poll_s") or 0.5)).start()
         try:
             _, err = proc.communicate(timeout=float(timeout) if timeout else None)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             _, err = proc.communicate()
+            peak, peak_from = gpu.stop()
             raise EditFailed(f"timed out after {timeout} s: {argv[0]}",
-                             {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars)})
-        record = {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars)}
+                             {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars),
+                              "edit_peak_mb": peak, "edit_peak_from": peak_from})
+        peak, peak_from = gpu.stop()
+        record = {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars),
+                  "edit_peak_mb": peak, "edit_peak_from": peak_from}
         if proc.returncode != 0:
             last = (record["edit_stderr"] or "").strip().splitlines()[-1:] or [""]
             raise EditFailed(f"exit code {proc.returncode}: {last[0][:300]}", record)

@@ -1,6 +1,8 @@
 """The editing model's cost over a run's rows, as CoVEBench Table 5 reports it: the mean of the cases' wall seconds
-per output frame, and the peak GPU memory (MB, ``torch.cuda.max_memory_allocated`` in the editor's process; null
-for a ``command`` editor, whose model runs in a child process, and on CPU)."""
+per output frame, and the peak GPU memory (MB): ``torch.cuda.max_memory_allocated`` in the editor's process for an
+in-process model (``diffusers``); for a ``command`` editor, whose model runs in child processes, what nvidia-smi
+reported for the command's process group (editors/gpumem.py; null without nvidia-smi); null on CPU.
+``peak_from`` names the measure(s) behind ``peak_mb``."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ def edit_summary(rows: list[dict], editor: Any) -> dict:
             "failed": {r["case_id"]: r["error_edit"] for r in failed[:50]},
             "mean_seconds_per_frame": sum(spf) / len(spf) if spf else None,
             "peak_mb": max(peaks) if peaks else None,
+            "peak_from": sorted({r["edit_peak_from"] for r in timed if r.get("edit_peak_from")}),
             "mean_seconds_per_case": (sum(r["edit_seconds"] for r in timed) / len(timed)) if timed else None,
             "frames_edited": sum(r.get("edit_frames") or 0 for r in timed)}
 
@@ -33,8 +36,8 @@ def edit_report_table(edit: dict) -> dict:
 
     label = edit.get("model") or edit.get("editor")
     return {"title": "Editing cost (CoVEBench Table 5)",
-            "columns": ["Method", "Time (s/f)", "Peak VRAM (MB)", "profile", "edited", "reused", "failed", "seed",
-                        "config hash"],
+            "columns": ["Method", "Time (s/f)", "Peak VRAM (MB)", "peak measured by", "profile", "edited", "reused",
+                        "failed", "seed", "config hash"],
             "rows": [[label, fmt(edit.get("mean_seconds_per_frame"), ".3f"), fmt(edit.get("peak_mb"), ",.1f"),
-                      edit.get("profile") or "frame rules", edit["n_edited"], edit["n_reused"], edit["n_failed"],
-                      edit.get("seed"), edit.get("config_hash")]]}
+                      "; ".join(edit.get("peak_from") or []) or "n/a", edit.get("profile") or "frame rules",
+                      edit["n_edited"], edit["n_reused"], edit["n_failed"], edit.get("seed"), edit.get("config_hash")]]}
