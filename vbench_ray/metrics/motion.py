@@ -13,14 +13,18 @@ MF = 1 - 1/N * sum_i c_{i, pi*(i)}.
 
 Trackers sit behind ``PointTracker.track(frames) -> (tracks (T, N, 2), visible (T, N))``: ``lk`` is
 OpenCV's pyramidal Lucas-Kanade with a forward-backward check (CPU, no weights), ``cotracker`` is
-CoTracker3 offline (the official tracker, ``scaled_offline.pth``).
+CoTracker3 offline (the official tracker), our own model definition in ``vbench_ray.metrics.cotracker3``
+loading the official ``scaled_offline.pth``; no ``cotracker`` package is needed. It is called as the official
+MF script calls ``CoTrackerPredictor(video, grid_size=10, grid_query_frame=0)`` on the 384x384 frames: resized
+to 384x512 for the model, 6 updates, a point visible where sigmoid(visibility) > 0.9 (``visibility_threshold``;
+the official predictor's threshold, the script's later ``> 0.5`` on that boolean changes nothing).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional, Protocol
+from dataclasses import dataclass, field
+from typing import List, Optional, Protocol
 
 import cv2
 import numpy as np
@@ -42,7 +46,9 @@ class MFConfig:
     tracker: str = "lk"                # "lk" (OpenCV Lucas-Kanade, CPU) or "cotracker" (CoTracker3)
     cotracker_weights: Optional[str] = None  # local CoTracker3 checkpoint, e.g. scaled_offline.pth
     device: str = "cpu"                # torch device for CoTracker
-    visibility_threshold: float = 0.5  # CoTracker visibility above this counts as visible
+    visibility_threshold: float = 0.9  # CoTracker sigmoid(visibility) above this counts as visible (official: 0.9)
+    # [H, W] CoTracker3 runs at (the official predictor's 384x512); multiples of 4, at least 32
+    cotracker_resolution: List[int] = field(default_factory=lambda: [384, 512])
     fb_threshold: float = 1.0          # px; LK forward-backward error above this ends a track
 
 
@@ -172,38 +178,64 @@ class LKTracker:
 
 
 class CoTrackerTracker:
-    """CoTracker3 offline (``cotracker.predictor.CoTrackerPredictor``) from a local checkpoint."""
+    """CoTracker3 offline (``vbench_ray.metrics.cotracker3``) from a local checkpoint, on a grid from frame 0."""
 
-    def __init__(self, weights: str, grid_size: int = 10, device: str = "cpu", visibility_threshold: float = 0.5):
-        # weights first: a missing path must name the config key even without the package installed
+    videos_per_forward = 8  # videos batched into one forward pass (source and edited of 4 cases)
+
+    def __init__(self, weights: str, grid_size: int = 10, device: str = "cpu", visibility_threshold: float = 0.9,
+                 resolution: tuple[int, int] = (384, 512)):
         path = require_weights(weights, "metrics.MF.cotracker_weights", "CoTracker3")
-        try:
-            from cotracker.predictor import CoTrackerPredictor
-        except ImportError as exc:
-            raise ImportError("metrics.MF.tracker=cotracker needs the `cotracker` package: "
-                              "install the CoTracker3 package (facebookresearch/co-tracker) into this environment "
-                              "(or use metrics.MF.tracker=lk)") from exc
         import torch
 
+        from vbench_ray.metrics.cotracker3 import load_cotracker3
+
         self.torch = torch
-        self.model = CoTrackerPredictor(checkpoint=str(path), offline=True).to(device).eval()
+        self.model = load_cotracker3(path, device)
         self.device, self.grid_size, self.visibility_threshold = device, grid_size, visibility_threshold
+        self.resolution = tuple(int(v) for v in resolution)
 
     def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.track_many([frames])[0]
+
+    def track_many(self, videos: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``track`` of each video; videos of one shape share forward passes (the model treats the batch's
+        videos independently, so a video's tracks do not depend on its companions beyond float rounding)."""
+        from vbench_ray.metrics.cotracker3 import track_points
+
         torch = self.torch
-        # CoTracker takes float RGB in [0, 255], shape (B, T, 3, H, W)
-        video = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)[None].float().to(self.device)
-        with torch.inference_mode():
-            tracks, vis = self.model(video, grid_size=self.grid_size, grid_query_frame=0)
-        visible = vis[0].float().cpu().numpy() > self.visibility_threshold
-        return tracks[0].float().cpu().numpy(), visible
+        out: list = [None] * len(videos)
+        by_shape: dict[tuple, list[int]] = {}
+        for i, v in enumerate(videos):
+            by_shape.setdefault(np.shape(v), []).append(i)
+        for idx in by_shape.values():
+            for start in range(0, len(idx), self.videos_per_forward):
+                chunk = idx[start:start + self.videos_per_forward]
+                # (B, T, 3, H, W) float RGB in 0..255, as the official predictor takes it
+                batch = torch.from_numpy(np.stack([np.ascontiguousarray(videos[i]) for i in chunk]))
+                batch = batch.permute(0, 1, 4, 2, 3).float().to(self.device)
+                with torch.inference_mode():
+                    tracks, vis, _conf = track_points(self.model, batch, self.grid_size, 0, self.resolution)
+                tracks, vis = tracks.float().cpu().numpy(), vis.float().cpu().numpy()
+                for k, i in enumerate(chunk):
+                    out[i] = (tracks[k], vis[k] > self.visibility_threshold)
+        return out
+
+
+def cotracker_resolution(cfg) -> tuple[int, int]:
+    """``metrics.MF.cotracker_resolution`` as (H, W), checked: the model needs multiples of 4, at least 32 (4
+    pyramid levels of 1/4-resolution features)."""
+    value = list(getattr(cfg, "cotracker_resolution", None) or [])
+    if len(value) != 2 or any(int(v) != v or v < 32 or int(v) % 4 for v in value):
+        raise ValueError(f"metrics.MF.cotracker_resolution must be [H, W], multiples of 4 and >= 32, got {value!r}")
+    return int(value[0]), int(value[1])
 
 
 def build_tracker(cfg: MFConfig) -> PointTracker:
     if cfg.tracker == "lk":
         return LKTracker(int(cfg.grid_size), float(cfg.fb_threshold))
     if cfg.tracker == "cotracker":
-        return CoTrackerTracker(cfg.cotracker_weights, int(cfg.grid_size), cfg.device, float(cfg.visibility_threshold))
+        return CoTrackerTracker(cfg.cotracker_weights, int(cfg.grid_size), cfg.device, float(cfg.visibility_threshold),
+                                cotracker_resolution(cfg))
     raise ValueError(f"metrics.MF.tracker must be one of {TRACKERS}, got {cfg.tracker!r}")
 
 
@@ -223,6 +255,8 @@ class MF(FrameMetric):
         super().__init__(cfg)
         if self.cfg.tracker not in TRACKERS:
             raise ValueError(f"metrics.MF.tracker must be one of {TRACKERS}, got {self.cfg.tracker!r}")
+        if self.cfg.tracker == "cotracker":
+            cotracker_resolution(self.cfg)  # a bad value fails here, before any compute
         self.tracker: PointTracker | None = None
 
     def resources(self) -> dict:
@@ -240,17 +274,45 @@ class MF(FrameMetric):
 
     def summarize(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Track the resized frames and summarise each trajectory as (position, velocity)."""
+        return self.summarize_many([frames])[0]
+
+    def summarize_many(self, videos: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``summarize`` of each video; CoTracker batches them into shared forward passes."""
         if self.tracker is None:
             self.setup()
-        return summarize_tracks(*self.tracker.track(rgb_resize(frames, int(self.cfg.size))))
+        resized = [rgb_resize(v, int(self.cfg.size)) for v in videos]
+        many = getattr(self.tracker, "track_many", None)
+        tracked = many(resized) if many else [self.tracker.track(v) for v in resized]
+        return [summarize_tracks(*t) for t in tracked]
 
-    def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+    def check_inputs(self, edited: np.ndarray, source: np.ndarray | None) -> None:
         if source is None:
             raise ValueError("MF compares against the source video, but no source frames were given")
         for what, frames in (("the source video", source), ("the edited video", edited)):
             if len(frames) < 2:  # a velocity needs two frames
                 raise VideoTooShortError("MF", len(frames), 2, what)
-        pos_a, vel_a = self.summarize(source)
-        pos_b, vel_b = self.summarize(edited)
+
+    def score(self, src: tuple[np.ndarray, np.ndarray], edit: tuple[np.ndarray, np.ndarray]) -> float:
         dmax = math.sqrt(2.0) * int(self.cfg.size)
-        return motion_fidelity(pos_a, vel_a, pos_b, vel_b, float(self.cfg.alpha), dmax, float(self.cfg.eps))
+        return motion_fidelity(*src, *edit, float(self.cfg.alpha), dmax, float(self.cfg.eps))
+
+    def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+        self.check_inputs(edited, source)
+        src, edit = self.summarize_many([source, edited])
+        return self.score(src, edit)
+
+    def compute_many(self, items) -> list:
+        """Every case's source and edited video tracked together (CoTracker: shared forward passes); a case
+        whose inputs are unusable gets its own exception, as ``compute`` would raise it."""
+        out: list = [None] * len(items)
+        ok = []
+        for i, (edited, source, _kwargs) in enumerate(items):
+            try:
+                self.check_inputs(edited, source)
+                ok.append(i)
+            except Exception as exc:  # this case's failure only
+                out[i] = exc
+        summaries = self.summarize_many([v for i in ok for v in (items[i][1], items[i][0])]) if ok else []
+        for k, i in enumerate(ok):
+            out[i] = self.score(summaries[2 * k], summaries[2 * k + 1])
+        return out
