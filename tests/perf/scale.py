@@ -91,6 +91,62 @@ def run_attached(data: dict, out: Path, cpus: int, n: int) -> dict:
         subprocess.run(ray_cli + ["stop", "--force"], capture_output=True)
 
 
+class CpuAccount:
+    """CPU seconds used by a process and all its descendants (Ray's GCS, raylet, agents and workers), sampled
+    from /proc every half second, grouped by role: where a run's CPU time goes besides the stage's work."""
+
+    def __init__(self, root: int):
+        import threading
+
+        self.root, self.seen, self._stop = root, {}, threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.is_set():
+            parents, info = {}, {}
+            for d in os.listdir("/proc"):
+                if not d.isdigit():
+                    continue
+                try:
+                    stat = Path(f"/proc/{d}/stat").read_text()
+                    fields = stat[stat.rindex(")") + 2:].split()
+                    parents[int(d)] = int(fields[1])
+                    name = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    info[int(d)] = ((int(fields[11]) + int(fields[12])) / tick, name or stat[stat.index("(") + 1:stat.rindex(")")])
+                except (OSError, ValueError, IndexError):
+                    continue
+            tree, frontier = {self.root}, [self.root]
+            while frontier:
+                p = frontier.pop()
+                kids = [c for c, pp in parents.items() if pp == p and c not in tree]
+                tree.update(kids)
+                frontier += kids
+            for pid in tree:
+                if pid in info:
+                    self.seen[pid] = info[pid]
+            self._stop.wait(0.5)
+
+    def by_role(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for pid, (seconds, cmd) in self.seen.items():
+            role = ("driver" if pid == self.root or "vbench_ray.cli" in cmd else
+                    "workers" if ("default_worker" in cmd or cmd.startswith("ray::")) and "Agent" not in cmd else
+                    "ray system (gcs, raylet, agents, monitors)")
+            out[role] = round(out.get(role, 0.0) + seconds, 1)
+        return out
+
+
+EXTRA_ENV: dict[str, str] = {}  # --env KEY=VALUE: set for the pipeline's process (and so its Ray workers)
+
+
 def run_pipeline(data: dict, out: Path, cpus: int, n: int, address: str | None = None) -> dict:
     args = [sys.executable, "-m", "vbench_ray.cli", "run", str(REPO / "configs" / "cove.yaml"),
             f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
@@ -102,7 +158,13 @@ def run_pipeline(data: dict, out: Path, cpus: int, n: int, address: str | None =
     elif shutil.which("taskset"):
         args = ["taskset", "-c", f"0-{cpus - 1}"] + args
     start = time.time()
-    proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+    popen = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "RAY_ADDRESS": "", **EXTRA_ENV})
+    cpu = CpuAccount(popen.pid)
+    cpu.start()
+    stdout, stderr = popen.communicate()
+    cpu.stop()
+    proc = subprocess.CompletedProcess(args, popen.returncode, stdout, stderr)
     wall = time.time() - start
     if proc.returncode != 0:
         raise RuntimeError(f"run with {cpus} CPUs failed:\n{proc.stderr[-3000:]}")
@@ -112,6 +174,7 @@ def run_pipeline(data: dict, out: Path, cpus: int, n: int, address: str | None =
     table = pq.read_table(out / "cases", columns=["at_frames"] + list(METRICS))
     ats = [a for a in table.column("at_frames").to_pylist() if a]
     return {"cpus": cpus, "wall_s": wall, "cases_per_s": n / wall, "first_row_s": first - start,
+            "cpu_seconds": cpu.by_role(),
             "first_decoded_s": min(ats) - start if ats else None,
             "timing": json.loads((out / "summary.json").read_text()).get("timing"),
             "stream_s": max(ats) - min(ats) if ats else None,
@@ -211,6 +274,10 @@ def in_process(data: dict, n: int) -> dict:
     return {"stage_s_per_case": stage_s, "official_s_per_case": official_s, "profile": text.getvalue()}
 
 
+def n_cases(run: dict) -> int:
+    return max(1, ((run["timing"] or {}).get("stages", {}).get("frames", {}) or {}).get("rows", 1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=384)
@@ -226,7 +293,10 @@ def main() -> None:
     ap.add_argument("--attach", action="store_true",
                     help="also time a run attached to a `ray start` cluster started beforehand (the ray job submit "
                          "path: no Ray start in the run)")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment for the pipeline runs (e.g. OPENBLAS_NUM_THREADS=1), repeatable")
     args = ap.parse_args()
+    EXTRA_ENV.update(kv.split("=", 1) for kv in args.env)
     w, h = map(int, args.size.split("x"))
     total_cpus = os.cpu_count() or 2
     cpus = sorted({total_cpus if c == "all" else min(int(c), total_cpus) for c in args.cpus.split(",") if c})
@@ -248,6 +318,12 @@ def main() -> None:
             print(f"  {c:3d} CPUs: {r['wall_s']:7.1f} s  {r['cases_per_s']:6.2f} cases/s  first case decoded after "
                   f"{r['first_decoded_s']:5.1f} s, first row on disk after {r['first_row_s']:5.1f} s, decoding "
                   f"spanned {r['stream_s']:.1f} s", flush=True)
+            print(f"        CPU seconds by role: {r['cpu_seconds']}; stage seconds per case "
+                  f"{(r['timing'] or {}).get('stages', {}).get('frames', {}).get('seconds_total', 0) / n_cases(r):.3f}",
+                  flush=True)
+            t = r["timing"] or {}
+            print("        run's own timing (s from its start): " + ", ".join(
+                f"{k} {t[k]}" for k in ("ray_ready", "first_row", "stream_done", "judged") if k in t), flush=True)
         attached = run_attached(data, Path(tmp) / "attached", cpus[-1], args.cases) if args.attach else None
         official = None if args.skip_official else run_official(data, args.cases)
     if not runs:

@@ -108,7 +108,7 @@ class NRVFrameStage(FrameMetricsStage):
             raise MaskMismatch(f"mask/video mismatch: mask {row['mask_path']} has {len(masks)} frames of "
                                f"{masks.shape[2]}x{masks.shape[1]}, source video {row['source_path']} has "
                                f"{si.num_frames} frames of {si.width}x{si.height}")
-        out["warning_pair"] = self._check_pair(source, edited)
+        out["warning_pair"] = self._check_pair(si, ei)
         plans = {}
         for m in self.metrics:
             sampling = m.sampling()
@@ -122,7 +122,9 @@ class NRVFrameStage(FrameMetricsStage):
         want_e = sorted({i for e, _ in plans.values() for i in e} | set(roi_idx) | set(temp_idx))
         want_s = sorted({i for m in self.metrics if m.needs_source for i in plans[m.name][1]})
         frames_e = dict(zip(want_e, edited.read(want_e))) if want_e else {}
+        del edited  # closed once read: a live decord reader keeps decoding ahead (FrameMetricsStage says more)
         frames_s = dict(zip(want_s, source.read(want_s))) if want_s else {}
+        del source
         out["frames_decoded"] = len(frames_e) + len(frames_s)
         texts = self._texts(row)
         for m in self.metrics:
