@@ -5,6 +5,7 @@ shapes, sampling and the score arithmetic, never accuracy."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pyarrow.parquet as pq
 
@@ -63,6 +64,18 @@ def test_aes_score_is_the_head_output_of_the_normalised_pooled_embedding(tiny_we
     assert m.compute(frames(2)) == pytest.approx(3.5)  # mean of the two frame scores
     assert torch.allclose(seen[0].norm(dim=-1), torch.ones(2))  # L2-normalised before the head
     assert torch.allclose(seen[0][0, :2], torch.tensor([0.6, 0.8]))
+
+
+def test_aes_resize_on_the_device_matches_pil_within_a_grey_level():
+    import cv2
+
+    from vbench_ray.metrics.aes import preprocess, preprocess_torch
+
+    frame = cv2.GaussianBlur(frames(1, 120, 160, 4)[0], (0, 0), 2.0)  # downscaled to the tower's 28 px
+    pil, dev = preprocess([frame], 28), preprocess_torch([frame], 28, "cpu").numpy()
+    assert pil.shape == dev.shape == (1, 3, 28, 28)
+    assert np.abs(pil - dev).max() * 255 / 2 <= 1.0 + 1e-4  # back on the 0-255 scale: at most one grey level
+    assert AES(AESConfig(resize="torch")).cfg.resize == "torch" and "resize" in AES.choices
 
 
 def test_aes_samples_uniform_frames_then_keyframes():
@@ -157,7 +170,14 @@ def test_tq_score_is_dover_rescaling_of_the_mean_head_output(tiny_weights, monke
     m = TQ(TQConfig(weights=tiny_weights["tq"], **TINY_TQ, batch_size=1))
     m.setup()
     clips = m.clips(frames(16))
-    assert clips.shape == (2, 3, 8, 56, 56)
+    assert clips.shape == (2, 3, 8, 56, 56) and clips.dtype == torch.uint8  # mosaics on the 0-255 scale
+    seen = []
+    real_net = m.net
+    monkeypatch.setattr(m, "net", lambda x: seen.append(x) or real_net(x))
+    m.clip_outputs(clips)  # normalised with ImageNet mean/std (0-255 scale) before the network
+    mean, std = torch.tensor([123.675, 116.28, 103.53]), torch.tensor([58.395, 57.12, 57.375])
+    assert torch.allclose(seen[0][0, :, 0], (clips[0, :, 0].float() - mean[:, None, None]) / std[:, None, None])
+    monkeypatch.setattr(m, "net", real_net)
     raw = m.raw_score(clips)
     m.cfg.batch_size = 2
     assert m.raw_score(clips) == pytest.approx(raw, abs=1e-5)  # batching does not change the score
@@ -183,6 +203,76 @@ def test_tq_weights_missing_or_wrong(tiny_weights, tmp_path):
     bad.write_text("not a checkpoint")
     with pytest.raises(ValueError, match=r"metrics.TQ.weights=.*not a readable checkpoint"):
         TQ(TQConfig(weights=str(bad))).setup()
+
+
+# ----------------------------------------------------------------------------- batching across cases
+
+def payload_rows(items, metric):
+    """Rows as the decode stage hands them to a pool: the metric's inputs pickled in ``frames_for_<metric>``."""
+    from vbench_ray.metrics.pool import pack, payload_column
+
+    return [{"case_id": str(k), payload_column(metric): pack(e, s, kw)} for k, (e, s, kw) in enumerate(items)]
+
+
+def test_pool_payload_round_trip_keeps_frames_without_a_copy():
+    import pickle
+
+    from vbench_ray.metrics.pool import pack, unpack
+
+    edited, mask = frames(4), np.zeros((2, 3), bool)
+    source = frames(6)[:, ::2]  # not contiguous: travels inside the pickle
+    blob = pack(edited, source, {"entities": ["red square"], "mask": mask})
+    e, s, kw = unpack(blob)
+    assert np.array_equal(e, edited) and np.array_equal(s, source) and kw["entities"] == ["red square"]
+    assert np.array_equal(kw["mask"], mask) and kw["mask"].dtype == bool
+    assert not e.flags.writeable and not e.flags.owndata  # a view on the row's bytes, not a copy
+    assert unpack(pack(edited, None, {}))[1] is None
+    old = pickle.dumps((edited, None, {}), protocol=5)  # a payload written as a plain pickle still reads
+    assert np.array_equal(unpack(old)[0], edited)
+
+
+def test_aes_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_weights):
+    from vbench_ray.metrics.pool import MetricPool
+
+    pool = MetricPool("AES", asdict(AESConfig(**tiny_weights["aes"], batch_size=4)))  # the real pool: config dict -> metric -> setup()
+    # cases of different sizes and lengths share forward passes of 4 frames (a pass mixes cases)
+    items = [(frames(7, 48, 64, 1), None, {}), (frames(3, 30, 40, 2), None, {}), (frames(5, 64, 48, 3), None, {})]
+    alone = [pool.metric.compute(e) for e, _, _ in items]
+    assert np.allclose(pool.metric.compute_many(items), alone, atol=1e-5)
+    # a case without frames fails alone inside the batch; one that breaks the shared pass (float frames PIL cannot
+    # resize) makes the pool score each case alone: either way the others keep their scores
+    bad = [items[0], (np.zeros((0, 8, 8, 3), np.uint8), None, {}), items[1],
+           (np.zeros((2, 8, 8, 3), np.float64), None, {}), items[2]]
+    out = pool(payload_rows(bad, "AES") + [{"case_id": "excluded"}])
+    assert [sorted(o) for o in out] == [["AES"], ["error_AES"], ["AES"], ["error_AES"], ["AES"], []]
+    assert np.allclose([out[0]["AES"], out[2]["AES"], out[4]["AES"]], alone, atol=1e-5)
+    assert "at least one frame" in out[1]["error_AES"] and "TypeError" in out[3]["error_AES"]
+
+
+def test_tq_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_weights):
+    from vbench_ray.metrics.pool import MetricPool
+
+    pool = MetricPool("TQ", asdict(TQConfig(weights=tiny_weights["tq"], **TINY_TQ, batch_size=3)))  # 3 clips: passes mix cases
+    items = [(frames(16, 48, 64, k), None, {}) for k in range(3)] + [(frames(16, 20, 30, 9), None, {})]  # one upsampled
+    alone = [pool.metric.compute(e) for e, _, _ in items]
+    assert np.allclose(pool.metric.compute_many(items), alone, atol=1e-4)
+    out = pool(payload_rows([items[0], (frames(10), None, {}), items[1]], "TQ"))
+    assert np.allclose([out[0]["TQ"], out[2]["TQ"]], alone[:2], atol=1e-4)
+    assert set(out[1]) == {"error_TQ"} and "needs 16 sampled frames" in out[1]["error_TQ"]
+
+
+def test_pool_stages_are_batched_by_the_metric_pool_batch(tiny_weights, cove_data, tmp_path):
+    from vbench_ray.benchmarks.cove import CoveBench
+    from vbench_ray.configure import load_config
+
+    overrides = cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM,AES,TQ]", "metrics.TQ.pool_batch=2",
+                               "ray.batch_size=3")
+    stages = {s.name: s for s in CoveBench().stages(load_config(REPO / "configs" / "cove.yaml", overrides))}
+    assert stages["AES"].batched and stages["AES"].batch_size == AESConfig().pool_batch == 8
+    assert stages["TQ"].batched and stages["TQ"].batch_size == 2
+    assert stages["frames"].batch_size == 3 and not stages["frames"].batched
+    with pytest.raises(ValueError, match="metrics.TQ.pool_batch"):
+        CoveBench().stages(load_config(REPO / "configs" / "cove.yaml", overrides + ["metrics.TQ.pool_batch=0"]))
 
 
 # ----------------------------------------------------------------------------- end to end

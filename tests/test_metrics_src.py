@@ -13,51 +13,12 @@ import pytest
 from conftest import REPO, cove_overrides
 from vbench_ray.metrics.base import METRICS, MissingWeightsError
 from vbench_ray.metrics.src import (SRC, SRCConfig, SRCUndefined, cosine_to_unit, entities_from_cache,
-                                    entities_from_task, entity_from_question, expanded_box, masked_crop, src_score)
-
-WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "red", "blue", "green", "square", "circle", "cube",
-         "triangle", "the", "of", "a", "small", "large"]
-
+                                    entities_from_task, entity_from_question, expanded_box, masked_crop,
+                                    save_random_src, src_score)
 
 def build_tiny_src_models(out: Path) -> dict[str, str]:
     """Random-weight Grounding DINO, SAM2 and DINOv2 in transformers format (offline, ~3 s, ~1 M params)."""
-    import torch
-    import transformers as t
-
-    torch.manual_seed(0)
-    out.mkdir(parents=True, exist_ok=True)
-    vocab = out / "vocab.txt"
-    vocab.write_text("\n".join(WORDS) + "\n")
-    tok = t.BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
-    text = t.BertConfig(vocab_size=len(WORDS), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)
-    swin = t.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
-                        window_size=4, out_features=["stage2", "stage3", "stage4"])
-    gd = t.GroundingDinoForObjectDetection(t.GroundingDinoConfig(
-        backbone_config=swin, text_config=text, d_model=32, encoder_layers=1, decoder_layers=2, encoder_ffn_dim=64,
-        decoder_ffn_dim=64, encoder_attention_heads=2, decoder_attention_heads=2, num_queries=10,
-        num_feature_levels=4, encoder_n_points=2, decoder_n_points=2, max_text_len=32))
-    gd.save_pretrained(out / "gdino")
-    t.GroundingDinoProcessor(image_processor=t.GroundingDinoImageProcessorPil(
-        size={"shortest_edge": 64, "longest_edge": 96}), tokenizer=tok).save_pretrained(out / "gdino")
-    hiera = t.Sam2HieraDetConfig(hidden_size=16, num_attention_heads=1, blocks_per_stage=[1, 1, 2, 1],
-                                 embed_dim_per_stage=[16, 32, 64, 128], num_attention_heads_per_stage=[1, 1, 1, 1],
-                                 global_attention_blocks=[3], window_size_per_stage=[4, 4, 4, 4],
-                                 window_positional_embedding_background_size=[4, 4], image_size=[64, 64])
-    sam = t.Sam2Model(t.Sam2Config(
-        vision_config=t.Sam2VisionConfig(backbone_config=hiera, backbone_channel_list=[128, 64, 32, 16],
-                                         backbone_feature_sizes=[[16, 16], [8, 8], [4, 4]], fpn_hidden_size=32),
-        prompt_encoder_config=t.Sam2PromptEncoderConfig(hidden_size=32, image_size=64, patch_size=16),
-        mask_decoder_config=t.Sam2MaskDecoderConfig(hidden_size=32, mlp_dim=64, num_attention_heads=2,
-                                                    iou_head_hidden_dim=32)))
-    sam.save_pretrained(out / "sam2")
-    dino = t.Dinov2Model(t.Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                        intermediate_size=64, image_size=28, patch_size=14))
-    dino.save_pretrained(out / "dinov2")
-    t.BitImageProcessorPil(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}, do_center_crop=True,
-                           image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]
-                           ).save_pretrained(out / "dinov2")
-    return {"grounding_dino": str(out / "gdino"), "sam2": str(out / "sam2"), "dinov2": str(out / "dinov2")}
+    return save_random_src(out, "tiny", seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -151,26 +112,35 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
     src, edit = _frames(t, h, w, 1), _frames(t, h, w, 2)
     calls = []
 
-    def ground(frames, entities):
-        calls.append(("ground", list(entities)))
-        is_edit = np.array_equal(frames, edit)
-        return [] if is_edit and "gone" in entities else [[0, 0, 10, 10]]
+    def ground_many(jobs):
+        calls.append(("ground", [list(entities) for _, entities in jobs]))
+        return [[] if np.array_equal(frames, edit) and "gone" in entities else [[0, 0, 10, 10]]
+                for frames, entities in jobs]
 
-    def segment(frames, boxes):
-        out = np.zeros(frames.shape[:3], bool)
-        out[:, 0:10, 0:10] = True
+    def segment_many(jobs):
+        out = [np.zeros(frames.shape[:3], bool) for frames, _ in jobs]
+        for o in out:
+            o[:, 0:10, 0:10] = True
         return out
 
-    monkeypatch.setattr(m, "ground", ground)
-    monkeypatch.setattr(m, "segment", segment)
+    monkeypatch.setattr(m, "ground_many", ground_many)
+    monkeypatch.setattr(m, "segment_many", segment_many)
     monkeypatch.setattr(m, "embed", lambda crops: np.tile([[1.0, 0.0], [0.0, 1.0]], (len(crops) // 2, 1)))
     assert m.compute(edit, src, entities=["red square"]) == pytest.approx(0.5)  # cos 0 on every frame
-    assert calls == [("ground", ["red square"]), ("ground", ["red square"])]
+    assert calls == [("ground", [["red square"]]), ("ground", [["red square"]])]  # the source, then the edit
     with pytest.raises(SRCUndefined, match="no concrete entity"):
         m.compute(edit, src, entities=[])
     with pytest.raises(SRCUndefined, match="edited video"):
         m.compute(edit, src, entities=["gone"])
-    monkeypatch.setattr(m, "ground", lambda frames, entities: [])
+    # several cases: one grounding call per side for all of them; the edit only of cases found in the source
+    calls.clear()
+    out = m.compute_many([(edit, src, {"entities": ["red square"]}), (edit, src, {"entities": ["gone"]}),
+                          (edit, None, {"entities": ["red square"]}), (edit, src, {"entities": ["red square"]})])
+    assert out[0] == out[3] == pytest.approx(0.5)
+    assert isinstance(out[1], SRCUndefined) and "edited video" in str(out[1])
+    assert isinstance(out[2], ValueError) and "no source frames" in str(out[2])
+    assert calls == [("ground", [["red square"], ["gone"], ["red square"]])] * 2
+    monkeypatch.setattr(m, "ground_many", lambda jobs: [[] for _ in jobs])
     with pytest.raises(SRCUndefined, match="source"):
         m.compute(edit, src, entities=["red square"])
 
@@ -232,6 +202,65 @@ def test_tiny_models_load_and_run_through_the_real_code(tiny_src):
         assert 0.0 <= value <= 1.0
     except SRCUndefined:  # random weights may give an empty mask: a recorded failure, not a crash
         pass
+
+
+def test_top_detection_is_the_official_post_processing_choice(tiny_src):
+    """The vectorised choice of the top box equals transformers' post-processing followed by the official argmax."""
+    from PIL import Image
+
+    from vbench_ray.metrics.src import top_detections
+
+    m = SRC(_cfg(**tiny_src))
+    m.setup()
+    images = [Image.fromarray(f) for f in _frames(3, 48, 64, 5)]
+    texts = ["red square.", "the small green cube.", "dog."]
+    inputs = m.gd_processor(images=images, text=texts, padding="longest", return_tensors="pt")
+    with m.torch.inference_mode():
+        outputs = m.gd_model(**inputs)
+    for threshold in (0.0, 0.3, 0.999):
+        scores, boxes = top_detections(outputs.logits, outputs.pred_boxes, (48, 64), threshold)
+        official = m.gd_processor.post_process_grounded_object_detection(
+            outputs, inputs.input_ids, threshold=threshold, text_threshold=0.25, target_sizes=[(48, 64)] * 3)
+        for score, box, r in zip(scores, boxes, official):
+            if len(r["scores"]) == 0:
+                assert score == 0.0
+            else:
+                i = int(r["scores"].argmax())
+                assert score == pytest.approx(float(r["scores"][i]), abs=1e-6)
+                assert np.allclose(box, r["boxes"][i].detach().numpy(), atol=1e-3)
+
+
+def test_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_src):
+    """Shared Grounding DINO / SAM2 / DINOv2 passes over several cases (frames of two sizes, prompts of different
+    lengths, a pass of 4 images mixing cases) give each case what it gets alone; failures stay per case."""
+    from dataclasses import asdict
+
+    from vbench_ray.metrics.pool import MetricPool, pack, payload_column
+
+    pool = MetricPool("SRC", asdict(_cfg(**tiny_src, box_threshold=0.0, text_threshold=0.0, min_score=0.0,
+                                         max_box_area=1.0, min_mask_pixels=1, batch_size=4)))
+    m = pool.metric
+    items = [(_frames(2, 48, 64, 2), _frames(2, 48, 64, 1), {"entities": ["red square"]}),
+             (_frames(3, 40, 56, 4), _frames(2, 40, 56, 3), {"entities": ["blue circle", "the small green cube"]}),
+             (_frames(2, 48, 64, 6), _frames(2, 48, 64, 5), {"entities": []}),
+             (_frames(2, 48, 64, 8), _frames(2, 48, 64, 7), {"entities": ["triangle"]})]
+    jobs = [(src, kw["entities"]) for _, src, kw in items]
+    for together, alone in zip(m.ground_many(jobs), [m.ground(*job) for job in jobs]):
+        assert len(together) == len(alone) and np.allclose(together, alone, atol=1e-3)  # pixels
+    boxes = [[[4.0, 4.0, 30.0, 30.0]], [[0.0, 0.0, 20.0, 12.0], [10.0, 10.0, 50.0, 38.0]], [], [[8.0, 2.0, 60.0, 40.0]]]
+    masks = m.segment_many([(src, b) for (_, src, _), b in zip(items, boxes)])
+    for (_, src, _), b, mask in zip(items, boxes, masks):
+        assert (mask == m.segment(src, b)).all() and mask.shape == src.shape[:3]
+    rows = [{"case_id": str(k), payload_column("SRC"): pack(e, s, kw)} for k, (e, s, kw) in enumerate(items)]
+    out = pool(rows)  # the pool's batched path: compute_many over the four cases
+    for got, (edited, source, kw) in zip(out, items):
+        try:
+            alone = m.compute(edited, source, **kw)
+        except SRCUndefined as exc:  # undefined alone: the same recorded failure in the batch, the others scored
+            assert set(got) == {"error_SRC"} and str(exc) in got["error_SRC"]
+        else:
+            assert set(got) == {"SRC"} and got["SRC"] == pytest.approx(alone, abs=1e-5)
+    assert "no concrete entity" in out[2]["error_SRC"] and sum("SRC" in o for o in out) == 3
 
 
 # ----------------------------------------------------------------------------- end to end

@@ -14,7 +14,12 @@ dict saved from the full predictor (``layers.scoring_head.*``) loads too. The to
 ``aesthetic-predictor-v2-5`` PyPI package: it requires torchvision and downloads the tower by name.
 
 **Frames.** Each frame is resized to the tower's ``image_size`` squared (bicubic, as SigLIP's image processor),
-scaled to [0, 1] and normalised with mean = std = 0.5. The score of a frame is the head's output (about 1-10;
+rounded back to 8 bits, scaled to [0, 1] and normalised with mean = std = 0.5. ``resize``: ``pil`` resizes with
+PIL on the CPU (transformers' PIL-backed ``SiglipImageProcessor``); ``torch`` resizes on the model's device with
+``interpolate(bicubic, antialias=True)`` (what transformers 5's default, torchvision-backed SigLIP processor does;
+downscaling, the two differ by at most one grey level at some pixels; a frame smaller than the tower's input is
+upscaled with slightly different bicubic kernels); ``auto``: torch on CUDA, where PIL on the pool actor's one CPU
+would be the bottleneck of a GPU pool, PIL on the CPU. The score of a frame is the head's output (about 1-10;
 the paper's Table 3 reports 3.7-5.1 per model).
 
 **Video score.** The paper (App. F): "we score both the keyframes and 10 uniformly sampled frames, then compute
@@ -32,7 +37,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
@@ -48,6 +53,7 @@ HEAD_KEY = "metrics.AES.weights"
 HEAD_WIDTHS = (1024, 128, 64, 16, 1)
 HEAD_DROPOUT = (0.5, 0.5, 0.5, 0.2)
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+RESIZES = ("auto", "pil", "torch")
 
 
 @dataclass
@@ -59,7 +65,9 @@ class AESConfig:
     frames: int = 10  # uniformly sampled frames per video (paper and official code: 10)
     keyframes: bool = True  # also score the video's keyframes (paper); false = the official code (uniform only)
     max_keyframes: Optional[int] = None  # at most this many keyframes (evenly chosen); null = all of them
-    batch_size: int = 32  # frames per forward pass (official: 32)
+    resize: str = "auto"  # auto: torch on CUDA, pil on CPU | pil (PIL bicubic, CPU) | torch (bicubic antialias, device)
+    batch_size: int = 32  # frames per forward pass, across the cases of a pool call (official: 32 per video)
+    pool_batch: int = 8  # cases one pool call scores together (their frames share forward passes)
     gpu_fraction: float = 0.25  # the share of a GPU one AES pool actor asks for when device is CUDA
 
 
@@ -143,8 +151,8 @@ def resolve_dtype(name: str, device: str):
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def preprocess(frames: np.ndarray, size: int) -> np.ndarray:
-    """uint8 RGB ``(N, H, W, 3)`` -> float32 ``(N, 3, size, size)``: bicubic resize, [0,1], mean = std = 0.5."""
+def preprocess(frames: np.ndarray | Sequence[np.ndarray], size: int) -> np.ndarray:
+    """uint8 RGB ``(N, H, W, 3)`` -> float32 ``(N, 3, size, size)``: PIL bicubic resize, [0,1], mean = std = 0.5."""
     from PIL import Image
 
     out = np.empty((len(frames), 3, size, size), np.float32)
@@ -152,6 +160,25 @@ def preprocess(frames: np.ndarray, size: int) -> np.ndarray:
         img = np.asarray(Image.fromarray(f).resize((size, size), Image.BICUBIC), np.float32) / 255.0
         out[i] = ((img - 0.5) / 0.5).transpose(2, 0, 1)
     return out
+
+
+def preprocess_torch(frames: np.ndarray | Sequence[np.ndarray], size: int, device):
+    """``preprocess`` on ``device`` with torch: bicubic with antialiasing (as torchvision's resize), rounded to
+    8 bits like the PIL path, then [0,1] and mean = std = 0.5. Frames may differ in size (several cases): each
+    run of same-size frames is resized in one call."""
+    torch = _torch()
+    F = torch.nn.functional
+    out, start = [], 0
+    while start < len(frames):
+        end = start + 1
+        while end < len(frames) and frames[end].shape == frames[start].shape:
+            end += 1
+        x = torch.stack([torch.from_numpy(np.ascontiguousarray(f)).to(device) for f in frames[start:end]])
+        x = F.interpolate(x.permute(0, 3, 1, 2).float(), size=(size, size), mode="bicubic", antialias=True,
+                          align_corners=False)
+        out.append(x.round_().clamp_(0, 255))
+        start = end
+    return (torch.cat(out) / 255.0 - 0.5) / 0.5
 
 
 def save_tiny_aes(directory: str | Path, seed: int = 0, hidden_size: int = 32, image_size: int = 28) -> dict:
@@ -177,7 +204,7 @@ class AES(FrameMetric):
 
     name = "AES"
     config_class = AESConfig
-    choices = {"dtype": DTYPES}
+    choices = {"dtype": DTYPES, "resize": RESIZES}
     needs_source = False
     higher_is_better = True
     scale = "~[1,10]"
@@ -206,21 +233,53 @@ class AES(FrameMetric):
         self.encoder = encoder.to(self.device, self.dtype)
         self.head = head.to(self.device, self.dtype)
         self.image_size = int(encoder.config.image_size)
+        resize = str(self.cfg.resize)
+        self.resize = ("torch" if self.device.type == "cuda" else "pil") if resize == "auto" else resize
 
-    def frame_scores(self, frames: np.ndarray) -> np.ndarray:
-        """One aesthetic score per frame (uint8 RGB ``(N, H, W, 3)``), ``batch_size`` frames per pass."""
+    def frame_scores(self, frames: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """One aesthetic score per frame (uint8 RGB ``(N, H, W, 3)``, or a list of ``(H, W, 3)`` frames of any
+        sizes), ``batch_size`` frames per pass."""
         torch = _torch()
         scores = []
         bs = max(1, int(self.cfg.batch_size))
         with torch.inference_mode():
             for start in range(0, len(frames), bs):
-                x = torch.from_numpy(preprocess(frames[start:start + bs], self.image_size))
+                chunk = frames[start:start + bs]
+                x = (preprocess_torch(chunk, self.image_size, self.device) if self.resize == "torch"
+                     else torch.from_numpy(preprocess(chunk, self.image_size)))
                 pooled = self.encoder(pixel_values=x.to(self.device, self.dtype)).pooler_output
                 pooled = pooled / pooled.norm(dim=-1, keepdim=True)
-                scores.append(self.head(pooled).reshape(-1).float().cpu().numpy())
-        return np.concatenate(scores) if scores else np.zeros(0)
+                scores.append(self.head(pooled).reshape(-1).float())  # stays on the device: no sync per pass
+        return torch.cat(scores).cpu().numpy() if scores else np.zeros(0)
 
     def compute(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
-        if len(edited) == 0:
-            raise ValueError("AES needs at least one frame of the edited video")
+        _check_frames(edited)
         return float(np.mean(self.frame_scores(edited)))
+
+    def compute_many(self, items) -> list[float | Exception]:
+        """The frames of every case through the model together (``batch_size`` frames per pass, whatever case
+        they belong to), then each case's mean: the same per-frame scores as ``compute``, as a frame's score
+        depends on that frame only. A case without usable frames is its own failure."""
+        results: list[float | Exception] = [0.0] * len(items)
+        frames, owners = [], []
+        for k, (edited, _source, _kwargs) in enumerate(items):
+            try:
+                _check_frames(edited)
+            except Exception as exc:
+                results[k] = exc
+                continue
+            frames.extend(edited)
+            owners.extend([k] * len(edited))
+        scores = self.frame_scores(frames) if frames else np.zeros(0)
+        owners = np.asarray(owners)
+        for k in set(owners.tolist()):
+            results[k] = float(np.mean(scores[owners == k]))
+        return results
+
+
+def _check_frames(edited) -> None:
+    if edited is None or len(edited) == 0:
+        raise ValueError("AES needs at least one frame of the edited video")
+    shape = np.shape(edited)
+    if len(shape) != 4 or shape[-1] != 3:
+        raise ValueError(f"AES needs uint8 RGB frames (T, H, W, 3), got an array of shape {shape}")

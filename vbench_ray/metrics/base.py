@@ -192,6 +192,23 @@ class FrameMetric:
         """``edited`` and ``source``: uint8 RGB ``(T, H, W, 3)`` at their native resolution."""
         raise NotImplementedError
 
+    def compute_many(self, items: Sequence[tuple[np.ndarray, np.ndarray | None, dict]]) -> list[float | Exception]:
+        """Scores of several cases at once: ``items`` are ``(edited, source, extra_inputs)`` as ``compute`` takes
+        them. One entry per item: its score, or the exception that is that case's failure (what ``compute`` would
+        have raised for it). A model pool (``vbench_ray.metrics.pool``) calls this with the rows of its batch.
+
+        This default computes the cases one after the other. A metric whose model can batch across cases
+        overrides it (one forward pass over the frames of several cases) and must return, per case, what
+        ``compute`` would have returned (``allclose``). An exception it *raises* fails the batched attempt only:
+        the pool then calls it again with each case alone, so a bad case never fails the others."""
+        out: list[float | Exception] = []
+        for edited, source, kwargs in items:
+            try:
+                out.append(float(self.compute(edited, source, **(kwargs or {}))))
+            except Exception as exc:  # this case's failure, recorded in its error column
+                out.append(exc)
+        return out
+
 
 METRICS: dict[str, type[FrameMetric]] = {}
 

@@ -78,7 +78,7 @@ class SRCConfig:
     max_frames: int = 32  # at most this many sampled frames, resampled uniformly beyond (official: 32)
     probe_frames: int = 3  # Grounding DINO looks for each entity on the first this many frames (official: 3)
     box_threshold: float = 0.30  # Grounding DINO box confidence (official: 0.30)
-    text_threshold: float = 0.25  # Grounding DINO text-token threshold (official: 0.25)
+    text_threshold: float = 0.25  # official 0.25: only names a box's words (labels), which SRC never reads
     min_score: float = 0.25  # an entity is found if its best box scores at least this (official: 0.25)
     max_box_area: float = 0.55  # a box covering more of the frame is rejected (official: 0.55)
     min_mask_pixels: int = 64  # masks smaller than this count as empty (official: 64)
@@ -87,7 +87,8 @@ class SRCConfig:
     device: str = "cpu"  # cpu | cuda | cuda:N
     gpu_fraction: float = 0.34  # share of a GPU one SRC worker asks Ray for when device is CUDA
     bf16: bool = True  # SAM2 and Grounding DINO under bf16 autocast on CUDA (the official SAM2 runs so)
-    batch_size: int = 16  # frames (SAM2) and crops (DINOv2) per forward pass
+    batch_size: int = 16  # images per forward pass (Grounding DINO probes, SAM2 frames, DINOv2 crops), across cases
+    pool_batch: int = 4  # cases one pool call scores together (each holds both videos' frames at native size)
 
 
 # ----------------------------------------------------------------------------- entities
@@ -154,11 +155,11 @@ def entities_from_cache(entities_dir: str | Path, case_id: Any) -> list[str]:
 def expanded_box(mask: np.ndarray, expand: float) -> tuple[int, int, int, int] | None:
     """``(x0, y0, x1, y1)`` (end-exclusive) of the mask's bounding box grown by ``expand`` x its size per side,
     clipped to the frame; None for an empty mask."""
-    ys, xs = np.nonzero(mask)
+    ys, xs = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))  # rows and columns it touches
     if xs.size == 0:
         return None
     h, w = mask.shape
-    x0, x1, y0, y1 = int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1
+    x0, x1, y0, y1 = int(xs[0]), int(xs[-1]) + 1, int(ys[0]), int(ys[-1]) + 1
     dx, dy = int(round((x1 - x0) * expand)), int(round((y1 - y0) * expand))
     return max(0, x0 - dx), max(0, y0 - dy), min(w, x1 + dx), min(h, y1 + dy)
 
@@ -166,14 +167,55 @@ def expanded_box(mask: np.ndarray, expand: float) -> tuple[int, int, int, int] |
 def masked_crop(frame: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
     """The frame cut to ``box`` with every pixel outside the mask set to 0."""
     x0, y0, x1, y1 = box
-    crop = frame[y0:y1, x0:x1].copy()
-    crop[~mask[y0:y1, x0:x1].astype(bool)] = 0
-    return crop
+    return frame[y0:y1, x0:x1] * mask[y0:y1, x0:x1, None].astype(bool)  # uint8 x bool: the pixel or 0
 
 
 def cosine_to_unit(cos: np.ndarray | float) -> np.ndarray | float:
     """Cosine similarity in [-1, 1] -> [0, 1]: ``clip((c + 1) / 2, 0, 1)``."""
     return np.clip((np.asarray(cos, dtype=np.float64) + 1.0) / 2.0, 0.0, 1.0)
+
+
+def frame_pairs(source: np.ndarray, edited: np.ndarray, src_masks: np.ndarray, edit_masks: np.ndarray,
+                min_pixels: int = 64, expand: float = 0.15) -> tuple[list, list, int]:
+    """The per-frame rule of SRC before any embedding: ``(per_frame, pairs, missing)``. ``per_frame[t]`` is None
+    (skipped: no source mask), 0.0 (the entity is gone in the edit) or nan (to be filled from the cosine of
+    ``pairs``' masked crops ``(t, source_crop, edited_crop)``); ``missing`` counts the 0.0 frames."""
+    per_frame: list[float | None] = []
+    missing = 0
+    pairs: list[tuple[int, np.ndarray, np.ndarray]] = []
+    for t in range(min(len(source), len(edited), len(src_masks), len(edit_masks))):
+        if np.count_nonzero(src_masks[t]) < max(1, min_pixels):
+            per_frame.append(None)
+            continue
+        if np.count_nonzero(edit_masks[t]) < max(1, min_pixels):
+            per_frame.append(0.0)
+            missing += 1
+            continue
+        a = masked_crop(source[t], src_masks[t], expanded_box(src_masks[t], expand))
+        b = masked_crop(edited[t], edit_masks[t], expanded_box(edit_masks[t], expand))
+        per_frame.append(float("nan"))
+        pairs.append((t, a, b))
+    return per_frame, pairs, missing
+
+
+def pair_crops(pairs: list) -> list[np.ndarray]:
+    """The crops to embed for ``pairs``, source then edited per pair (what ``score_pairs`` reads back)."""
+    return [c for _, a, b in pairs for c in (a, b)]
+
+
+def score_pairs(per_frame: list, pairs: list, feats: np.ndarray | None, missing: int) -> tuple[float, dict]:
+    """SRC from ``frame_pairs``' output and the L2-normalised embeddings of ``pair_crops(pairs)``: each pair's
+    cosine mapped to [0, 1], then the mean over the scored frames (nan when there is none)."""
+    per_frame = list(per_frame)
+    if pairs:
+        feats = np.asarray(feats, dtype=np.float64)
+        cos = (feats[0::2] * feats[1::2]).sum(axis=1)
+        for (t, _, _), s in zip(pairs, cosine_to_unit(cos)):
+            per_frame[t] = float(s)
+    used = [s for s in per_frame if s is not None]
+    details = {"frames": len(per_frame), "used_frames": len(used),
+               "missing_in_edited": missing, "per_frame": per_frame}
+    return (float(np.mean(used)) if used else float("nan")), details
 
 
 def src_score(source: np.ndarray, edited: np.ndarray, src_masks: np.ndarray, edit_masks: np.ndarray,
@@ -183,30 +225,29 @@ def src_score(source: np.ndarray, edited: np.ndarray, src_masks: np.ndarray, edi
 
     ``embed(crops) -> (N, D)`` L2-normalised embeddings. Returns ``(score, details)``; the score is nan when no
     frame has a source mask of at least ``min_pixels``."""
-    per_frame: list[float | None] = []  # None: skipped; 0.0: entity gone; else filled from the cosine below
-    missing = 0
-    pairs: list[tuple[int, np.ndarray, np.ndarray]] = []
-    for t in range(min(len(source), len(edited), len(src_masks), len(edit_masks))):
-        if int(src_masks[t].sum()) < max(1, min_pixels):
-            per_frame.append(None)
-            continue
-        if int(edit_masks[t].sum()) < max(1, min_pixels):
-            per_frame.append(0.0)
-            missing += 1
-            continue
-        a = masked_crop(source[t], src_masks[t], expanded_box(src_masks[t], expand))
-        b = masked_crop(edited[t], edit_masks[t], expanded_box(edit_masks[t], expand))
-        per_frame.append(float("nan"))
-        pairs.append((t, a, b))
-    if pairs:
-        feats = np.asarray(embed([c for _, a, b in pairs for c in (a, b)]), dtype=np.float64)
-        cos = (feats[0::2] * feats[1::2]).sum(axis=1)
-        for (t, _, _), s in zip(pairs, cosine_to_unit(cos)):
-            per_frame[t] = float(s)
-    used = [s for s in per_frame if s is not None]
-    details = {"frames": len(per_frame), "used_frames": len(used),
-               "missing_in_edited": missing, "per_frame": per_frame}
-    return (float(np.mean(used)) if used else float("nan")), details
+    per_frame, pairs, missing = frame_pairs(source, edited, src_masks, edit_masks, min_pixels, expand)
+    feats = embed(pair_crops(pairs)) if pairs else None
+    return score_pairs(per_frame, pairs, feats, missing)
+
+
+def top_detections(logits, pred_boxes, hw: tuple[int, int], threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per image, the highest-scoring Grounding DINO detection whose score passes ``threshold``: ``(scores (B,),
+    boxes (B, 4))`` in pixels ``[x0, y0, x1, y1]``, score 0 where none passes.
+
+    The same choice as the official loop (``post_process_grounded_object_detection`` keeps the boxes whose score,
+    the maximum over text tokens of ``sigmoid(logits)``, is above ``threshold``; the official code takes the top
+    one; ``text_threshold`` only names the box's words, which SRC never reads), computed for the whole batch on
+    the device in one transfer instead of decoding a text label for each of the 900 queries."""
+    torch = __import__("torch")
+    logits, pred_boxes = logits.detach(), pred_boxes.detach()
+    probs = torch.sigmoid(logits.float())  # (B, queries, text tokens); padded text tokens have -inf logits
+    scores = probs.max(dim=-1).values
+    scores = torch.where(scores > threshold, scores, torch.zeros_like(scores))
+    top = scores.argmax(dim=-1)  # the first maximum, as argmax over the kept boxes in query order
+    cx, cy, w, h = pred_boxes.float()[torch.arange(len(top), device=top.device), top].unbind(-1)
+    size = torch.tensor([hw[1], hw[0], hw[1], hw[0]], dtype=torch.float32, device=top.device)
+    boxes = torch.stack([cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h], dim=-1) * size
+    return scores.gather(1, top[:, None])[:, 0].cpu().numpy(), boxes.cpu().numpy()
 
 
 # ----------------------------------------------------------------------------- metric
@@ -277,56 +318,107 @@ class SRC(FrameMetric):
 
     def ground(self, frames: np.ndarray, entities: Sequence[str]) -> list[list[float]]:
         """The accepted box ``[x0, y0, x1, y1]`` (pixels) of each entity found on the probe frames."""
+        return self.ground_many([(frames, entities)])[0]
+
+    def ground_many(self, jobs: Sequence[tuple[np.ndarray, Sequence[str]]]) -> list[list[list[float]]]:
+        """``ground`` of several videos (``(frames, entities)`` each, e.g. of several cases) in shared Grounding
+        DINO passes: every (video, entity) is one prompt on the video's probe frames; prompts on frames of one
+        size go through the model together, at most ``batch_size`` images per pass (frames of different sizes
+        would be padded, which would change the detections, so they never share a pass; prompts of different
+        lengths are padded, which the text encoder masks out)."""
         from PIL import Image
 
-        probes = [Image.fromarray(f) for f in frames[: max(1, int(self.cfg.probe_frames))]]
-        h, w = frames.shape[1:3]
-        boxes = []
-        for entity in entities:
-            prompt = entity.strip().lower().rstrip(".") + "."
-            inputs = self.gd_processor(images=probes, text=[prompt] * len(probes), return_tensors="pt").to(self.device)
-            with self.torch.inference_mode(), self._autocast():
-                outputs = self.gd_model(**inputs)
-            results = self.gd_processor.post_process_grounded_object_detection(
-                outputs, inputs.input_ids, threshold=float(self.cfg.box_threshold),
-                text_threshold=float(self.cfg.text_threshold), target_sizes=[(h, w)] * len(probes))
-            best, best_box = 0.0, None
-            for r in results:
-                if len(r["scores"]):
-                    i = int(r["scores"].argmax())
-                    if float(r["scores"][i]) > best:
-                        best, best_box = float(r["scores"][i]), [float(v) for v in r["boxes"][i].float().tolist()]
-            if best_box is None or best < float(self.cfg.min_score):
+        units, by_size = [], {}  # a unit: (job, entity, probe images, (h, w)); units grouped by frame size
+        for j, (frames, entities) in enumerate(jobs):
+            probes = [Image.fromarray(f) for f in frames[: max(1, int(self.cfg.probe_frames))]]
+            for entity in entities:
+                hw = tuple(frames.shape[1:3])
+                by_size.setdefault(hw, []).append(len(units))
+                units.append((j, entity.strip().lower().rstrip(".") + ".", probes, hw))
+        best: list[tuple[float, list[float] | None]] = [(0.0, None)] * len(units)
+        cap = max(1, int(self.cfg.batch_size))
+        for hw, members in by_size.items():
+            chunk: list[int] = []
+            for u in members + [None]:  # None flushes the last chunk
+                if chunk and (u is None or sum(len(units[v][2]) for v in chunk) + len(units[u][2]) > cap):
+                    self._ground_pass([units[v] for v in chunk], hw, best, chunk)
+                    chunk = []
+                if u is not None:
+                    chunk.append(u)
+        boxes: list[list[list[float]]] = [[] for _ in jobs]
+        for (j, _, _, (h, w)), (score, box) in zip(units, best):
+            if box is None or score < float(self.cfg.min_score):
                 continue
-            area = max(0.0, best_box[2] - best_box[0]) * max(0.0, best_box[3] - best_box[1]) / float(h * w)
+            area = max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1]) / float(h * w)
             if area <= float(self.cfg.max_box_area):
-                boxes.append(best_box)
+                boxes[j].append(box)
         return boxes
+
+    def _ground_pass(self, units: list, hw: tuple[int, int], best: list, ids: list[int]) -> None:
+        """One Grounding DINO pass over ``units``' probe images; ``best[id]``: each unit's top box over its probes."""
+        images = [im for _, _, probes, _ in units for im in probes]
+        texts = [prompt for _, prompt, probes, _ in units for _ in probes]
+        inputs = self.gd_processor(images=images, text=texts, padding="longest", return_tensors="pt").to(self.device)
+        with self.torch.inference_mode(), self._autocast():
+            outputs = self.gd_model(**inputs)
+        scores, boxes = top_detections(outputs.logits, outputs.pred_boxes, hw, float(self.cfg.box_threshold))
+        at = 0
+        for uid, (_, _, probes, _) in zip(ids, units):
+            top, top_box = 0.0, None
+            for score, box in zip(scores[at:at + len(probes)], boxes[at:at + len(probes)]):
+                if score > top:  # the first probe wins a tie, as the official loop over probes
+                    top, top_box = float(score), [float(v) for v in box]
+            best[uid] = (top, top_box)
+            at += len(probes)
 
     def segment(self, frames: np.ndarray, boxes: list[list[float]]) -> np.ndarray:
         """``(T, H, W)`` bool: per frame, the union of SAM2's masks for ``boxes``."""
+        return self.segment_many([(frames, boxes)])[0]
+
+    def segment_many(self, jobs: Sequence[tuple[np.ndarray, list[list[float]]]]) -> list[np.ndarray]:
+        """``segment`` of several videos (``(frames, boxes)`` each): SAM2's image encoder runs on the frames of all
+        of them, ``batch_size`` frames per pass (each frame is resized to SAM2's square input on its own), and the
+        mask decoder then prompts each video's frames with that video's boxes."""
         torch = self.torch
         import torch.nn.functional as F
 
-        t, h, w = frames.shape[:3]
-        out = np.zeros((t, h, w), dtype=bool)
-        if not boxes:
+        out = [np.zeros(frames.shape[:3], dtype=bool) for frames, _ in jobs]
+        flat = [(j, t) for j, (frames, boxes) in enumerate(jobs) if boxes for t in range(len(frames))]
+        if not flat:
             return out
         s = self.sam_size
-        scale = torch.tensor([s / w, s / h, s / w, s / h], dtype=torch.float32)
-        prompt = (torch.tensor(boxes, dtype=torch.float32) * scale).to(self.device)
         mean = torch.tensor(self.sam_mean, device=self.device).view(1, 3, 1, 1)
         std = torch.tensor(self.sam_std, device=self.device).view(1, 3, 1, 1)
+        prompts = {}
+        for j, (frames, boxes) in enumerate(jobs):
+            if boxes:
+                h, w = frames.shape[1:3]
+                scale = torch.tensor([s / w, s / h, s / w, s / h], dtype=torch.float32)
+                prompts[j] = (torch.tensor(boxes, dtype=torch.float32) * scale).to(self.device)
         bs = max(1, int(self.cfg.batch_size))
-        for start in range(0, t, bs):
-            x = torch.from_numpy(frames[start:start + bs]).to(self.device).permute(0, 3, 1, 2).float() / 255.0
-            x = (F.interpolate(x, size=(s, s), mode="bilinear", align_corners=False) - mean) / std
+        for start in range(0, len(flat), bs):
+            chunk = flat[start:start + bs]
+            runs = _runs([j for j, _ in chunk])  # (job, first, end) of the chunk's consecutive frames per video
+            x = torch.cat([self._sam_input(jobs[j][0][chunk[a][1]:chunk[b - 1][1] + 1], s) for j, a, b in runs])
+            x = (x - mean) / std
             with torch.inference_mode(), self._autocast():
-                pred = self.sam(pixel_values=x, input_boxes=prompt.unsqueeze(0).expand(len(x), -1, -1),
-                                multimask_output=False).pred_masks  # (B, boxes, 1, h', w')
-            logits = F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False)
-            out[start:start + len(x)] = (logits > 0).any(dim=1).cpu().numpy()
+                embeddings = self.sam.get_image_embeddings(x)
+                for j, a, b in runs:
+                    pred = self.sam(image_embeddings=[e[a:b] for e in embeddings],
+                                    input_boxes=prompts[j].unsqueeze(0).expand(b - a, -1, -1),
+                                    multimask_output=False).pred_masks  # (frames, boxes, 1, h', w')
+                    h, w = jobs[j][0].shape[1:3]
+                    logits = F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False)
+                    first = chunk[a][1]
+                    out[j][first:first + b - a] = (logits > 0).any(dim=1).cpu().numpy()
         return out
+
+    def _sam_input(self, frames: np.ndarray, size: int):
+        """uint8 ``(N, H, W, 3)`` -> float ``(N, 3, size, size)`` in [0, 1] on the model's device (bilinear)."""
+        import torch.nn.functional as F
+
+        x = self.torch.from_numpy(np.ascontiguousarray(frames)).to(self.device).permute(0, 3, 1, 2).float() / 255.0
+        return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
 
     def embed(self, crops: list[np.ndarray]) -> np.ndarray:
         """L2-normalised DINOv2 CLS embeddings ``(N, D)`` of the crops (official: ``/ (|f| + 1e-6)``)."""
@@ -341,6 +433,49 @@ class SRC(FrameMetric):
         return np.concatenate(feats) if feats else np.zeros((0, 0))
 
     def compute(self, edited: np.ndarray, source: np.ndarray | None, entities: Sequence[str] | None = None) -> float:
+        result = self.compute_many([(edited, source, {"entities": entities})])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def compute_many(self, items) -> list[float | Exception]:
+        """SRC of several cases with shared model passes (Grounding DINO on the sources, then on the edits that
+        still have an entity, SAM2 on every kept video, DINOv2 on every masked crop), each case scored by the
+        module docstring's rules; a case that is undefined (``SRCUndefined``) or malformed is its own failure."""
+        results: list[float | Exception] = [float("nan")] * len(items)
+        live: dict[int, tuple[np.ndarray, np.ndarray, list[str]]] = {}
+        for k, (edited, source, kwargs) in enumerate(items):
+            try:
+                live[k] = self._case(edited, source, (kwargs or {}).get("entities"))
+            except Exception as exc:
+                results[k] = exc
+        boxes: dict[str, dict[int, list]] = {}
+        for which, pos in (("source", 0), ("edited video", 1)):  # the edit is grounded only if the source was
+            found = self.ground_many([(case[pos], case[2]) for case in live.values()])
+            boxes[which] = dict(zip(live, found))
+            for k in [k for k in live if not boxes[which][k]]:
+                results[k] = SRCUndefined(f"SRC: no entity to keep was found in the {which} at score >= "
+                                          f"{self.cfg.min_score} ({list(live[k][2])})")
+                del live[k]
+        masks = self.segment_many([job for k, (src, edit, _) in live.items()
+                                   for job in ((src, boxes["source"][k]), (edit, boxes["edited video"][k]))])
+        prepared, crops = {}, []
+        for n, (k, (src, edit, _)) in enumerate(live.items()):
+            per_frame, pairs, missing = frame_pairs(src, edit, masks[2 * n], masks[2 * n + 1],
+                                                    int(self.cfg.min_mask_pixels), float(self.cfg.bbox_expand))
+            prepared[k] = (per_frame, pairs, missing, len(crops))
+            crops += pair_crops(pairs)
+        feats = self.embed(crops) if crops else None
+        for k, (per_frame, pairs, missing, at) in prepared.items():
+            score, _ = score_pairs(per_frame, pairs, feats[at:at + 2 * len(pairs)] if pairs else None, missing)
+            results[k] = score if not np.isnan(score) else SRCUndefined(
+                f"SRC: no sampled source frame has a mask of >= {self.cfg.min_mask_pixels} pixels")
+        return results
+
+    @staticmethod
+    def _case(edited, source, entities) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """A case's ``(source, edited, entities)`` with the first ``min(T_src, T_edit)`` frames of each, or the
+        reason it has no SRC."""
         if source is None:
             raise ValueError("SRC compares against the source video, but no source frames were given")
         if not entities:
@@ -349,20 +484,107 @@ class SRC(FrameMetric):
         k = min(len(source), len(edited))
         if k == 0:
             raise ValueError("SRC needs at least one frame of each video")
-        source, edited = source[:k], edited[:k]
-        src_boxes = self.ground(source, entities)
-        if not src_boxes:
-            raise SRCUndefined(f"SRC: no entity to keep was found in the source at score >= {self.cfg.min_score} "
-                               f"({list(entities)})")
-        edit_boxes = self.ground(edited, entities)
-        if not edit_boxes:
-            raise SRCUndefined(f"SRC: no entity to keep was found in the edited video at score >= "
-                               f"{self.cfg.min_score} ({list(entities)})")
-        score, _ = src_score(source, edited, self.segment(source, src_boxes), self.segment(edited, edit_boxes),
-                             self.embed, int(self.cfg.min_mask_pixels), float(self.cfg.bbox_expand))
-        if np.isnan(score):
-            raise SRCUndefined(f"SRC: no sampled source frame has a mask of >= {self.cfg.min_mask_pixels} pixels")
-        return score
+        return source[:k], edited[:k], list(entities)
+
+
+def _runs(keys: list[int]) -> list[tuple[int, int, int]]:
+    """``(key, start, end)`` of each run of equal consecutive ``keys``."""
+    runs: list[tuple[int, int, int]] = []
+    for i, key in enumerate(keys):
+        if runs and runs[-1][0] == key:
+            runs[-1] = (key, runs[-1][1], i + 1)
+        else:
+            runs.append((key, i, i + 1))
+    return runs
+
+
+# ----------------------------------------------------------------------------- random models (tests, perf)
+
+_WORDS = [".", "red", "blue", "green", "square", "circle", "cube", "triangle", "the", "of", "a", "small", "large",
+          "person", "woman", "man", "dog", "car", "tree", "cup", "on", "left", "right"]
+# the published models' sizes, and toy ones (tests: ~1 M parameters, a few seconds to build)
+RANDOM_SIZES = {
+    "real": dict(  # grounding-dino-base, sam2-hiera-large, dinov2-small
+        bert=dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                  max_position_embeddings=512, vocab_size=30522),
+        swin=dict(image_size=384, patch_size=4, embed_dim=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32],
+                  window_size=12),
+        gdino=dict(d_model=256, encoder_layers=6, decoder_layers=6, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+                   encoder_attention_heads=8, decoder_attention_heads=8, num_queries=900, num_feature_levels=4,
+                   encoder_n_points=4, decoder_n_points=4, max_text_len=256),
+        gdino_size={"shortest_edge": 800, "longest_edge": 1333},
+        hiera=dict(hidden_size=144, num_attention_heads=2, blocks_per_stage=[2, 6, 36, 4],
+                   embed_dim_per_stage=[144, 288, 576, 1152], num_attention_heads_per_stage=[2, 4, 8, 16],
+                   global_attention_blocks=[23, 33, 43], window_size_per_stage=[8, 4, 16, 8],
+                   window_positional_embedding_background_size=[7, 7], image_size=[1024, 1024]),
+        sam_vision=dict(backbone_channel_list=[1152, 576, 288, 144],
+                        backbone_feature_sizes=[[256, 256], [128, 128], [64, 64]], fpn_hidden_size=256),
+        sam_prompt=dict(hidden_size=256, image_size=1024, patch_size=16),
+        sam_decoder=dict(hidden_size=256, mlp_dim=2048, num_attention_heads=8, iou_head_hidden_dim=256),
+        dino=dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536,
+                  image_size=518, patch_size=14),
+        dino_size=({"shortest_edge": 256}, {"height": 224, "width": 224})),
+    "tiny": dict(
+        bert=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                  max_position_embeddings=64, vocab_size=None),
+        swin=dict(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
+                  window_size=4),
+        gdino=dict(d_model=32, encoder_layers=1, decoder_layers=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                   encoder_attention_heads=2, decoder_attention_heads=2, num_queries=10, num_feature_levels=4,
+                   encoder_n_points=2, decoder_n_points=2, max_text_len=32),
+        gdino_size={"shortest_edge": 64, "longest_edge": 96},
+        hiera=dict(hidden_size=16, num_attention_heads=1, blocks_per_stage=[1, 1, 2, 1],
+                   embed_dim_per_stage=[16, 32, 64, 128], num_attention_heads_per_stage=[1, 1, 1, 1],
+                   global_attention_blocks=[3], window_size_per_stage=[4, 4, 4, 4],
+                   window_positional_embedding_background_size=[4, 4], image_size=[64, 64]),
+        sam_vision=dict(backbone_channel_list=[128, 64, 32, 16], backbone_feature_sizes=[[16, 16], [8, 8], [4, 4]],
+                        fpn_hidden_size=32),
+        sam_prompt=dict(hidden_size=32, image_size=64, patch_size=16),
+        sam_decoder=dict(hidden_size=32, mlp_dim=64, num_attention_heads=2, iou_head_hidden_dim=32),
+        dino=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=28,
+                  patch_size=14),
+        dino_size=({"shortest_edge": 28}, {"height": 28, "width": 28})),
+}
+
+
+def save_random_src(out: str | Path, size: str = "tiny", seed: int = 0) -> dict[str, str]:
+    """Random-initialised Grounding DINO, SAM2 and DINOv2 in transformers format, with their processors, built
+    offline (``size``: ``tiny`` for tests, ``real`` for the published sizes in tests/perf). Their outputs mean
+    nothing. Returns the ``metrics.SRC`` weight keys -> directories."""
+    import torch
+    import transformers as t
+
+    spec = RANDOM_SIZES[size]
+    torch.manual_seed(seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    # a WordPiece vocabulary laid out like BERT's (the special tokens at their usual ids when it is full size)
+    n_vocab = spec["bert"]["vocab_size"] or (len(_WORDS) + 5)
+    if n_vocab > 104:
+        vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS
+    else:
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS
+    vocab += [f"w{i}" for i in range(n_vocab - len(vocab))]
+    (out / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = t.BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
+    text = t.BertConfig(**{**spec["bert"], "vocab_size": len(vocab)})
+    swin = t.SwinConfig(**spec["swin"], out_features=["stage2", "stage3", "stage4"])
+    t.GroundingDinoForObjectDetection(t.GroundingDinoConfig(backbone_config=swin, text_config=text, **spec["gdino"])
+                                      ).save_pretrained(out / "gdino")
+    gd_images = getattr(t, "GroundingDinoImageProcessorPil", None) or t.GroundingDinoImageProcessor
+    t.GroundingDinoProcessor(image_processor=gd_images(size=spec["gdino_size"]), tokenizer=tok
+                             ).save_pretrained(out / "gdino")
+    sam = t.Sam2Model(t.Sam2Config(
+        vision_config=t.Sam2VisionConfig(backbone_config=t.Sam2HieraDetConfig(**spec["hiera"]), **spec["sam_vision"]),
+        prompt_encoder_config=t.Sam2PromptEncoderConfig(**spec["sam_prompt"]),
+        mask_decoder_config=t.Sam2MaskDecoderConfig(**spec["sam_decoder"])))
+    sam.save_pretrained(out / "sam2")
+    t.Dinov2Model(t.Dinov2Config(**spec["dino"])).save_pretrained(out / "dinov2")
+    resize, crop = spec["dino_size"]
+    bit = getattr(t, "BitImageProcessorPil", None) or t.BitImageProcessor
+    bit(size=resize, crop_size=crop, do_center_crop=True, image_mean=list(IMAGENET_MEAN), image_std=list(IMAGENET_STD)
+        ).save_pretrained(out / "dinov2")
+    return {"grounding_dino": str(out / "gdino"), "sam2": str(out / "sam2"), "dinov2": str(out / "dinov2")}
 
 
 def _sam_preprocessing(path: Path, model: Any) -> tuple[int, tuple, tuple]:

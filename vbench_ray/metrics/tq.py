@@ -87,7 +87,8 @@ class TQConfig:
     fsize: int = 32  # fragment side in pixels (DOVER: 32); the mosaic is fragments * fsize square
     aligned: int = 32  # frames that share one fragment offset (DOVER: 32)
     seed: int = 0  # seeds the random temporal and spatial offsets (the official code does not seed them)
-    batch_size: int = 3  # clips per forward pass
+    batch_size: int = 3  # clips per forward pass, across the cases of a pool call (one video = num_clips clips)
+    pool_batch: int = 4  # cases one pool call scores together (each holds clip_len x num_clips native-size frames)
     raw_mean: float = 0.1107  # TQ = 100 * sigmoid((raw - raw_mean) / raw_std) (DOVER evaluate_a_set_of_videos.py)
     raw_std: float = 0.07355
     gpu_fraction: float = 0.25  # the share of a GPU one TQ pool actor asks for when device is CUDA
@@ -126,7 +127,8 @@ def _torch():
 
 
 def spatial_fragments(video, fragments: int, fsize: int, aligned: int, generator=None):
-    """``video``: float ``(C, T, H, W)`` on the 0-255 scale -> ``(C, T, fragments*fsize, fragments*fsize)``."""
+    """``video``: ``(C, T, H, W)`` on the 0-255 scale (uint8 or float) -> ``(C, T, fragments*fsize,
+    fragments*fsize)`` of the same dtype (float when it had to be upsampled)."""
     torch = _torch()
     F = torch.nn.functional
     size = fragments * fsize
@@ -459,33 +461,62 @@ class TQ(FrameMetric):
         self.net = load_dover_technical(path, self.cfg.arch).to(self.device, self.dtype)
 
     def clips(self, frames: np.ndarray):
-        """uint8 ``(num_clips * clip_len, H, W, 3)`` -> normalised fragment clips ``(num_clips, 3, clip_len, S, S)``."""
+        """uint8 ``(num_clips * clip_len, H, W, 3)`` -> the fragment mosaics ``(num_clips, 3, clip_len, S, S)``, still
+        on the 0-255 scale as uint8 (``clip_outputs`` normalises them on the model's device: a quarter of the bytes
+        to move, and no float copy of the video on the CPU)."""
         torch = _torch()
         c = self.cfg
         need = int(c.clip_len) * int(c.num_clips)
         if len(frames) != need:
             raise ValueError(f"TQ needs {need} sampled frames (clip_len x num_clips), got {len(frames)}")
-        video = torch.from_numpy(np.ascontiguousarray(frames)).permute(3, 0, 1, 2).float()
+        # uint8 while splicing (the same values; a 96-frame 1080p video is 0.6 GB as uint8, 2.4 as float); an
+        # upsampled video comes back as floats holding whole 0-255 values, so the cast to uint8 is exact
+        video = torch.from_numpy(np.ascontiguousarray(frames)).permute(3, 0, 1, 2)
         gen = torch.Generator().manual_seed(int(c.seed))
-        video = spatial_fragments(video, int(c.fragments), int(c.fsize), int(c.aligned), gen)
-        mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1, 1)
-        std = torch.tensor(IMAGENET_STD).view(3, 1, 1, 1)
-        video = (video - mean) / std
+        video = spatial_fragments(video, int(c.fragments), int(c.fsize), int(c.aligned), gen).to(torch.uint8)
         s = video.shape[-1]
         return video.reshape(3, int(c.num_clips), int(c.clip_len), s, s).permute(1, 0, 2, 3, 4)
 
-    def raw_score(self, clips) -> float:
-        """The mean of the head's outputs over positions and clips."""
+    def clip_outputs(self, clips):
+        """The head's outputs ``(N, positions)`` of each clip (``clips``: uint8 mosaics from ``clips``), normalised
+        with ImageNet mean/std on the model's device, ``batch_size`` clips per forward pass."""
         torch = _torch()
         outs = []
         bs = max(1, int(self.cfg.batch_size))
+        mean = torch.tensor(IMAGENET_MEAN, device=self.device).view(1, 3, 1, 1, 1)
+        std = torch.tensor(IMAGENET_STD, device=self.device).view(1, 3, 1, 1, 1)
         with torch.inference_mode():
             for start in range(0, len(clips), bs):
-                x = clips[start:start + bs].to(self.device, self.dtype)
-                outs.append(self.net(x).float().flatten(1).cpu())
+                x = (clips[start:start + bs].to(self.device).float() - mean) / std
+                outs.append(self.net(x.to(self.dtype)).float().flatten(1))  # stays on the device: no sync per pass
+        return torch.cat(outs).cpu()
+
+    def raw_score(self, clips) -> float:
+        """The mean of the head's outputs over positions and clips."""
         # equal-size clips: the mean over all positions of all clips
-        return float(torch.cat(outs).mean())
+        return float(self.clip_outputs(clips).mean())
 
     def compute(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
         raw = self.raw_score(self.clips(edited))
         return technical_score(raw, float(self.cfg.raw_mean), float(self.cfg.raw_std))
+
+    def compute_many(self, items) -> list[float | Exception]:
+        """The clips of every case through the network together (``batch_size`` clips per pass, whatever case
+        they belong to), then each case's mean over its own clips: clips are independent in the network, so
+        this is ``compute`` per case. A case whose frames cannot make its clips is its own failure."""
+        torch = _torch()
+        results: list[float | Exception] = [0.0] * len(items)
+        clips, owners = [], []
+        for k, (edited, _source, _kwargs) in enumerate(items):
+            try:
+                clips.append(self.clips(edited))
+            except Exception as exc:
+                results[k] = exc
+                continue
+            owners.append(k)
+        if not clips:
+            return results
+        per_clip = self.clip_outputs(torch.cat(clips)).view(len(clips), -1)  # one row per case: its clips' outputs
+        for k, raw in zip(owners, per_clip.mean(dim=1).tolist()):
+            results[k] = technical_score(raw, float(self.cfg.raw_mean), float(self.cfg.raw_std))
+        return results
