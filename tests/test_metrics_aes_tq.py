@@ -319,3 +319,19 @@ def test_weights_check_command_names_missing_and_unloadable_weights(cove_data, t
     assert "TQ" in capsys.readouterr().err
     assert main(base + [f"metrics.TQ.weights={tiny_weights['tq']}"]) == 0
     assert "TQ: loaded" in capsys.readouterr().out
+
+
+def test_tq_decode_worker_hands_its_pool_mosaics_not_frames(tiny_weights):
+    """The decode stage's payload for TQ is the fragment mosaics (cut on the CPU), a fraction of the frames' bytes,
+    and the pool scores them as it scores the frames."""
+    from vbench_ray.metrics.pool import MetricPool, payload_column
+    from vbench_ray.video.frames import emit
+
+    pool = MetricPool("TQ", asdict(TQConfig(weights=tiny_weights["tq"], **TINY_TQ, batch_size=3)))
+    video = frames(16, 240, 320, 3)
+    out: dict = {}
+    emit(pool.metric, out, video, None, {})
+    blob = out[payload_column("TQ")]
+    assert len(blob) < video.nbytes / 20  # 2 clips x 8 frames of 56x56 mosaics (7 fragments of 8 px) vs 240x320
+    scored = pool([{"case_id": "0", payload_column("TQ"): blob}])
+    assert scored[0]["TQ"] == pytest.approx(pool.metric.compute(video), abs=1e-4)

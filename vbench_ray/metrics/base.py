@@ -192,6 +192,15 @@ class FrameMetric:
         """``edited`` and ``source``: uint8 RGB ``(T, H, W, 3)`` at their native resolution."""
         raise NotImplementedError
 
+    def pool_inputs(self, edited: np.ndarray, source: np.ndarray | None,
+                    kwargs: dict) -> tuple[np.ndarray, np.ndarray | None, dict]:
+        """What the decode worker hands this metric's pool instead of the decoded frames (run on the CPU, in the
+        decode stage, without the model). The default hands the frames as they are; a metric whose model reads a
+        small derivative of many frames (TQ: fragment mosaics) computes it here, so the row carries megabytes,
+        not the whole sampled video, and the pool's actors spend their time on the model. ``compute`` and
+        ``compute_many`` must accept what this returns."""
+        return edited, source, kwargs
+
     def compute_many(self, items: Sequence[tuple[np.ndarray, np.ndarray | None, dict]]) -> list[float | Exception]:
         """Scores of several cases at once: ``items`` are ``(edited, source, extra_inputs)`` as ``compute`` takes
         them. One entry per item: its score, or the exception that is that case's failure (what ``compute`` would

@@ -50,6 +50,7 @@ class MFConfig:
     # [H, W] CoTracker3 runs at (the official predictor's 384x512); multiples of 4, at least 32
     cotracker_resolution: List[int] = field(default_factory=lambda: [384, 512])
     fb_threshold: float = 1.0          # px; LK forward-backward error above this ends a track
+    pool_batch: int = 8                # tracker=cotracker (its own pool): cases whose videos are tracked together
 
 
 # ---------------------------------------------------------------------------------------------- math

@@ -129,7 +129,7 @@ def emit(metric: FrameMetric, out: dict, edited: np.ndarray, source: np.ndarray 
          kwargs: dict | None = None) -> None:
     """Compute a CPU metric into ``out``, or hand a pool metric its inputs (``frames_for_<metric>``)."""
     if metric.in_pool():
-        out[payload_column(metric.name)] = pack(edited, source, kwargs or {})
+        out[payload_column(metric.name)] = pack(*metric.pool_inputs(edited, source, dict(kwargs or {})))
     else:
         out[metric.name] = float(metric.compute(edited, source, **(kwargs or {})))
 
