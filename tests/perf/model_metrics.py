@@ -211,12 +211,15 @@ def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = F
     from omegaconf import OmegaConf
 
     device = cfg["device"]
+    on_cpu = build_metric(name, OmegaConf.create(cfg))  # the decode worker's copy: no model, pool_inputs only
     t0 = time.perf_counter()
     items = [metric_inputs(name, cfg, p, keyframe_every) for p in pairs]
+    frames = sum(frames_of(i) for i in items)
+    # what the decode stage packs: the metric's pool inputs (TQ: its fragment mosaics, cut on the CPU)
+    items = [on_cpu.pool_inputs(e, s, dict(kw or {})) for e, s, kw in items]
     decode = (time.perf_counter() - t0) / len(pairs)
     table = pa.Table.from_pylist([{"case_id": str(k), payload_column(name): pack(*item)} for k, item in enumerate(items)],
                                  schema=pa.schema([("case_id", pa.string()), (payload_column(name), pa.large_binary())]))
-    frames = sum(frames_of(i) for i in items)
     del items
     stage = metric_pool_stages([build_metric(name, OmegaConf.create(cfg))], {name: cfg},
                                SimpleNamespace(batch_size=1, pools={}, workers=None))[0]
