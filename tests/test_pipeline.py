@@ -59,3 +59,20 @@ def test_all_null_outputs_keep_their_declared_type():
     table = run_local(ROWS[3:4], STAGES, SCHEMA)
     assert table.schema.field("plus").type == pa.float64()
     assert table.column("plus").null_count == 1
+
+
+@pytest.mark.ray
+def test_prewarm_imports_cpu_stage_modules_in_workers(ray_local):
+    """The workers import the CPU stages' modules ahead of the stream; a pool stage's module is left to its actors."""
+    import ray
+
+    from vbench_ray.pipeline import prewarm
+    from vbench_ray.video.frames import FrameMetricsStage
+
+    stages = [Stage("frames", FrameMetricsStage, {"SSIM": "float"}),
+              Stage("offset", AddOffset, {"plus": "float"}, kind="pool")]
+    refs = prewarm(stages, {"CPU": 3.0, "GPU": 0.0})
+    assert len(refs) == 3  # one per CPU
+    done = ray.get(refs, timeout=120)
+    assert all(mods == ["vbench_ray.video.frames"] for _, mods in done)
+    assert prewarm([Stage("offset", AddOffset, {"plus": "float"}, kind="pool")], {"CPU": 3.0, "GPU": 0.0}) == []

@@ -50,7 +50,7 @@ class RayConfig:
     address: Optional[str] = None  # null: RAY_ADDRESS if set, else a fresh local runtime; "auto": a `ray start` cluster
     num_cpus: Optional[int] = None  # logical CPUs of a local runtime (null: Ray's default)
     batch_size: int = 1  # cases per CPU-stage call (1: a case leaves the stage when done, the last tasks balance)
-    judge_batch_size: int = 4  # cases per judge-stage call: their requests reach the engine together
+    judge_batch_size: int = 2  # cases per judge-stage call: their requests reach the engine together
     workers: Optional[int] = None  # cap on tasks per CPU stage and actors per pool (null: what the cluster holds)
     pools: Dict[str, List[int]] = field(default_factory=dict)  # per pool stage [min, max] actors, e.g. {MSM: [2, 8]}
     shard_rows: int = 32  # rows per parquet shard written as results stream in ...

@@ -22,6 +22,7 @@ frames handed to a pool) that the stage consumes and removes.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import traceback
@@ -224,6 +225,34 @@ def ensure_ray(cfg: Any) -> None:
                  _node_ip_address="127.0.0.1")
 
 
+def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
+    """Have the worker processes import the CPU stages' modules now, while the driver plans the stream.
+
+    A fresh worker pays for importing the project and its libraries (OpenCV, SciPy, scikit-image: 1-3 s)
+    on its first task; Ray reuses the same processes for Ray Data's tasks, so doing it here overlaps that
+    cost with the dataset's planning and start instead of adding it before the first row. Fire and forget:
+    nothing waits for these tasks (their refs are returned), and a failure only means the stream's first task
+    imports the module."""
+    import ray
+
+    modules = sorted({s.fn.__module__ for s in stages if s.kind == "cpu" and getattr(s.fn, "__module__", None)})
+    if not modules:
+        return []
+    warm = ray.remote(num_cpus=1, max_retries=0)(_import_modules)
+    return [warm.remote(modules) for _ in range(max(1, min(int(capacity["CPU"]), 256)))]
+
+
+def _import_modules(modules: list[str]) -> tuple[int, list[str]]:
+    """Import ``modules`` here; return this process's pid and which of them it now holds."""
+    import importlib
+    import os
+    import sys
+
+    for name in modules:
+        importlib.import_module(name)
+    return os.getpid(), [m for m in modules if m in sys.modules]
+
+
 def cluster_capacity() -> dict[str, float]:
     """The cluster's CPUs and GPUs (what pool sizes default to)."""
     import ray
@@ -273,21 +302,110 @@ def apply_stage(ds, stage: Stage, capacity: dict[str, float] | None = None):
                           udf_modifying_row_count=False, **resources)
 
 
-def build_dataset(rows: list[dict], stages: list[Stage], schema: pa.Schema, parallelism: int):
-    """``rows`` (already typed by ``schema``) through every stage, as one lazy ``ray.data.Dataset``."""
+def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelism: int):
+    """``rows`` through every stage, as one lazy ``ray.data.Dataset``.
+
+    ``rows`` is a list of dicts (typed by ``schema``), or a list of Arrow tables with ``schema`` (the runner's
+    case table in chunks, ``vbench_ray.case_table``). A list of tables is consumed: each table leaves the list
+    once its rows are in the object store, so a caller that passed its only reference keeps no second copy of
+    the case table in the driver (issue 16)."""
+    import ray
     import ray.data
 
-    table = pa.Table.from_pylist(rows, schema=schema)
+    from vbench_ray.driver_memory import release_memory
+
+    if rows and isinstance(rows[0], pa.Table):
+        chunks = rows
+    else:
+        chunks = [pa.Table.from_pylist(rows, schema=schema)]
+    n = sum(c.num_rows for c in chunks)
     capacity = cluster_capacity()
-    # one block per slice: parallelism without a repartition task competing with the actors for CPUs. Small
-    # blocks stream the first rows out fast; past MAX_BLOCKS_PER_CPU blocks per CPU, the per-block bookkeeping
-    # (100k one-row blocks) costs more than it buys, so big runs get bigger blocks.
-    n_blocks = max(1, min(parallelism, table.num_rows, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))
-    size = -(-table.num_rows // n_blocks)
-    ds = ray.data.from_arrow([table.slice(i, size) for i in range(0, table.num_rows, size)] or [table])
+    # one block per input slice: parallelism without a repartition task competing with the actors for CPUs
+    sizes = block_sizes(n, int(capacity["CPU"]), stages[0].batch_size if stages else 1,
+                        min(parallelism, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))
+    blocks, left = [], len(chunks)
+    for block in _take_blocks(chunks, sizes):
+        blocks.append((ray.put(block), block.num_rows, int(block.nbytes)))
+        if len(chunks) < left:  # a chunk is all in the object store: the heap it held goes back to the OS
+            del block
+            release_memory()
+            left = len(chunks)
+    blocks = blocks or [(ray.put(schema.empty_table()), 0, 0)]
+    # read by the first stage's own tasks (Ray Data fuses the read into them): `from_arrow_refs` would first run
+    # and wait for one metadata task per block, seconds before the first case starts on a busy small cluster
+    ds = ray.data.read_datasource(_case_blocks(blocks, schema), override_num_blocks=len(blocks))
     for stage in stages:
         ds = apply_stage(ds, stage, capacity)
     return ds
+
+
+def _case_blocks(blocks: list[tuple], schema: pa.Schema):
+    """A Ray Data datasource over case blocks already in the object store ``(ref, rows, bytes)``: one read task per
+    block, its metadata known here, so planning the stream runs nothing on the cluster."""
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+
+    class CaseBlocks(Datasource):
+        def get_name(self) -> str:
+            return "Cases"
+
+        def estimate_inmemory_data_size(self) -> int:
+            return sum(b[2] for b in blocks)
+
+        def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None) -> list:
+            return [ReadTask(functools.partial(_read_block, ref),
+                             BlockMetadata(num_rows=rows, size_bytes=size, exec_stats=None, input_files=None),
+                             schema=schema) for ref, rows, size in blocks]
+
+    return CaseBlocks()
+
+
+def _read_block(ref) -> list:
+    import ray
+
+    return [ray.get(ref)]
+
+
+def block_sizes(n: int, cpus: int, first: int, max_blocks: int) -> list[int]:
+    """Rows per input block for ``n`` rows.
+
+    At most about ``max_blocks`` blocks of ``cap = ceil(n / max_blocks)`` rows: past ``MAX_BLOCKS_PER_CPU`` blocks
+    per CPU the per-block bookkeeping (100k one-row blocks) costs more than it buys. A map task returns its rows
+    when its whole block is done, so a run of ``cap``-row blocks would show its first row only after ``cap``
+    cases (391 at 100k cases on 4 CPUs: minutes). When the blocks are bigger than ``first`` (the first stage's
+    batch), the run starts with one wave of ``first``-row blocks per CPU, doubling each wave up to ``cap``,
+    and ends with the same waves in reverse, so the first rows come after one batch and no CPU is left with
+    a large block while the others idle at the end."""
+    if n <= 0:
+        return []
+    max_blocks = max(1, min(max_blocks, n))
+    cap = -(-n // max_blocks)
+    cpus = max(1, cpus)
+    ramp, size, ramped = [], max(1, min(first, cap)), 0
+    while size < cap and 2 * (ramped + size * cpus) <= n:
+        ramp += [size] * cpus
+        ramped += size * cpus
+        size *= 2
+    middle = n - 2 * ramped
+    return ramp + [cap] * (middle // cap) + ([middle % cap] if middle % cap else []) + ramp[::-1]
+
+
+def _take_blocks(chunks: list[pa.Table], sizes: list[int]):
+    """Blocks of ``sizes`` rows cut from ``chunks`` in order (zero-copy slices). The list is consumed (reversed,
+    then popped): each chunk leaves it once all its rows have been handed out, so it is freed with its blocks."""
+    chunks.reverse()  # the next rows are at the end: pop() is cheap
+    for size in sizes:
+        parts = []
+        while size and chunks:
+            head = chunks[-1]
+            part = head.slice(0, size)
+            parts.append(part)
+            size -= part.num_rows
+            if part.num_rows == head.num_rows:
+                chunks.pop()
+            else:
+                chunks[-1] = head.slice(part.num_rows)
+        yield parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 def run_local(rows: list[dict], stages: list[Stage], schema: pa.Schema) -> pa.Table:

@@ -19,12 +19,12 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
-from vbench_ray import preflight
+from vbench_ray import case_table, driver_memory, preflight
 from vbench_ray.benchmarks import get_benchmark
 from vbench_ray.config import ConfigError, to_dict, to_yaml
 from vbench_ray.editors import editor_stages
 from vbench_ray.judges.engines import EngineSet
-from vbench_ray.pipeline import Stage, build_dataset, ensure_ray
+from vbench_ray.pipeline import Stage, build_dataset, cluster_capacity, ensure_ray, prewarm
 from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 
 log = logging.getLogger(__name__)
@@ -86,27 +86,37 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
 
     schema = bench.schema(cfg)
+    driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (issue 16; see there why)
     sink = CaseSink(run_dir, schema, retry_failed=cfg.output.retry_failed)
-    cases = bench.load_cases(cfg)
+    # the case table as Arrow chunks, made while the loader streams its rows (issue 16: no list of dicts)
+    cases = case_table.case_chunks(bench.iter_cases(cfg), schema)
     sweep_info = None
     if variants is None:  # a benchmark may ask for variants itself (NRVBench's negative controls)
         variants = bench.variants(cfg)
     if variants:
-        cases, sweep_info = _expand(cfg, cases, variants, run_dir)
-    todo = [c for c in cases if (c["case_id"], c["variant"]) not in sink.done_keys]
-    log.info("%s: %d cases, %d already done, %d to compute", cfg.benchmark, len(cases), len(cases) - len(todo), len(todo))
+        rows, sweep_info = _expand(cfg, case_table.to_rows(cases), variants, run_dir)
+        cases = case_table.case_chunks(rows, schema)
+        del rows
+    todo = case_table.without_keys(cases, sink.done_keys)
+    keys, n_cases, n_todo = case_table.keys_of(cases), case_table.num_rows(cases), case_table.num_rows(todo)
+    log.info("%s: %d cases, %d already done, %d to compute", cfg.benchmark, n_cases, n_cases - n_todo, n_todo)
     timing["cases_loaded"] = time.perf_counter() - start
     phases = bench.judge_phases(cfg)
-    for phase in phases:
-        if phase.prepare is not None:
-            phase.prepare(cases)
+    if any(phase.prepare is not None for phase in phases):
+        rows = case_table.to_rows(cases)
+        for phase in phases:
+            if phase.prepare is not None:
+                phase.prepare(rows)
+        del rows
+    del cases  # from here the driver holds the cases to do (`todo`, handed to the stream) and the keys
     engines = EngineSet(str(run_dir))
     try:
         computed = _compute(bench, cfg, todo, schema, sink, phases, engines, run_dir,
-                            lambda name: timing.setdefault(name, time.perf_counter() - start)) if todo else 0
+                            lambda name: timing.setdefault(name, time.perf_counter() - start)) if n_todo else 0
+        del todo
         timing["stream_done"] = time.perf_counter() - start
-        table = _current_rows(sink.read_all(), cases)
-        judgments, judge_info = _judge(bench, cfg, phases, table.to_pylist(), run_dir, engines)
+        table = case_table.with_keys(sink.read_all(), keys)
+        judgments, judge_info = _judge(bench, cfg, phases, table.to_pylist() if phases else [], run_dir, engines)
         timing["judged"] = time.perf_counter() - start
     finally:
         engines.stop()
@@ -132,7 +142,7 @@ def _expand(cfg: DictConfig, cases: list[dict], variants: list, run_dir: Path) -
     return rows, info
 
 
-def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: CaseSink, phases: list,
+def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, sink: CaseSink, phases: list,
              engines: EngineSet, run_dir: Path, mark=lambda name: None) -> int:
     """The stream: ``todo`` through the benchmark's stages and its judge phases, rows to the sink as they come."""
     stages = editor_stages(cfg) + list(bench.stages(cfg))
@@ -140,11 +150,17 @@ def _compute(bench, cfg: DictConfig, todo: list[dict], schema: pa.Schema, sink: 
         ensure_ray(cfg)
         stages += _judge_stages(cfg, phases, engines, run_dir)
     if not stages:  # nothing per case to compute (e.g. replay re-scoring only): record the cases as loaded
-        return sink.write(pa.Table.from_pylist(todo, schema=_input_schema(schema, todo)))
+        written = 0
+        while todo:  # chunk by chunk, each freed once written
+            written += sink.write(todo.pop(0))
+        return written
     ensure_ray(cfg)
     mark("ray_ready")
+    prewarm(stages, cluster_capacity())
     _budget_without_engines(engines.reserved(), stages)
-    ds = build_dataset(todo, stages, _input_schema(schema, todo), parallelism=len(todo))
+    # `todo` (the case table's chunks) is emptied into the object store: no second copy stays in the driver
+    ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo))
+    mark("stream_planned")
     written, buffered, last = 0, [], 0.0  # the first block is written at once
     # blocks as they finish; a shard when `shard_rows` rows are in or `shard_seconds` passed, so the first
     # rows are on disk within seconds whatever the run's size, and a large run does not write tiny files
@@ -168,8 +184,6 @@ def _budget_without_engines(reserved: dict[str, float], stages: list[Stage]) -> 
     CPUs an engine replica already took, and a small cluster waits forever. Refuses a cluster too small to
     run one task of every stage beside the engines."""
     from ray.data import DataContext, ExecutionResources
-
-    from vbench_ray.pipeline import cluster_capacity
 
     DataContext.get_current().execution_options.exclude_resources = ExecutionResources(
         cpu=reserved["CPU"], gpu=reserved["GPU"])
@@ -203,7 +217,7 @@ def _judge_stages(cfg: DictConfig, phases: list, engines: EngineSet, run_dir: Pa
             init_kwargs={"phase": phase.name, "build": phase.build, "engine": engine, "log_actor": log_actor,
                          "max_retries": int(phase.judge_cfg.max_retries)},
             outputs={STATE_COLUMN: "str"}, transient=(STATE_COLUMN,), num_cpus=0.25,
-            workers=2 * replicas, min_workers=1, batch_size=cfg.ray.batch_size))
+            workers=2 * replicas, min_workers=1, batch_size=cfg.ray.judge_batch_size))
     return stages
 
 
@@ -211,13 +225,6 @@ def _input_schema(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
     """The part of the full schema the loader fills in (stage outputs are added by the stages)."""
     keys = {k for r in rows for k in r}
     return pa.schema([f for f in schema if f.name in keys])
-
-
-def _current_rows(table: pa.Table, cases: list[dict]) -> pa.Table:
-    """Rows of the cases this config selects (``run.limit`` may select fewer than the run dir holds)."""
-    keys = {(c["case_id"], c["variant"]) for c in cases}
-    mask = [k in keys for k in zip(table.column("case_id").to_pylist(), table.column("variant").to_pylist())]
-    return table.filter(pa.array(mask, type=pa.bool_())) if table.num_rows else table
 
 
 def _judge(bench, cfg: DictConfig, phases: list, rows: list[dict], run_dir: Path,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable, Optional
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Optional
 
 import pyarrow as pa
 
@@ -63,6 +63,11 @@ class Benchmark:
     def load_cases(self, cfg) -> list[dict]:
         """Rows with the ``CASE_FIELDS`` (plus benchmark columns); bad cases carry ``error_load``."""
         raise NotImplementedError
+
+    def iter_cases(self, cfg) -> Iterator[dict]:
+        """``load_cases``' rows one at a time; what the runner reads. A benchmark whose data can be large
+        streams them (CoVEBench), so the driver never holds every case as dicts (issue 16)."""
+        return iter(self.load_cases(cfg))
 
     def stages(self, cfg) -> list[Stage]:
         raise NotImplementedError

@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence
 
 import pyarrow as pa
 
@@ -30,6 +30,7 @@ from vbench_ray.benchmarks import cove_checklist as checklist
 from vbench_ray.benchmarks import cove_vqr as vqr
 from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report, group_rows,
                                         judge_availability, metric_stats, register_benchmark)
+from vbench_ray.benchmarks.json_array import NotAnArray, iter_json_array
 from vbench_ray.config import BaseConfig
 from vbench_ray.editors import EDITORS, EditorConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
@@ -56,6 +57,8 @@ DEFAULT_ENABLED = ("SSIM", "MSM", "MF") + checklist.CHECKLIST_METRICS
 # App. F.3-F.4: the categories each metric leaves out by default (a metric not named here excludes none).
 # SRC: the official category fast path (camera moves, global style; metrics/src.py)
 DEFAULT_EXCLUSIONS = {"SSIM": ["Background"], "MF": ["Camera", "Style", "Motion"], "SRC": ["Camera", "Style"]}
+# rows whose edited videos are probed together (probe_edited's thread pool) as the loader streams them
+PROBE_CHUNK = 256
 
 
 # ----------------------------------------------------------------------------- config
@@ -300,9 +303,15 @@ class CoveBench(Benchmark):
 
     # -- loading
     def load_cases(self, cfg) -> list[dict]:
+        return list(self.iter_cases(cfg))
+
+    def iter_cases(self, cfg) -> Iterator[dict]:
+        """The case rows one at a time (issue 16): the checklist is parsed a task at a time, so memory holds the
+        rows already made, never the parsed file. A checklist-wide problem (invalid JSON, duplicate ids) is
+        raised once the file has been read, before the caller has computed anything."""
         checklist = Path(cfg.data.checklist)
-        tasks = read_checklist(checklist)
-        duplicate_ids([_task_id(t, i) for i, t in enumerate(tasks)], "task ids", f"data.checklist {checklist}")
+        if not checklist.exists():
+            raise DataError(f"data.checklist not found: {checklist}")
         source_root = Path(cfg.data.source_dir)
         if not source_root.is_dir():
             raise DataError(f"data.source_dir is not a directory: {source_root}")
@@ -315,15 +324,30 @@ class CoveBench(Benchmark):
             edited, ambiguous = None, {}
         metrics = self.enabled_metrics(cfg)
         rules = {m: _exclusion_rule(m, getattr(cfg.metrics.exclude, m)) for m in metrics}
-        rows = [self._case_row(i, task, checklist, source_root, edited, ambiguous, rules)
-                for i, task in enumerate(tasks)]
-        if cfg.run.limit is not None:
-            rows = rows[: cfg.run.limit]
-        if self.checklist_metrics(cfg) and not self.vqr_enabled(cfg):  # with VQR, the decode stage opens every
-            probe_edited(rows, metrics, cfg.video.backend)            # edited video (error_frames: unusable_edited)
-        return rows
+        sources = _SourceIndex(source_root)
+        # with VQR, the decode stage opens every edited video (error_frames: unusable_edited)
+        probe = self.checklist_metrics(cfg) and not self.vqr_enabled(cfg)
+        limit = cfg.run.limit
+        ids, pending = [], []
+        for i, task in enumerate(read_checklist(checklist)):
+            ids.append(_task_id(task, i))
+            if limit is not None and i >= limit:  # past the limit only the ids are kept (duplicates are checked)
+                continue
+            row = self._case_row(i, task, checklist, sources, edited, ambiguous, rules)
+            if not probe:
+                yield row
+                continue
+            pending.append(row)
+            if len(pending) >= PROBE_CHUNK:  # probed a chunk at a time (probe_edited's thread pool)
+                probe_edited(pending, metrics, cfg.video.backend)
+                yield from pending
+                pending = []
+        if pending:
+            probe_edited(pending, metrics, cfg.video.backend)
+            yield from pending
+        duplicate_ids(ids, "task ids", f"data.checklist {checklist}")
 
-    def _case_row(self, i, task, checklist, source_root, edited, ambiguous, rules) -> dict:
+    def _case_row(self, i, task, checklist, sources, edited, ambiguous, rules) -> dict:
         where = f"{checklist.name}: task[{i}]"
         case_id = _task_id(task, i)
         row = {"benchmark": "cove", "case_id": case_id, "variant": "base", "categories": [], "categories_l2": [],
@@ -335,9 +359,7 @@ class CoveBench(Benchmark):
         row["instruction"] = task["editing_instruction"]
         row["categories"], row["categories_l2"] = task_categories(task)
         try:
-            source = resolve_under(source_root, task["videoA_path"], f"{where}.videoA_path")
-            if not source.exists():
-                raise DataError(f"{where}.videoA_path: source video not found: {source}")
+            source = sources.resolve(task["videoA_path"], f"{where}.videoA_path")
             row["source_path"] = str(source)
             if case_id in ambiguous:
                 raise DataError(f"several edited videos match task {case_id}: {[p.name for p in ambiguous[case_id]]}")
@@ -392,7 +414,8 @@ class CoveBench(Benchmark):
 
     # -- aggregation
     def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
-        rows = cases.to_pylist()
+        # the task JSON is not summarised (the judgments carry the questions): as dicts it is most of the rows' size
+        rows = cases.drop_columns([c for c in ("annotations",) if c in cases.column_names]).to_pylist()
         seed = cfg.run.seed
         metrics = self.enabled_metrics(cfg)
         summary: dict[str, Any] = {"benchmark": "cove", "n_cases": len({r["case_id"] for r in rows}),
@@ -471,16 +494,41 @@ def probe_edited(rows: list[dict], frame_metrics: list[str], backend: str = "aut
             list(pool.map(check, todo))
 
 
-def read_checklist(path: Path) -> list:
+def read_checklist(path: Path) -> Iterator[Any]:
+    """The checklist's tasks, one at a time (``json_array``: the file is never parsed whole)."""
     if not path.exists():
         raise DataError(f"data.checklist not found: {path}")
     try:
-        tasks = json.loads(path.read_text())
+        yield from iter_json_array(path)
     except json.JSONDecodeError as exc:
         raise DataError(f"data.checklist {path} is not valid JSON: {exc}") from exc
-    if not isinstance(tasks, list):
-        raise DataError(f"data.checklist {path}: expected a JSON list of tasks, got {type(tasks).__name__}")
-    return tasks
+    except NotAnArray as exc:
+        raise DataError(f"data.checklist {path}: expected a JSON list of tasks, got {exc.type_name}") from None
+
+
+class _SourceIndex:
+    """``resolve_under(source_dir, videoA_path)`` and its existence check, once per distinct path: tasks share
+    source videos, and resolving (a ``realpath``) plus a ``stat`` per task was most of a 100k-task load."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._seen: dict[str, tuple[Path | None, bool]] = {}
+
+    def resolve(self, relative: str, what: str) -> Path:
+        hit = self._seen.get(relative)
+        if hit is None:
+            try:
+                path = resolve_under(self.root, relative, what)
+                hit = (path, path.exists())
+            except DataError:
+                hit = (None, False)
+            self._seen[relative] = hit
+        path, exists = hit
+        if path is None:
+            resolve_under(self.root, relative, what)  # raises, naming this task
+        if not exists:
+            raise DataError(f"{what}: source video not found: {path}")
+        return path
 
 
 def _plain(node) -> dict:

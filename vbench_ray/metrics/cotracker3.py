@@ -355,7 +355,7 @@ def load_cotracker3(path: str | Path, device: str | torch.device = "cpu") -> CoT
 def grid_queries(grid_size: int, resolution: Sequence[int], frame: int = 0) -> torch.Tensor:
     """``(1, grid_size^2, 3)`` queries ``(frame, x, y)`` on a ``resolution = (H, W)`` frame, row-major, inset by
     W/64 (the official predictor's grid, the same as ``motion.grid_points``)."""
-    from vbench_ray.metrics.motion import grid_points
+    from vbench_ray.metrics.tracking_grid import grid_points
 
     xy = torch.from_numpy(grid_points(int(grid_size), int(resolution[0]), int(resolution[1]))).float()
     return torch.cat([torch.full((len(xy), 1), float(frame)), xy], dim=1)[None]

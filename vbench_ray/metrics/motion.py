@@ -32,6 +32,7 @@ from scipy.optimize import linear_sum_assignment
 
 from vbench_ray.metrics.base import FrameMetric, VideoTooShortError, register_metric, require_weights, weights_problem
 from vbench_ray.video.flow import rgb_resize
+from vbench_ray.metrics.tracking_grid import grid_points  # noqa: F401  (LK's and CoTracker's grid)
 
 TRACKERS = ("lk", "cotracker")
 
@@ -110,20 +111,6 @@ def motion_fidelity(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel
 
 
 # ------------------------------------------------------------------------------------------ trackers
-
-def grid_points(grid_size: int, height: int, width: int) -> np.ndarray:
-    """``grid_size`` x ``grid_size`` query points (x, y), row-major, inset by width/64 from the border.
-
-    The inset follows CoTracker's grid convention so both trackers start from the same points.
-    """
-    if grid_size == 1:
-        return np.array([[width / 2.0, height / 2.0]], np.float32)
-    margin = width / 64.0
-    ys = np.linspace(margin, height - margin, grid_size)
-    xs = np.linspace(margin, width - margin, grid_size)
-    gy, gx = np.meshgrid(ys, xs, indexing="ij")
-    return np.stack([gx.ravel(), gy.ravel()], axis=-1).astype(np.float32)
-
 
 class PointTracker(Protocol):
     def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
