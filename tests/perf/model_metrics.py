@@ -76,6 +76,7 @@ def build_models(d: Path, tiny: bool, device: str, only: list[str]) -> dict[str,
     from vbench_ray.metrics.tq import TQConfig, build_dover_technical, official_state_dict, save_tiny_dover
 
     cfgs = {}
+    d.mkdir(parents=True, exist_ok=True)
     if "AES" in only:
         if tiny:
             aes = save_tiny_aes(d / "aes")
