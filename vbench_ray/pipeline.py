@@ -22,7 +22,6 @@ frames handed to a pool) that the stage consumes and removes.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import traceback
@@ -323,47 +322,18 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
     # one block per input slice: parallelism without a repartition task competing with the actors for CPUs
     sizes = block_sizes(n, int(capacity["CPU"]), stages[0].batch_size if stages else 1,
                         min(parallelism, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))
-    blocks, left = [], len(chunks)
+    refs, left = [], len(chunks)
     for block in _take_blocks(chunks, sizes):
-        blocks.append((ray.put(block), block.num_rows, int(block.nbytes)))
+        refs.append(ray.put(block))
         if len(chunks) < left:  # a chunk is all in the object store: the heap it held goes back to the OS
             del block
             release_memory()
             left = len(chunks)
-    blocks = blocks or [(ray.put(schema.empty_table()), 0, 0)]
-    # read by the first stage's own tasks (Ray Data fuses the read into them): `from_arrow_refs` would first run
-    # and wait for one metadata task per block, seconds before the first case starts on a busy small cluster
-    ds = ray.data.read_datasource(_case_blocks(blocks, schema), override_num_blocks=len(blocks))
+    refs = refs or [ray.put(schema.empty_table())]
+    ds = ray.data.from_arrow_refs(refs)
     for stage in stages:
         ds = apply_stage(ds, stage, capacity)
     return ds
-
-
-def _case_blocks(blocks: list[tuple], schema: pa.Schema):
-    """A Ray Data datasource over case blocks already in the object store ``(ref, rows, bytes)``: one read task per
-    block, its metadata known here, so planning the stream runs nothing on the cluster."""
-    from ray.data.block import BlockMetadata
-    from ray.data.datasource import Datasource, ReadTask
-
-    class CaseBlocks(Datasource):
-        def get_name(self) -> str:
-            return "Cases"
-
-        def estimate_inmemory_data_size(self) -> int:
-            return sum(b[2] for b in blocks)
-
-        def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None) -> list:
-            return [ReadTask(functools.partial(_read_block, ref),
-                             BlockMetadata(num_rows=rows, size_bytes=size, exec_stats=None, input_files=None),
-                             schema=schema) for ref, rows, size in blocks]
-
-    return CaseBlocks()
-
-
-def _read_block(ref) -> list:
-    import ray
-
-    return [ray.get(ref)]
 
 
 def block_sizes(n: int, cpus: int, first: int, max_blocks: int) -> list[int]:
