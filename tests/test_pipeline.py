@@ -76,3 +76,22 @@ def test_prewarm_imports_cpu_stage_modules_in_workers(ray_local):
     done = ray.get(refs, timeout=120)
     assert all(mods == ["vbench_ray.video.frames"] for _, mods in done)
     assert prewarm([Stage("offset", AddOffset, {"plus": "float"}, kind="pool")], {"CPU": 3.0, "GPU": 0.0}) == []
+
+
+def test_live_progress_display_only_on_a_terminal(monkeypatch):
+    """A terminal gets Ray Data's live progress display; a log file (ray job submit, CI) keeps plain lines."""
+    import sys
+
+    from ray.data import DataContext
+
+    from vbench_ray.runner import _progress_on_terminals
+
+    ctx = DataContext.get_current()
+    monkeypatch.setattr(ctx, "enable_rich_progress_bars", False)
+    monkeypatch.setattr(ctx, "use_ray_tqdm", True)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    _progress_on_terminals()
+    assert (ctx.enable_rich_progress_bars, ctx.use_ray_tqdm) == (False, True)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    _progress_on_terminals()
+    assert (ctx.enable_rich_progress_bars, ctx.use_ray_tqdm) == (True, False)

@@ -158,6 +158,7 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     mark("ray_ready")
     prewarm(stages, cluster_capacity())
     _budget_without_engines(engines.reserved(), stages)
+    _progress_on_terminals()
     # `todo` (the case table's chunks) is emptied into the object store: no second copy stays in the driver
     ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo))
     mark("stream_planned")
@@ -177,6 +178,18 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     except Exception as exc:
         log.debug("no Ray Data stats: %s", exc)
     return written
+
+
+def _progress_on_terminals() -> None:
+    """On a terminal, Ray Data's live progress display (one line per stage: rows done, rate, resources) instead
+    of its plain log lines; in a log file (``ray job submit``, CI) nothing changes."""
+    import sys
+
+    from ray.data import DataContext
+
+    if sys.stderr.isatty():
+        ctx = DataContext.get_current()
+        ctx.enable_rich_progress_bars, ctx.use_ray_tqdm = True, False
 
 
 def _budget_without_engines(reserved: dict[str, float], stages: list[Stage]) -> None:
