@@ -335,3 +335,25 @@ def test_tq_decode_worker_hands_its_pool_mosaics_not_frames(tiny_weights):
     assert len(blob) < video.nbytes / 20  # 2 clips x 8 frames of 56x56 mosaics (7 fragments of 8 px) vs 240x320
     scored = pool([{"case_id": "0", payload_column("TQ"): blob}])
     assert scored[0]["TQ"] == pytest.approx(pool.metric.compute(video), abs=1e-4)
+
+
+def test_aes_decode_worker_resizes_to_the_tower_and_the_pool_scores_the_same(tiny_weights):
+    """resize=pil: the decode stage hands the pool tower-size uint8 frames (PIL bicubic, as SigLIP's PIL processor);
+    the pool's score equals resizing in the actor."""
+    from vbench_ray.metrics.pool import MetricPool, pack, payload_column, unpack
+    from vbench_ray.video.frames import emit
+
+    pool = MetricPool("AES", asdict(AESConfig(**tiny_weights["aes"], batch_size=3)))
+    video = frames(4, 120, 160, 5)
+    out: dict = {}
+    emit(pool.metric, out, video, None, {})
+    edited, source, kwargs = unpack(out[payload_column("AES")])
+    assert edited.shape == (4, 28, 28, 3) and edited.dtype == np.uint8 and kwargs == {"resized": True}
+    scored = pool([{"case_id": "0", payload_column("AES"): out[payload_column("AES")]},
+                   {"case_id": "1", payload_column("AES"): pack(video, None, {})}])  # one resized, one native
+    assert scored[0]["AES"] == pytest.approx(pool.metric.compute(video), abs=1e-5)
+    assert scored[1]["AES"] == pytest.approx(pool.metric.compute(video), abs=1e-5)
+    torch_pool = MetricPool("AES", asdict(AESConfig(**tiny_weights["aes"], resize="torch")))
+    out = {}
+    emit(torch_pool.metric, out, video, None, {})
+    assert unpack(out[payload_column("AES")])[0].shape == video.shape  # resize=torch: native frames to the device

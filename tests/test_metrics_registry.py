@@ -24,7 +24,7 @@ from vbench_ray.configure import load_config
 from vbench_ray.metrics import METRICS, FrameMetric, register_metric
 from vbench_ray.metrics.base import metric_choices, metrics_config, require_weights, weights_problem
 from vbench_ray.pipeline import run_local
-from vbench_ray.runner import _input_schema
+from vbench_ray.case_table import case_chunks
 
 COVE = REPO / "configs" / "cove.yaml"
 
@@ -159,7 +159,7 @@ def test_the_new_metrics_run_decoded_once_in_their_stages(registered, cove_data,
     assert [(s.name, s.kind) for s in stages] == [("frames", "cpu"), ("ToyModel", "pool")]
     assert {"SSIM", "Sharpness", "frames_for_ToyModel"} <= set(stages[0].outputs) and "ToyModel" not in stages[0].outputs
     rows = bench.load_cases(cfg)
-    table = run_local(rows, stages, _input_schema(bench.schema(cfg), rows))
+    table = run_local(rows, stages, case_chunks(rows, bench.schema(cfg))[0].schema)  # the loader's columns
     done = [r for r in table.to_pylist() if r["SSIM"] is not None]
     assert done and all(r["Sharpness"] > 0 and r["ToyModel"] >= 0 for r in done)
     assert all("frames_for_ToyModel" not in r for r in done)  # the pool drops the frames it was handed

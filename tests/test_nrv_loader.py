@@ -19,7 +19,7 @@ from vbench_ray.config import ConfigError, read_yaml
 from vbench_ray.configure import load_config
 from vbench_ray.controls import read_masks, write_masks
 from vbench_ray.pipeline import run_local
-from vbench_ray.runner import _input_schema
+from vbench_ray.case_table import case_chunks
 from vbench_ray.synth.nrv import synth_nrv
 
 NRV = REPO / "configs" / "nrv.yaml"
@@ -148,7 +148,7 @@ def test_per_case_problems_name_file_line_and_field(nrv_copy, tmp_path):
 
 def _stage_rows(cfg, rows):
     bench = NRVBench()
-    return run_local(rows, bench.stages(cfg), _input_schema(bench.schema(cfg), rows)).to_pylist()
+    return run_local(rows, bench.stages(cfg), case_chunks(rows, bench.schema(cfg))[0].schema).to_pylist()
 
 
 def test_frame_stage_metrics_and_judge_images(nrv_data, tmp_path):

@@ -234,12 +234,6 @@ def _judge_stages(cfg: DictConfig, phases: list, engines: EngineSet, run_dir: Pa
     return stages
 
 
-def _input_schema(schema: pa.Schema, rows: list[dict]) -> pa.Schema:
-    """The part of the full schema the loader fills in (stage outputs are added by the stages)."""
-    keys = {k for r in rows for k in r}
-    return pa.schema([f for f in schema if f.name in keys])
-
-
 def _judge(bench, cfg: DictConfig, phases: list, rows: list[dict], run_dir: Path,
            engines: EngineSet) -> tuple[pa.Table | None, dict | None]:
     """Every row's judge results from the judge log, asking the run's engines only what it lacks (rows the

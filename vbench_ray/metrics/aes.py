@@ -18,8 +18,9 @@ rounded back to 8 bits, scaled to [0, 1] and normalised with mean = std = 0.5. `
 PIL on the CPU (transformers' PIL-backed ``SiglipImageProcessor``); ``torch`` resizes on the model's device with
 ``interpolate(bicubic, antialias=True)`` (what transformers 5's default, torchvision-backed SigLIP processor does;
 downscaling, the two differ by at most one grey level at some pixels; a frame smaller than the tower's input is
-upscaled with slightly different bicubic kernels); ``auto``: torch on CUDA, where PIL on the pool actor's one CPU
-would be the bottleneck of a GPU pool, PIL on the CPU. The score of a frame is the head's output (about 1-10;
+upscaled with slightly different bicubic kernels). With ``pil`` (the default) in a pool, the decode worker does the
+resize (``pool_inputs``: every CPU of the cluster resizes, the pool's one CPU does not become the GPU's bottleneck,
+and the row carries tower-size frames instead of native ones). The score of a frame is the head's output (about 1-10;
 the paper's Table 3 reports 3.7-5.1 per model).
 
 **Video score.** The paper (App. F): "we score both the keyframes and 10 uniformly sampled frames, then compute
@@ -34,6 +35,7 @@ the decoder cannot report keyframes, the uniform frames alone are scored. Higher
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +55,7 @@ HEAD_KEY = "metrics.AES.weights"
 HEAD_WIDTHS = (1024, 128, 64, 16, 1)
 HEAD_DROPOUT = (0.5, 0.5, 0.5, 0.2)
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-RESIZES = ("auto", "pil", "torch")
+RESIZES = ("pil", "torch")
 
 
 @dataclass
@@ -65,7 +67,7 @@ class AESConfig:
     frames: int = 10  # uniformly sampled frames per video (paper and official code: 10)
     keyframes: bool = True  # also score the video's keyframes (paper); false = the official code (uniform only)
     max_keyframes: Optional[int] = None  # at most this many keyframes (evenly chosen); null = all of them
-    resize: str = "auto"  # auto: torch on CUDA, pil on CPU | pil (PIL bicubic, CPU) | torch (bicubic antialias, device)
+    resize: str = "pil"  # pil (PIL bicubic on a CPU: the decode worker in a pool) | torch (bicubic antialias, device)
     batch_size: int = 32  # frames per forward pass, across the cases of a pool call (official: 32 per video)
     pool_batch: int = 8  # cases one pool call scores together (their frames share forward passes)
     gpu_fraction: float = 0.25  # the share of a GPU one AES pool actor asks for when device is CUDA
@@ -142,6 +144,16 @@ def load_encoder(path: str | Path):
                          f"({type(exc).__name__}: {exc})") from exc
 
 
+def tower_image_size(path: str | Path) -> int:
+    """The SigLIP tower's input size from its ``config.json`` (a vision model's, or a full SigLIP's ``vision_config``),
+    read without loading the model: what the decode worker needs to resize for the pool."""
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+        return int(config.get("vision_config", config)["image_size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{ENCODER_KEY}={path}: no image_size in its config.json ({type(exc).__name__}: {exc})") from exc
+
+
 def resolve_dtype(name: str, device: str):
     torch = _torch()
     if name == "auto":
@@ -151,15 +163,21 @@ def resolve_dtype(name: str, device: str):
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def preprocess(frames: np.ndarray | Sequence[np.ndarray], size: int) -> np.ndarray:
-    """uint8 RGB ``(N, H, W, 3)`` -> float32 ``(N, 3, size, size)``: PIL bicubic resize, [0,1], mean = std = 0.5."""
+def resize_pil(frames: np.ndarray | Sequence[np.ndarray], size: int) -> np.ndarray:
+    """uint8 RGB frames -> uint8 ``(N, size, size, 3)``, PIL bicubic (SigLIP's PIL image processor)."""
     from PIL import Image
 
-    out = np.empty((len(frames), 3, size, size), np.float32)
-    for i, f in enumerate(frames):
-        img = np.asarray(Image.fromarray(f).resize((size, size), Image.BICUBIC), np.float32) / 255.0
-        out[i] = ((img - 0.5) / 0.5).transpose(2, 0, 1)
-    return out
+    return np.stack([np.asarray(Image.fromarray(f).resize((size, size), Image.BICUBIC)) for f in frames])
+
+
+def normalise(resized: np.ndarray) -> np.ndarray:
+    """uint8 ``(N, S, S, 3)`` -> float32 ``(N, 3, S, S)`` in [0,1], mean = std = 0.5."""
+    return ((resized.astype(np.float32) / 255.0 - 0.5) / 0.5).transpose(0, 3, 1, 2)
+
+
+def preprocess(frames: np.ndarray | Sequence[np.ndarray], size: int) -> np.ndarray:
+    """uint8 RGB ``(N, H, W, 3)`` -> float32 ``(N, 3, size, size)``: PIL bicubic resize, [0,1], mean = std = 0.5."""
+    return normalise(resize_pil(frames, size))
 
 
 def preprocess_torch(frames: np.ndarray | Sequence[np.ndarray], size: int, device):
@@ -233,47 +251,62 @@ class AES(FrameMetric):
         self.encoder = encoder.to(self.device, self.dtype)
         self.head = head.to(self.device, self.dtype)
         self.image_size = int(encoder.config.image_size)
-        resize = str(self.cfg.resize)
-        self.resize = ("torch" if self.device.type == "cuda" else "pil") if resize == "auto" else resize
+        self.resize = str(self.cfg.resize)
 
-    def frame_scores(self, frames: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+    def pool_inputs(self, edited: np.ndarray, source: np.ndarray | None, kwargs: dict):
+        """With ``resize: pil``, the decode worker resizes the frames to the tower's size (uint8, as PIL leaves
+        them), so the pool only normalises them."""
+        if str(self.cfg.resize) != "pil":
+            return edited, source, kwargs
+        _check_frames(edited)
+        size = tower_image_size(require_weights(self.cfg.encoder, ENCODER_KEY, "AES SigLIP vision tower"))
+        return resize_pil(edited, size), None, {**kwargs, "resized": True}
+
+    def frame_scores(self, frames: np.ndarray | Sequence[np.ndarray], resized: bool = False) -> np.ndarray:
         """One aesthetic score per frame (uint8 RGB ``(N, H, W, 3)``, or a list of ``(H, W, 3)`` frames of any
-        sizes), ``batch_size`` frames per pass."""
+        sizes; ``resized``: already at the tower's size, from ``pool_inputs``), ``batch_size`` frames per pass."""
         torch = _torch()
         scores = []
         bs = max(1, int(self.cfg.batch_size))
         with torch.inference_mode():
             for start in range(0, len(frames), bs):
                 chunk = frames[start:start + bs]
-                x = (preprocess_torch(chunk, self.image_size, self.device) if self.resize == "torch"
-                     else torch.from_numpy(preprocess(chunk, self.image_size)))
+                if resized:
+                    x = torch.from_numpy(normalise(np.stack(chunk)))
+                elif self.resize == "torch":
+                    x = preprocess_torch(chunk, self.image_size, self.device)
+                else:
+                    x = torch.from_numpy(preprocess(chunk, self.image_size))
                 pooled = self.encoder(pixel_values=x.to(self.device, self.dtype)).pooler_output
                 pooled = pooled / pooled.norm(dim=-1, keepdim=True)
                 scores.append(self.head(pooled).reshape(-1).float())  # stays on the device: no sync per pass
         return torch.cat(scores).cpu().numpy() if scores else np.zeros(0)
 
-    def compute(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
+    def compute(self, edited: np.ndarray, source: np.ndarray | None = None, resized: bool = False) -> float:
         _check_frames(edited)
-        return float(np.mean(self.frame_scores(edited)))
+        return float(np.mean(self.frame_scores(edited, resized)))
 
     def compute_many(self, items) -> list[float | Exception]:
         """The frames of every case through the model together (``batch_size`` frames per pass, whatever case
         they belong to), then each case's mean: the same per-frame scores as ``compute``, as a frame's score
         depends on that frame only. A case without usable frames is its own failure."""
         results: list[float | Exception] = [0.0] * len(items)
-        frames, owners = [], []
-        for k, (edited, _source, _kwargs) in enumerate(items):
-            try:
-                _check_frames(edited)
-            except Exception as exc:
-                results[k] = exc
-                continue
-            frames.extend(edited)
-            owners.extend([k] * len(edited))
-        scores = self.frame_scores(frames) if frames else np.zeros(0)
-        owners = np.asarray(owners)
-        for k in set(owners.tolist()):
-            results[k] = float(np.mean(scores[owners == k]))
+        for resized in (False, True):  # frames from pool_inputs (tower size) and native ones go through apart
+            frames, owners = [], []
+            for k, (edited, _source, kwargs) in enumerate(items):
+                if bool((kwargs or {}).get("resized")) != resized:
+                    continue
+                try:
+                    _check_frames(edited)
+                except Exception as exc:
+                    results[k] = exc
+                    continue
+                frames.extend(edited)
+                owners.extend([k] * len(edited))
+            scores = self.frame_scores(frames, resized) if frames else np.zeros(0)
+            owners = np.asarray(owners)
+            for k in set(owners.tolist()):
+                results[k] = float(np.mean(scores[owners == k]))
         return results
 
 
