@@ -55,6 +55,22 @@ def test_stages_on_ray(ray_local):
     _check(pa.concat_tables(list(ds.iter_batches(batch_size=4, batch_format="pyarrow"))))
 
 
+@pytest.mark.ray
+def test_input_blocks_need_no_metadata_tasks(ray_local, monkeypatch):
+    """The stream's input is described from the tables in hand: no per-block metadata task (``from_arrow_refs``
+    queues one per block, each waiting behind the workers' first imports before the first case starts)."""
+    import ray.data
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("from_arrow_refs was called: one metadata task per input block")
+
+    monkeypatch.setattr(ray.data, "from_arrow_refs", refuse)
+    ds = build_dataset(ROWS, STAGES, SCHEMA, parallelism=7)
+    _check(pa.concat_tables(list(ds.iter_batches(batch_size=None, batch_format="pyarrow"))))
+    empty = build_dataset([], STAGES[:1], SCHEMA, parallelism=1)
+    assert sum(b.num_rows for b in empty.iter_batches(batch_size=None, batch_format="pyarrow")) == 0
+
+
 def test_all_null_outputs_keep_their_declared_type():
     table = run_local(ROWS[3:4], STAGES, SCHEMA)
     assert table.schema.field("plus").type == pa.float64()

@@ -322,18 +322,48 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
     # one block per input slice: parallelism without a repartition task competing with the actors for CPUs
     sizes = block_sizes(n, int(capacity["CPU"]), stages[0].batch_size if stages else 1,
                         min(parallelism, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))
-    refs, left = [], len(chunks)
-    for block in _take_blocks(chunks, sizes):
+    refs, metadata, left = [], [], len(chunks)
+    for block in _take_blocks(chunks, sizes) if n else [schema.empty_table()]:
+        metadata.append(block_metadata(block))
         refs.append(ray.put(block))
         if len(chunks) < left:  # a chunk is all in the object store: the heap it held goes back to the OS
             del block
             release_memory()
             left = len(chunks)
-    refs = refs or [ray.put(schema.empty_table())]
-    ds = ray.data.from_arrow_refs(refs)
+    ds = dataset_of_blocks(refs, metadata)
     for stage in stages:
         ds = apply_stage(ds, stage, capacity)
     return ds
+
+
+def block_metadata(block: pa.Table):
+    """Ray Data's metadata of one input block (rows, bytes, schema), read here from the table in hand."""
+    from ray.data.block import BlockExecStats, BlockMetadataWithSchema
+
+    return BlockMetadataWithSchema.from_block(block, block_exec_stats=BlockExecStats.builder().build())
+
+
+def dataset_of_blocks(refs: list, metadata: list):
+    """A dataset over Arrow tables already in the object store, whose metadata the driver computed as it put them.
+
+    ``ray.data.from_arrow_refs`` learns each block's row count and schema by one remote task per block and waits
+    for all of them before the dataset exists: with a block per case that is hundreds of tasks queued behind the
+    workers' first imports, seconds before the first case starts (issue 15's fixed overhead). The same logical
+    plan (``FromArrow``, an ``InputDataBuffer`` at execution, as ``from_arrow_refs`` builds) made from the metadata
+    in hand starts at once. These are Ray Data internals of the pinned Ray: if they move, the public call is used."""
+    import ray.data
+
+    try:
+        from ray.data._internal.logical.interfaces import LogicalPlan
+        from ray.data._internal.logical.operators.from_operators import FromArrow
+        from ray.data._internal.stats import DatasetStats
+        from ray.data.context import DataContext
+        from ray.data.dataset import MaterializedDataset
+    except ImportError:  # another Ray: the documented way, with its metadata tasks
+        return ray.data.from_arrow_refs(refs)
+    context = DataContext.get_current().copy()
+    stats = DatasetStats(metadata={"FromArrow": metadata}, parent=None)
+    return MaterializedDataset(LogicalPlan(FromArrow(refs, metadata), context), context, stats)
 
 
 def block_sizes(n: int, cpus: int, first: int, max_blocks: int) -> list[int]:
