@@ -12,7 +12,8 @@ import pytest
 
 from conftest import REPO, cove_overrides
 from vbench_ray.metrics.base import METRICS, MissingWeightsError
-from vbench_ray.metrics.src import (SRC, SRCConfig, SRCUndefined, cosine_to_unit, entities_from_cache,
+from vbench_ray.metrics.device_images import IMAGENET_STD, device_preprocess, image_plan
+from vbench_ray.metrics.src import (SRC, SRCConfig, SRCUndefined, _pack, cosine_to_unit, entities_from_cache,
                                     entities_from_task, entity_from_question, expanded_box, masked_crop,
                                     save_random_src, src_score)
 
@@ -71,6 +72,40 @@ def test_crop_box_and_mask():
     crop = masked_crop(frame, mask, (8, 3, 22, 17))
     assert crop.shape == (14, 14, 3)
     assert (crop[2:12, 2:12] == 7).all() and crop[0, 0].sum() == 0 and crop[13, 13].sum() == 0
+
+
+def _broadcast_crop(frame, mask, box):
+    """The former ``masked_crop``: numpy's uint8 x bool broadcast multiply."""
+    x0, y0, x1, y1 = box
+    return frame[y0:y1, x0:x1] * mask[y0:y1, x0:x1, None].astype(bool)
+
+
+def test_masked_crop_equals_the_broadcast_multiply():
+    rng = np.random.default_rng(3)
+    frame = rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)
+    mask = rng.random((50, 70)) > 0.5
+    frame.flags.writeable = False  # frames unpacked from a row are read-only views
+    layouts = [(frame, mask), (frame[:, ::-1], mask), (frame[..., ::-1], mask), (frame[::2, ::3], mask[::2, ::3]),
+               (np.asfortranarray(frame), mask), (frame, np.asfortranarray(mask)),
+               (frame, mask.astype(np.uint8) * 255), (frame, mask.astype(np.float32)), (frame.astype(np.float32), mask)]
+    for f, m in layouts:
+        for box in [(0, 0, f.shape[1], f.shape[0]), (3, 4, 20, 9), (5, 5, 6, 6), (10, 2, 11, 20)]:
+            got, want = masked_crop(f, m, box), _broadcast_crop(f, m, box)
+            assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want), (box, m.dtype)
+    big = rng.integers(0, 256, (720, 1280, 3), dtype=np.uint8)
+    big_mask = np.zeros((720, 1280), bool)
+    big_mask[100:600, 200:1000] = rng.random((500, 800)) > 0.3
+    assert np.array_equal(masked_crop(big, big_mask, (150, 50, 1050, 650)),
+                          _broadcast_crop(big, big_mask, (150, 50, 1050, 650)))
+
+
+def test_pack_keeps_a_video_in_one_pass_when_it_fits():
+    # prompts of 3 images each, keyed by their video; at most 7 images a pass
+    assert _pack([0, 1, 2, 3], [3, 3, 3, 3], ["a", "a", "b", "c"], 7) == [[0, 1], [2, 3]]
+    assert _pack([0, 1, 2, 3], [3, 3, 3, 3], ["a", "b", "b", "c"], 7) == [[0], [1, 2], [3]]  # b not split
+    assert _pack([0, 1, 2, 3], [3, 3, 3, 3], ["a", "a", "a", "b"], 7) == [[0, 1], [2, 3]]  # a over the cap: split
+    assert _pack([0, 1, 2], [9, 1, 1], ["a", "b", "b"], 4) == [[0], [1, 2]]  # an item over the cap: alone
+    assert _pack([], [], [], 4) == []
 
 
 def test_cosine_mapping_by_hand():
@@ -140,6 +175,9 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
     assert isinstance(out[1], SRCUndefined) and "edited video" in str(out[1])
     assert isinstance(out[2], ValueError) and "no source frames" in str(out[2])
     assert calls == [("ground", [["red square"], ["gone"], ["red square"]])] * 2
+    # the wall time of each phase adds up on the metric (tests/perf reads it)
+    assert set(m.phase_seconds) == {"ground", "segment", "pairs", "embed"} and m.phase_cases == 3 + 4
+    assert all(v >= 0 for v in m.phase_seconds.values())
     monkeypatch.setattr(m, "ground_many", lambda jobs: [[] for _ in jobs])
     with pytest.raises(SRCUndefined, match="source"):
         m.compute(edit, src, entities=["red square"])
@@ -228,6 +266,171 @@ def test_top_detection_is_the_official_post_processing_choice(tiny_src):
                 i = int(r["scores"].argmax())
                 assert score == pytest.approx(float(r["scores"][i]), abs=1e-6)
                 assert np.allclose(box, r["boxes"][i].detach().numpy(), atol=1e-3)
+
+
+ACCEPT_ALL = dict(box_threshold=0.0, text_threshold=0.0, min_score=0.0, max_box_area=1.0, min_mask_pixels=1)
+
+
+@pytest.fixture(scope="module")
+def device_and_cpu(tiny_src):
+    """Two SRCs on the tiny models: preprocessing on the model's device (the default) and the processors on the CPU
+    (``gpu_preprocess=False``, the former path)."""
+    pair = []
+    for on_device in (True, False):
+        m = SRC(_cfg(**tiny_src, **ACCEPT_ALL, batch_size=4, gpu_preprocess=on_device))
+        m.setup()
+        pair.append(m)
+    assert pair[0].gd_plan is not None and pair[0].dino_plan is not None
+    assert pair[1].gd_plan is None and pair[1].dino_plan is None
+    return pair
+
+
+def _smooth(t, h, w, seed):
+    """Frames like a video's (blurred noise): no pixel-level overshoot that would make two exact resamplers differ
+    by more than rounding."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    return np.stack([cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (0, 0), 1.0)
+                     for _ in range(t)])
+
+
+def test_image_plan_reads_the_processor_and_falls_back_for_what_it_cannot_do():
+    base = dict(do_resize=True, resample=3, size={"shortest_edge": 8}, do_center_crop=True,
+                crop_size={"height": 8, "width": 8}, do_rescale=True, rescale_factor=1 / 255, do_normalize=True,
+                image_mean=[0.5] * 3, image_std=[0.25] * 3)
+    plan = image_plan(SimpleNamespace(**base))
+    assert plan["mode"] == "bicubic" and plan["crop"] == (8, 8) and plan["std"] == (0.25,) * 3 and plan["two_pass"]
+    assert image_plan(SimpleNamespace(**{**base, "resample": 1})) is None  # LANCZOS: the processor runs
+    assert image_plan(SimpleNamespace(**{**base, "size": {}})) is None
+    assert image_plan(SimpleNamespace(**{**base, "do_pad": True, "pad_size": {"height": 9, "width": 9}})) is None
+    assert image_plan(SimpleNamespace(**{**base, "do_resize": False, "resample": 1}))["resize"] is False
+    # torchvision-backed processors: one float pass, as torchvision's resize
+    assert image_plan(SimpleNamespace(**base, backend="torchvision"))["two_pass"] is False
+
+
+def test_device_preprocessing_matches_the_processors(device_and_cpu):
+    """Grounding DINO's and DINOv2's pixel values computed by ``device_preprocess`` from uint8 frames equal their
+    processors' output: the same sizes, the same pixels where nothing is resized, and within two uint8 levels
+    (rarely one) where they are; a wrong filter, no antialiasing or another size rule fails this."""
+    import torch
+    from PIL import Image
+
+    m = device_and_cpu[0]
+    level = 1 / 255 / min(IMAGENET_STD)  # one uint8 level after normalisation
+    cases = ((m.gd_processor, m.gd_plan, [(64, 96), (96, 64), (200, 300), (720, 1280), (48, 64), (301, 97)]),
+             (m.dino_processor, m.dino_plan, [(28, 28), (200, 300), (20, 30), (600, 400), (33, 29), (7, 90)]))
+    for proc, plan, sizes in cases:
+        for k, (h, w) in enumerate(sizes):
+            frames = _smooth(2, h, w, k)
+            if proc is m.gd_processor:
+                want = proc(images=[Image.fromarray(f) for f in frames], text=["a."] * 2,
+                            return_tensors="pt")["pixel_values"]
+            else:
+                want = proc(images=list(frames), return_tensors="pt")["pixel_values"]
+            got = device_preprocess(torch.from_numpy(frames), plan)
+            assert got.shape == want.shape and got.dtype == torch.float32, (h, w)
+            diff = (got - want).abs()
+            assert float(diff.max()) <= 2 * level + 1e-4, (h, w)
+            assert float((diff > 1e-4).float().mean()) < 0.2, (h, w)
+            if got.shape[-2:] == (h, w):  # nothing resized: the same pixels
+                assert float(diff.max()) < 1e-5
+
+
+def test_grounding_on_the_device_equals_the_processor_path(device_and_cpu, monkeypatch):
+    """The device path (each probe frame preprocessed and sent once, the Swin backbone once per distinct frame)
+    gives the detections of the processor path: frames at the processor's own size (nothing resized, so the same
+    pixels) of two shapes, videos with one to three entities, passes that split a video."""
+    import vbench_ray.metrics.src as S
+
+    detections, rows = [], []
+    real_top = S.detections
+
+    def spy(logits, pred_boxes, hw, threshold):
+        out = real_top(logits, pred_boxes, hw, threshold)
+        detections.append(tuple(t.float().cpu().numpy() for t in out))
+        return out
+
+    monkeypatch.setattr(S, "detections", spy)
+    jobs = [(_smooth(4, 64, 96, 1), ["red square", "blue circle"]), (_smooth(3, 64, 96, 2), ["dog"]),
+            (_smooth(5, 96, 64, 3), ["the small green cube", "cup", "tree"]), (_smooth(2, 64, 96, 4), ["car", "man"])]
+    found, passes = [], []
+    for m in device_and_cpu:
+        monkeypatch.setattr(m.cfg, "batch_size", 8)  # 8 images a pass: a video's 2 prompts x 3 probes share one
+        hook = m.gd_backbone.inner.register_forward_pre_hook(lambda mod, args: rows.append(len(args[0])))
+        try:
+            detections.clear()
+            rows.clear()
+            found.append(m.ground_many(jobs))
+            passes.append((list(detections), list(rows)))
+        finally:
+            hook.remove()
+    (dev_det, dev_rows), (cpu_det, cpu_rows) = passes
+    # the backbone saw each distinct probe frame once per pass (job 2: 9 images over the cap of 8, two passes)
+    assert sum(dev_rows) == 3 + 3 + 2 + 3 + 3 and sum(cpu_rows) == 6 + 3 + 4 + 9
+    assert len(dev_det) == len(cpu_det) == 4  # [job 0], [job 1, job 3]; job 2 in two
+    for (s1, b1), (s2, b2) in zip(dev_det, cpu_det):
+        assert np.allclose(s1, s2, atol=1e-5) and np.allclose(b1, b2, atol=1e-3)
+    for a, b in zip(*found):
+        assert len(a) == len(b) and np.allclose(a, b, atol=1e-3)
+
+
+def test_dino_embeddings_on_the_device_equal_the_processor_path(device_and_cpu):
+    gpu, cpu = device_and_cpu
+    frames = _smooth(3, 120, 160, 9)
+    mask = np.zeros((120, 160), bool)
+    mask[20:90, 30:140] = True
+    crops = [_smooth(1, 28, 28, 1)[0], frames[0][:20, :30], frames[1], frames[2][5:40, 3:60], _smooth(1, 33, 29, 2)[0],
+             masked_crop(frames[2], mask, expanded_box(mask, 0.15))]
+    got, want = gpu.embed(crops), cpu.embed(crops)  # batch_size 4: two passes
+    assert got.shape == want.shape == (6, 32)
+    assert np.allclose(got[0], want[0], atol=1e-5)  # 28 x 28: nothing resized, the same pixels
+    assert np.allclose(got, want, atol=5e-3)
+
+
+def test_segment_many_equals_one_frame_at_a_time(device_and_cpu):
+    """The batched SAM2 path (frames of several videos per pass, one upload, masks back once a pass) gives each frame
+    the mask SAM2 gives it alone, as the former per-video code computed it."""
+    import torch
+    import torch.nn.functional as F
+
+    m = device_and_cpu[0]
+    jobs = [(_smooth(3, 48, 64, 1), [[4.0, 4.0, 30.0, 30.0]]), (_smooth(2, 40, 56, 2), [[0.0, 0.0, 20.0, 12.0],
+                                                                                       [10.0, 10.0, 50.0, 38.0]]),
+            (_smooth(2, 48, 64, 3), []), (_smooth(2, 48, 64, 4), [[8.0, 2.0, 60.0, 40.0]])]
+    s = m.sam_size
+    mean, std = torch.tensor(m.sam_mean).view(1, 3, 1, 1), torch.tensor(m.sam_std).view(1, 3, 1, 1)
+    for (frames, boxes), masks in zip(jobs, m.segment_many(jobs)):
+        assert masks.shape == frames.shape[:3] and masks.dtype == bool
+        for t in range(len(frames)):
+            if not boxes:
+                assert not masks[t].any()
+                continue
+            h, w = frames.shape[1:3]
+            prompt = torch.tensor(boxes) * torch.tensor([s / w, s / h, s / w, s / h])
+            with torch.inference_mode():
+                emb = m.sam.get_image_embeddings((m._sam_input(frames[t:t + 1], s) - mean) / std)
+                pred = m.sam(image_embeddings=emb, input_boxes=prompt[None], multimask_output=False).pred_masks
+                want = (F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False) > 0)
+            assert (masks[t] == want.any(dim=1)[0].numpy()).all()
+
+
+def test_bf16_encoders_option(tiny_src, device_and_cpu):
+    """``bf16_encoders``: the Swin and Hiera encoders hold bf16 weights (the rest float32) and SRC still runs, close
+    to the float32 encoders."""
+    import torch
+
+    m = SRC(_cfg(**tiny_src, **ACCEPT_ALL, batch_size=4, bf16_encoders=True))
+    m.setup()
+    assert {p.dtype for p in m.gd_backbone.inner.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in m.sam.vision_encoder.inner.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in m.sam.mask_decoder.parameters()} == {torch.float32}
+    assert {p.dtype for p in m.gd_model.model.encoder.parameters()} == {torch.float32}
+    src, edit = _smooth(3, 64, 96, 5), _smooth(3, 64, 96, 6)
+    boxes = [[4.0, 4.0, 40.0, 40.0]]
+    agree = (m.segment(src, boxes) == device_and_cpu[0].segment(src, boxes)).mean()
+    assert agree > 0.9
+    assert 0.0 <= m.compute(edit, src, entities=["red square"]) <= 1.0
 
 
 def test_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_src):

@@ -11,15 +11,25 @@ their ratio (goal: the pools >= 3x faster) and whether the four model metrics of
   ``MetricPool`` -> ``compute_many``: frames of several cases per forward pass, bf16 where the model was trained
   so), without Ray. One pool actor, in this process, after one warm-up batch; a run puts ``1 / gpu_fraction``
   actors of a pool on a GPU, so a pool bound by its actor's CPU work goes faster there than measured here.
+  SRC also reports where a case's time goes (``phase_seconds``: ``ground`` Grounding DINO, ``segment`` SAM2,
+  ``pairs`` masks -> crops on the CPU, ``embed`` DINOv2; ms per case, each phase ending on its device-to-host read).
+* **actors** (``--actors 1,3``): for each N > 1, the pool path in N processes sharing the GPU at once, as a pool
+  with ``gpu_fraction`` 1/N puts N actors on a GPU: each process decodes every N-th video, loads the model, warms
+  up, waits until all are ready, then times its batches (the machine's cores split between them, as Ray's
+  ``OMP_NUM_THREADS``); combined throughput per GPU = all the videos / (last end - first start), next to the one
+  actor's.
 * **official**: ANCHORS.md section 1 and the official scripts (``metrics/vq/aes/eval_aes.py``,
   ``metrics/vq/dover/eval_dover.py`` -> DOVER's ``evaluate_a_set_of_videos.py``, ``metrics/vf/src/eval_src.py``,
   ``metrics/vq/vqr/eval_vqr.py``): one script per metric = a separate Python process that loads its model(s)
   once, then for one video at a time decodes it (OpenCV, reading up to the last frame needed, as ``eval_aes.py``)
   and scores it: AES one pass over the video's frames (batch 32, bf16); TQ one pass over its 3 clips (float32);
-  SRC Grounding DINO one prompt at a time, SAM2 one frame at a time, DINOv2 one crop pair at a time; VQR
-  ``generate`` on 4 frames at a time (``--batch-size 4``). Same model code as the pool (ours), so the ratio is the
+  SRC (``official_src``, its own loop here, so that it never borrows the pool's speed-ups) Grounding DINO one
+  (frame, entity) prompt per call with its processor on the CPU, SAM2 one frame per call, the crops by numpy's
+  broadcast multiply, DINOv2 one crop pair per call with its processor on the CPU, float32 encoder weights; VQR
+  ``generate`` on 4 frames at a time (``--batch-size 4``). Same models as the pool (ours), so the ratio is the
   way of running it. It is a lower bound on the official cost: DOVER also runs its aesthetic branch, SRC writes
-  frames and masks to disk (ffmpeg, PNG) and propagates with SAM2's video predictor (memory attention per frame).
+  frames and masks to disk (ffmpeg, PNG), decodes a label per kept box and propagates with SAM2's video
+  predictor (memory attention per frame).
 * **projection**: a 626-task run, per metric: official = process start + load + 626 x (decode + score) of one
   video; pool = load + 626 x max(GPU time per video, decode time per video / --decode-workers), as the stream
   overlaps the CPU decode stage with the GPU pools. The four pools share one GPU in a run (fractional GPUs), so
@@ -36,6 +46,8 @@ accepted (``box_threshold=min_score=0``, ``max_box_area=1``, ``min_mask_pixels=1
 Usage:
 
     python tests/perf/model_metrics.py --device cuda --videos 16            # on an H100 / H200
+    python tests/perf/model_metrics.py --only SRC --videos 24 --actors 1,3  # SRC: one actor and three at once
+    python tests/perf/model_metrics.py --only SRC --actors 1,3 --variant SRC.bf16_encoders=true  # + a config variant
     python tests/perf/model_metrics.py --device cpu --tiny --videos 2       # smoke test, toy models, CPU
 
 It needs torch, transformers, OpenCV, Pillow, pyarrow and omegaconf; not Ray, PyAV or decord.
@@ -196,22 +208,14 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = False) -> dict:
-    """The metric's pool stage as the stream runs it, minus Ray: packed rows in an Arrow table, sliced into
-    batches of ``pool_batch`` cases, each through the stage's runner (``to_pylist``, ``MetricPool``, the output
-    columns); one warm-up batch first. ``profile`` prints where the timed batches spent their time (cProfile,
-    wall clock: CUDA waits show where they block)."""
-    from types import SimpleNamespace
-
+def _pool_table(name: str, cfg: dict, pairs, keyframe_every: int):
+    """The rows the decode stage hands the metric's pool: ``(table, frames, decode seconds per video)``."""
     import pyarrow as pa
-    import torch
-
-    from vbench_ray.metrics.base import build_metric
-    from vbench_ray.metrics.pool import metric_pool_stages, pack, payload_column
-    from vbench_ray.pipeline import _BatchRunner
     from omegaconf import OmegaConf
 
-    device = cfg["device"]
+    from vbench_ray.metrics.base import build_metric
+    from vbench_ray.metrics.pool import pack, payload_column
+
     on_cpu = build_metric(name, OmegaConf.create(cfg))  # the decode worker's copy: no model, pool_inputs only
     t0 = time.perf_counter()
     items = [metric_inputs(name, cfg, p, keyframe_every) for p in pairs]
@@ -221,7 +225,41 @@ def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = F
     decode = (time.perf_counter() - t0) / len(pairs)
     table = pa.Table.from_pylist([{"case_id": str(k), payload_column(name): pack(*item)} for k, item in enumerate(items)],
                                  schema=pa.schema([("case_id", pa.string()), (payload_column(name), pa.large_binary())]))
-    del items
+    return table, frames, decode
+
+
+def _phases(metric, cases: int) -> dict | None:
+    """ms per case of each phase a metric times itself (SRC's ``phase_seconds``), or None."""
+    seconds = getattr(metric, "phase_seconds", None)
+    if not seconds or not cases:
+        return None
+    return {k: v / cases * 1e3 for k, v in seconds.items()}
+
+
+def _reset_phases(metric) -> None:
+    if isinstance(getattr(metric, "phase_seconds", None), dict):
+        metric.phase_seconds.clear()
+        metric.phase_cases = 0
+
+
+def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = False,
+             before_timing=None) -> dict:
+    """The metric's pool stage as the stream runs it, minus Ray: packed rows in an Arrow table, sliced into
+    batches of ``pool_batch`` cases, each through the stage's runner (``to_pylist``, ``MetricPool``, the output
+    columns); one warm-up batch first. ``profile`` prints where the timed batches spent their time (cProfile,
+    wall clock: CUDA waits show where they block). ``before_timing()`` runs between the warm-up and the timed
+    batches (the actors' barrier). SRC also reports its phases (ms per case)."""
+    from types import SimpleNamespace
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from vbench_ray.metrics.base import build_metric
+    from vbench_ray.metrics.pool import metric_pool_stages
+    from vbench_ray.pipeline import _BatchRunner
+
+    device = cfg["device"]
+    table, frames, decode = _pool_table(name, cfg, pairs, keyframe_every)
     stage = metric_pool_stages([build_metric(name, OmegaConf.create(cfg))], {name: cfg},
                                SimpleNamespace(batch_size=1, pools={}, workers=None))[0]
     if _cuda(device):
@@ -230,15 +268,20 @@ def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = F
     runner = _BatchRunner(stage)  # MetricPool: the model loads here
     _sync(device)
     load = time.perf_counter() - t0
+    metric = getattr(runner.call, "metric", None)
     batch = stage.batch_size
     runner(table.slice(0, batch))  # warm-up: kernels picked, caches filled (once per actor in a run)
     _sync(device)
+    _reset_phases(metric)
+    if before_timing is not None:
+        before_timing()
     profiler = None
     if profile:
         import cProfile
 
         profiler = cProfile.Profile()
         profiler.enable()
+    started = time.time()
     t0 = time.perf_counter()
     out = [runner(table.slice(start, batch)) for start in range(0, table.num_rows, batch)]
     _sync(device)
@@ -252,16 +295,182 @@ def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = F
     if errors:
         raise RuntimeError(f"{name}: {len(errors)} cases failed in the pool: {errors[0]}")
     peak = torch.cuda.max_memory_allocated() / 2**20 if _cuda(device) else float("nan")
-    del runner
+    phases = _phases(metric, getattr(metric, "phase_cases", 0))
+    del runner, metric
     if _cuda(device):
         torch.cuda.empty_cache()
     return {"load_s": load, "seconds": seconds, "per_video_s": seconds / table.num_rows, "decode_per_video_s": decode,
-            "frames": frames, "videos": table.num_rows, "peak_mib": peak, "pool_batch": batch}
+            "frames": frames, "videos": table.num_rows, "peak_mib": peak, "pool_batch": batch,
+            "started": started, "ended": started + seconds, "phases_ms_per_case": phases}
+
+
+# ----------------------------------------------------------------------------- N pool actors on one GPU
+
+def pool_actor_main(job_path: str) -> None:
+    """One of ``--actors N`` processes: the pool path on its share of the videos; it waits at the barrier (all
+    actors loaded and warmed up) before its timed batches, so that the N actors' timed work overlaps."""
+    job = json.loads(Path(job_path).read_text())
+    barrier = Path(job["barrier"])
+
+    def wait_for_go() -> None:
+        (barrier / f"ready_{job['index']}").touch()
+        deadline = time.time() + 900
+        while not (barrier / "go").exists():
+            if time.time() > deadline:
+                raise TimeoutError("the other actors never got ready")
+            time.sleep(0.005)
+
+    out = run_pool(job["name"], job["cfg"], [tuple(p) for p in job["pairs"]], job["keyframe_every"],
+                   before_timing=wait_for_go)
+    print("POOL " + json.dumps(out, default=float), flush=True)
+
+
+def run_pool_actors(name: str, cfg: dict, pairs, keyframe_every: int, n: int, d: Path) -> dict:
+    """``n`` pool actors sharing the GPU at once (separate processes, as a pool with ``gpu_fraction`` 1/n puts n
+    actors on a GPU), each with every n-th video; their timed batches start together. Combined throughput per
+    GPU: all the videos over the span from the first actor's start to the last one's end."""
+    barrier = d / f"barrier_{name}_{n}"
+    barrier.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # Ray gives each actor OMP_NUM_THREADS = its CPUs; here the machine's cores are split between the actors
+    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // n))
+    procs = []
+    for i in range(n):
+        share = pairs[i::n]
+        if not share:
+            continue
+        job = d / f"actor_{name}_{n}_{i}.json"
+        job.write_text(json.dumps({"name": name, "cfg": {**cfg, "gpu_fraction": 1.0 / n}, "pairs": share,
+                                   "keyframe_every": keyframe_every, "barrier": str(barrier), "index": i}))
+        log = open(d / f"actor_{name}_{n}_{i}.log", "w+")
+        procs.append((subprocess.Popen([sys.executable, __file__, "--pool-job", str(job)], stdout=log,
+                                       stderr=subprocess.STDOUT, env=env), log, i))
+    t0 = time.time()
+    while not all((barrier / f"ready_{i}").exists() for _, _, i in procs):
+        dead = [(p, log) for p, log, _ in procs if p.poll() is not None]
+        if dead or time.time() - t0 > 900:
+            for p, _, _ in procs:
+                if p.poll() is None:
+                    p.kill()
+            tail = ""
+            if dead:
+                dead[0][1].seek(0)
+                tail = dead[0][1].read()[-2000:]
+            raise RuntimeError(f"{name}: an actor of {n} failed before its timed batches: {tail}")
+        time.sleep(0.05)
+    (barrier / "go").touch()
+    outs = []
+    for p, log, _ in procs:
+        p.wait()
+        log.seek(0)
+        text = log.read()
+        line = [x for x in text.splitlines() if x.startswith("POOL ")]
+        if p.returncode or not line:
+            raise RuntimeError(f"{name}: an actor of {n} failed ({p.returncode}): {text[-2000:]}")
+        outs.append(json.loads(line[-1][len("POOL "):]))
+    wall = max(o["ended"] for o in outs) - min(o["started"] for o in outs)
+    videos, frames = sum(o["videos"] for o in outs), sum(o["frames"] for o in outs)
+    phases = None
+    if all(o.get("phases_ms_per_case") for o in outs):  # per case of each actor's own wall clock, averaged
+        phases = {k: sum(o["phases_ms_per_case"][k] * o["videos"] for o in outs) / videos
+                  for k in outs[0]["phases_ms_per_case"]}
+    return {"actors": len(outs), "seconds": wall, "videos": videos, "frames": frames, "per_video_s": wall / videos,
+            "frames_per_s": frames / wall, "peak_mib": [o["peak_mib"] for o in outs],
+            "load_s": max(o["load_s"] for o in outs), "decode_per_video_s": float(np.mean([o["decode_per_video_s"]
+                                                                                          for o in outs])),
+            "actor_seconds": [o["seconds"] for o in outs], "phases_ms_per_case": phases}
 
 
 # ----------------------------------------------------------------------------- the official way (own process)
 
 OFFICIAL_BATCH = {"AES": {"batch_size": 32}, "TQ": {"batch_size": 3}, "SRC": {"batch_size": 1}}
+
+
+def _broadcast_crop(frame: np.ndarray, mask: np.ndarray, box) -> np.ndarray:
+    """A masked crop as numpy computes it (uint8 x bool broadcast multiply): the official script's way, kept here so
+    that the product's faster ``masked_crop`` does not speed up the official emulation."""
+    x0, y0, x1, y1 = box
+    return frame[y0:y1, x0:x1] * mask[y0:y1, x0:x1, None].astype(bool)
+
+
+def official_src(metric, edited: np.ndarray, source: np.ndarray, entities, phases: dict) -> float:
+    """``metrics/vf/src/eval_src.py``'s loop for one case with the models ``metric.setup()`` loaded (the same
+    weights and autocast as the pool), everything one at a time with the processors on the CPU: Grounding DINO one
+    (probe frame, entity) prompt per call (its processor on a PIL image; the top box chosen as ``top_detections``
+    does, which is what the official post-processing + argmax pick, without its label decoding); SAM2 one frame per
+    call (its image model; the official video predictor's memory attention is not timed); the crops as numpy
+    multiplies them; DINOv2 one crop pair per call with its processor on the CPU. Adds each phase's seconds to
+    ``phases``. Random weights: every box and mask is accepted (``SRC_ACCEPT_ALL``), so the rules never stop it."""
+    import torch.nn.functional as F
+    from PIL import Image
+
+    from vbench_ray.metrics.src import SRCUndefined, cosine_to_unit, expanded_box, top_detections
+
+    torch, cfg, device = metric.torch, metric.cfg, metric.device
+    k = min(len(source), len(edited))
+    videos = {"source": source[:k], "edited": edited[:k]}
+    t0 = time.perf_counter()
+    boxes = {}
+    for which, frames in videos.items():
+        h, w = frames.shape[1:3]
+        boxes[which] = []
+        for entity in entities:
+            prompt = entity.strip().lower().rstrip(".") + "."
+            top, top_box = 0.0, None
+            for frame in frames[:int(cfg.probe_frames)]:
+                inputs = metric.gd_processor(images=Image.fromarray(frame), text=prompt,
+                                             return_tensors="pt").to(device)
+                with torch.inference_mode(), metric._autocast():
+                    out = metric.gd_model(**inputs)
+                scores, found = top_detections(out.logits, out.pred_boxes, (h, w), float(cfg.box_threshold))
+                if scores[0] > top:
+                    top, top_box = float(scores[0]), [float(v) for v in found[0]]
+            if top_box is not None and top >= cfg.min_score and \
+                    (top_box[2] - top_box[0]) * (top_box[3] - top_box[1]) / (h * w) <= cfg.max_box_area:
+                boxes[which].append(top_box)
+        if not boxes[which]:
+            raise SRCUndefined(f"no entity found in the {which} video")
+    t1 = time.perf_counter()
+    s = metric.sam_size
+    mean = torch.tensor(metric.sam_mean, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(metric.sam_std, device=device).view(1, 3, 1, 1)
+    masks = {}
+    for which, frames in videos.items():
+        h, w = frames.shape[1:3]
+        prompt = (torch.tensor(boxes[which]) * torch.tensor([s / w, s / h, s / w, s / h])).to(device)[None]
+        masks[which] = []
+        for t in range(len(frames)):
+            x = (metric._sam_input(frames[t:t + 1], s) - mean) / std
+            with torch.inference_mode(), metric._autocast():
+                emb = metric.sam.get_image_embeddings(x)
+                pred = metric.sam(image_embeddings=emb, input_boxes=prompt, multimask_output=False).pred_masks
+                logits = F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False)
+            masks[which].append((logits > 0).any(dim=1)[0].cpu().numpy())
+    t2 = time.perf_counter()
+    per_frame, embed_s = [], 0.0
+    minimum = max(1, int(cfg.min_mask_pixels))
+    for t in range(k):
+        sm, em = masks["source"][t], masks["edited"][t]
+        if np.count_nonzero(sm) < minimum:
+            continue
+        if np.count_nonzero(em) < minimum:
+            per_frame.append(0.0)
+            continue
+        a = _broadcast_crop(videos["source"][t], sm, expanded_box(sm, float(cfg.bbox_expand)))
+        b = _broadcast_crop(videos["edited"][t], em, expanded_box(em, float(cfg.bbox_expand)))
+        e0 = time.perf_counter()
+        inputs = metric.dino_processor(images=[a, b], return_tensors="pt").to(device)
+        with torch.inference_mode():
+            f = metric.dino(**inputs).last_hidden_state[:, 0].float()
+        f = (f / (f.norm(dim=1, keepdim=True) + 1e-6)).cpu().numpy()
+        embed_s += time.perf_counter() - e0
+        per_frame.append(float(cosine_to_unit(float((f[0] * f[1]).sum()))))
+    t3 = time.perf_counter()
+    for key, v in (("ground", t1 - t0), ("segment", t2 - t1), ("pairs", t3 - t2 - embed_s), ("embed", embed_s)):
+        phases[key] = phases.get(key, 0.0) + v
+    if not per_frame:
+        raise SRCUndefined("no sampled source frame has a mask")
+    return float(np.mean(per_frame))
 
 
 def official_main(job_path: str) -> None:
@@ -274,6 +483,8 @@ def official_main(job_path: str) -> None:
     from vbench_ray.metrics import METRICS
 
     name, cfg = job["name"], {**job["cfg"], **OFFICIAL_BATCH[job["name"]]}
+    if name == "SRC":  # the official numerics: bf16 autocast (as its SAM2 runs), float32 weights
+        cfg["bf16_encoders"] = False
     cls = METRICS[name]
     metric = cls(cls.config_class(**cfg))
     imported = time.time()
@@ -282,18 +493,24 @@ def official_main(job_path: str) -> None:
     loaded = time.time()
     decode = score = 0.0
     per_video = []
-    for pair in job["pairs"]:
+    phases: dict = {}
+    for n, pair in enumerate(job["pairs"]):
         t0 = time.perf_counter()
         edited, source, kwargs = metric_inputs(name, cfg, tuple(pair), job["keyframe_every"])
         t1 = time.perf_counter()
-        metric.compute(edited, source, **kwargs)
+        if name == "SRC":
+            official_src(metric, edited, source, kwargs["entities"], phases if n else {})  # phases: steady state
+        else:
+            metric.compute(edited, source, **kwargs)
         _sync(cfg["device"])
         t2 = time.perf_counter()
         decode, score = decode + (t1 - t0), score + (t2 - t1)
         per_video.append(t2 - t0)
+    steady = max(1, len(job["pairs"]) - 1)
     print("OFFICIAL " + json.dumps({"start_to_import_s": imported - job["launched"], "load_s": loaded - imported,
                                     "decode_s": decode, "score_s": score, "per_video_s": per_video,
-                                    "in_process_s": time.time() - started}))
+                                    "in_process_s": time.time() - started,
+                                    "phases_ms_per_case": {k: v / steady * 1e3 for k, v in phases.items()} or None}))
 
 
 def run_official(name: str, cfg: dict, pairs, keyframe_every: int, d: Path) -> dict:
@@ -471,6 +688,61 @@ def project(pool: dict, official: dict, workers: int, tasks: int = TASKS) -> dic
             "model_ratio": official["score_s"] / max(1, official["videos"]) / gpu}
 
 
+def _phase_text(phases: dict | None) -> str:
+    return ", ".join(f"{k} {v:.0f}" for k, v in phases.items()) if phases else "n/a"
+
+
+def report(name: str, cfg: dict, pool: dict, shared: dict, official: dict | None, n_videos: int, workers: int,
+           results: dict, variant: str | None = None) -> None:
+    """Prints a metric's lines of the table and puts its numbers in ``results`` (a ``--variant``'s under the
+    metric's ``variants``)."""
+    entry: dict = {"pool": pool, "config": cfg}
+    fps = pool["frames"] / pool["seconds"]
+    tag = f" [{variant}]" if variant else ""
+    line = (f"{name:4s} pool{tag}: {fps:8.1f} frames/s/GPU ({pool['frames'] / pool['videos']:.0f} frames/video, "
+            f"pool_batch {pool['pool_batch']}), {pool['per_video_s'] * 1e3:7.1f} ms/video, load "
+            f"{pool['load_s']:.1f} s, peak {pool['peak_mib']:.0f} MiB")
+    if official is not None:
+        line += (f" | official: {official['steady_per_video_s'] * 1e3:7.1f} ms/video (decode "
+                 f"{official['decode_s'] / n_videos * 1e3:.0f} + score {official['score_s'] / n_videos * 1e3:.0f}), "
+                 f"start {official['startup_s']:.1f} s + load {official['load_s']:.1f} s, wall "
+                 f"{official['wall_s']:.1f} s for {n_videos} videos")
+    print(line, flush=True)
+    if pool.get("phases_ms_per_case") or (official or {}).get("phases_ms_per_case"):
+        print(f"     phases, ms per case: pool {_phase_text(pool.get('phases_ms_per_case'))}"
+              + (f" | official {_phase_text(official.get('phases_ms_per_case'))}" if official else ""), flush=True)
+    if official is not None:
+        proj = project(pool, official, workers)
+        entry.update(official=official, projection=proj)
+        print(f"     {TASKS} tasks: pool {proj['pool_s']:7.1f} s (GPU {proj['pool_gpu_s']:.1f} s) vs official "
+              f"{proj['official_s']:7.1f} s: x{proj['ratio']:.2f} (model work alone x{proj['model_ratio']:.2f})",
+              flush=True)
+    if shared:
+        entry["actors"] = {}
+        for n, r in shared.items():
+            r = dict(r, speedup_vs_one_actor=pool["per_video_s"] / r["per_video_s"])
+            if official is not None:
+                one = {**pool, "per_video_s": r["per_video_s"], "load_s": r["load_s"],
+                       "decode_per_video_s": r["decode_per_video_s"]}
+                r["projection"] = project(one, official, workers)
+            entry["actors"][str(n)] = r
+            text = (f"     {r['actors']} actors on the GPU at once: {r['frames_per_s']:8.1f} frames/s/GPU, "
+                    f"{r['per_video_s'] * 1e3:7.1f} ms/video per GPU (x{r['speedup_vs_one_actor']:.2f} vs one actor), "
+                    f"peak {max(r['peak_mib']):.0f} MiB per actor")
+            if official is not None:
+                text += (f"; {TASKS} tasks: GPU {r['projection']['pool_gpu_s']:.1f} s, x{r['projection']['ratio']:.2f}"
+                         f" vs official")
+            print(text, flush=True)
+            if r.get("phases_ms_per_case"):
+                print(f"       phases, ms per case (each actor's wall clock): {_phase_text(r['phases_ms_per_case'])}",
+                      flush=True)
+    if variant:
+        results["metrics"].setdefault(name, {}).setdefault("variants", {})[variant] = entry
+    else:
+        results["metrics"][name] = {**entry, **{k: v for k, v in results["metrics"].get(name, {}).items()
+                                                if k == "variants"}}
+
+
 def _torchvision_for_qwen() -> None:
     """Qwen2.5-VL's processor imports torchvision. A CPU machine of this project has none (STACK.md): for the tiny
     smoke run only, the tests' stand-in (tests/tiny/torchvision_stub, plain torch) takes its place."""
@@ -500,10 +772,21 @@ def main() -> None:
     ap.add_argument("--vqr-short-tokens", type=int, default=16)
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--profile", default="", help="metrics whose pool calls are profiled, e.g. SRC,TQ")
+    ap.add_argument("--actors", default="1", help="pool actors sharing the GPU at once, e.g. 1,3: each N > 1 runs the "
+                    "pool path in N processes together (each every N-th video), reported next to one actor")
+    ap.add_argument("--set", action="append", default=[], metavar="M.KEY=VALUE",
+                    help="a metric config value, e.g. SRC.bf16_encoders=true (repeatable)")
+    ap.add_argument("--variant", action="append", default=[], metavar="M.KEY=VALUE[,M.KEY=VALUE]",
+                    help="after a metric's runs, its pool path (and --actors) again with these config values, on the "
+                         "same videos and models, e.g. SRC.bf16_encoders=true (repeatable; no official run)")
+    ap.add_argument("--skip-official", action="store_true", help="time the pool path only")
     ap.add_argument("--official-job", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--pool-job", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.official_job:
         return official_main(args.official_job)
+    if args.pool_job:
+        return pool_actor_main(args.pool_job)
     if args.tiny and "VQR" in args.only:
         _torchvision_for_qwen()
     import torch
@@ -522,28 +805,39 @@ def main() -> None:
         t0 = time.perf_counter()
         pairs = write_videos(d / "videos", max(args.videos, args.src_videos or 0), width, height, n_frames, args.fps)
         cfgs = build_models(d / "models", args.tiny, device, only)
+        for item in args.set:  # --set M.KEY=VALUE: a YAML value, as on the project's command line
+            for metric, key, value in _settings(item, cfgs):
+                cfgs[metric][key] = value
+        actors = sorted({int(n) for n in str(args.actors).split(",") if n.strip()} | {1})
         print(f"videos and random models written in {time.perf_counter() - t0:.0f} s", flush=True)
         for name, cfg in cfgs.items():
             use = pairs[:(args.src_videos or args.videos) if name == "SRC" else args.videos]
             try:
                 pool = run_pool(name, cfg, use, args.keyframe_every, name in args.profile.split(","))
-                official = run_official(name, cfg, use, args.keyframe_every, d)
+                shared = {n: run_pool_actors(name, cfg, use, args.keyframe_every, n, d) for n in actors if n > 1}
+                official = None if args.skip_official else run_official(name, cfg, use, args.keyframe_every, d)
             except Exception as exc:  # one model's failure must not hide the others' numbers
                 print(f"{name}: FAILED {type(exc).__name__}: {exc}", flush=True)
                 results["metrics"][name] = {"error": f"{type(exc).__name__}: {exc}"}
                 continue
-            proj = project(pool, official, args.decode_workers)
-            results["metrics"][name] = {"pool": pool, "official": official, "projection": proj}
-            fps = pool["frames"] / pool["seconds"]
-            print(f"{name:4s} pool: {fps:8.1f} frames/s/GPU ({pool['frames'] / pool['videos']:.0f} frames/video, "
-                  f"pool_batch {pool['pool_batch']}), {pool['per_video_s'] * 1e3:7.1f} ms/video, load "
-                  f"{pool['load_s']:.1f} s, peak {pool['peak_mib']:.0f} MiB | official: "
-                  f"{official['steady_per_video_s'] * 1e3:7.1f} ms/video (decode {official['decode_s'] / len(use) * 1e3:.0f} "
-                  f"+ score {official['score_s'] / len(use) * 1e3:.0f}), start {official['startup_s']:.1f} s + load "
-                  f"{official['load_s']:.1f} s, wall {official['wall_s']:.1f} s for {len(use)} videos", flush=True)
-            print(f"     {TASKS} tasks: pool {proj['pool_s']:7.1f} s (GPU {proj['pool_gpu_s']:.1f} s) vs official "
-                  f"{proj['official_s']:7.1f} s: x{proj['ratio']:.2f} (model work alone x{proj['model_ratio']:.2f})",
-                  flush=True)
+            report(name, cfg, pool, shared, official, len(use), args.decode_workers, results)
+            _write_json(args.json, results)
+            for variant in args.variant:
+                changes = {key: value for metric, key, value in _settings(variant, cfgs) if metric == name}
+                if not changes:
+                    continue
+                vcfg = {**cfg, **changes}
+                try:
+                    vpool = run_pool(name, vcfg, use, args.keyframe_every)
+                    vshared = {n: run_pool_actors(name, vcfg, use, args.keyframe_every, n, d)
+                               for n in actors if n > 1}
+                except Exception as exc:
+                    print(f"{name} [{variant}]: FAILED {type(exc).__name__}: {exc}", flush=True)
+                    results["metrics"][name].setdefault("variants", {})[variant] = {
+                        "error": f"{type(exc).__name__}: {exc}"}
+                    continue
+                report(name, vcfg, vpool, vshared, None, len(use), args.decode_workers, results, variant)
+                _write_json(args.json, results)
         if "VQR" in only:
             try:
                 v = run_vqr(d, pairs[:args.videos], args.tiny, device, args.vqr_requests, args.vqr_batch,
@@ -561,14 +855,41 @@ def main() -> None:
             except Exception as exc:
                 print(f"VQR: FAILED {type(exc).__name__}: {exc}", flush=True)
                 results["metrics"]["VQR"] = {"error": f"{type(exc).__name__}: {exc}"}
-    done = {k: v["projection"] for k, v in results["metrics"].items() if "projection" in v}
+    done = {k: v for k, v in results["metrics"].items() if "pool" in v}
     if done:
-        gpu = sum(p["pool_gpu_s"] for p in done.values())
-        parts = ", ".join(f"{k} {p['pool_gpu_s']:.0f}" for k, p in done.items())
-        print(f"AES+TQ+SRC on one GPU for {TASKS} tasks: {gpu:.0f} s of pool GPU time ({parts})", flush=True)
-        results["gpu_s_626"] = gpu
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=float))
+        one = {k: TASKS * v["pool"]["per_video_s"] for k, v in done.items()}
+        best = {k: TASKS * min([v["pool"]["per_video_s"]] + [a["per_video_s"] for a in v.get("actors", {}).values()])
+                for k, v in done.items()}
+        parts = ", ".join(f"{k} {s:.0f}" for k, s in one.items())
+        print(f"{'+'.join(done)} on one GPU for {TASKS} tasks: {sum(one.values()):.0f} s of pool GPU time ({parts})",
+              flush=True)
+        results["gpu_s_626"] = sum(one.values())
+        if best != one:
+            parts = ", ".join(f"{k} {s:.0f}" for k, s in best.items())
+            print(f"  with the best --actors count per metric: {sum(best.values()):.0f} s ({parts})", flush=True)
+            results["gpu_s_626_best_actors"] = sum(best.values())
+    _write_json(args.json, results)
+
+
+def _settings(text: str, cfgs: dict) -> list[tuple[str, str, object]]:
+    """``M.KEY=VALUE[,M.KEY=VALUE]`` -> ``(metric, key, value)`` (values parsed as YAML), for the metrics built."""
+    import yaml
+
+    out = []
+    for item in text.split(","):
+        target, value = item.split("=", 1)
+        metric, key = target.strip().split(".", 1)
+        if metric in cfgs:
+            if key not in cfgs[metric]:
+                raise SystemExit(f"{text}: metrics.{metric} has no key {key!r}")
+            out.append((metric, key, yaml.safe_load(value)))
+    return out
+
+
+def _write_json(path: str | None, results: dict) -> None:
+    """The results so far (written after each metric, so that a run cut short keeps what it measured)."""
+    if path:
+        Path(path).write_text(json.dumps(results, indent=2, default=float))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,18 @@ For one case, with the entities the task says must stay unchanged (see "Entities
 Undefined cases are recorded failures (``error_SRC``), never a silent zero, as the official CSV's ``error``:
 no entity to keep, no entity grounded in the source or in the edited video, or no frame with a source mask.
 
+**How it runs** (the results of the processors and of one call per image, up to float rounding). Grounding
+DINO, SAM2 and DINOv2 passes are shared across the cases of a pool call (``pool_batch``), ``batch_size`` images
+a pass, each model's results read back once per call. With ``gpu_preprocess`` (default) Grounding DINO's and
+DINOv2's image processing runs on the model's device: each distinct probe frame and each crop goes there once
+as uint8, and is resized, centre-cropped and normalised there as the loaded processor does it (``image_plan``
+reads its size rule, filter, crop, mean and std; torch's antialiased resize is what torchvision's processors
+run; a processor it cannot reproduce runs itself); the Swin backbone then runs once per distinct probe frame
+though each frame is prompted once per entity (``ImageEncoder.unique``). Masked crops are OpenCV's masked copy.
+``bf16`` (default): SAM2 and Grounding DINO under bf16 autocast on CUDA, as the official SAM2 runs;
+``bf16_encoders`` (off by default: not the official numerics) holds the two image encoders' weights in bf16 and
+runs them without autocast's per-op casts.
+
 **Entities.** The official pipeline asks an LLM (``--allow-llm``) to turn the task's *Semantic Preservation*
 checklist questions into short noun phrases, dropping abstract targets (camera, framing, lighting, mood,
 style, the background as a whole), or reads that result from its ``stage1_cache/{id}/metadata.json``
@@ -45,8 +57,11 @@ through ``extra_inputs(row)`` (the row's ``annotations``: the task JSON).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -55,12 +70,12 @@ import numpy as np
 
 from vbench_ray.metrics.base import (FrameMetric, Sampling, register_metric, require_weights,
                                      weights_problem)
+from vbench_ray.metrics.device_images import (IMAGENET_MEAN, IMAGENET_STD, device_preprocess, encoder_class,
+                                              image_plan)
 
 WEIGHT_KEYS = {"grounding_dino": "Grounding DINO (a transformers GroundingDinoForObjectDetection directory)",
                "sam2": "SAM2 (a transformers Sam2Model directory)",
                "dinov2": "DINOv2 (a transformers Dinov2Model directory)"}
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 # targets a mask cannot localise: dropped from the question-derived entities (official stage 1B drops them)
 ABSTRACT_WORDS = ("camera", "framing", "frame", "shot", "angle", "perspective", "composition", "lighting", "light",
                   "mood", "atmosphere", "style", "tone", "colour grading", "color grading", "aesthetic",
@@ -87,6 +102,10 @@ class SRCConfig:
     device: str = "cpu"  # cpu | cuda | cuda:N
     gpu_fraction: float = 0.34  # share of a GPU one SRC worker asks Ray for when device is CUDA
     bf16: bool = True  # SAM2 and Grounding DINO under bf16 autocast on CUDA (the official SAM2 runs so)
+    bf16_encoders: bool = False  # the image encoders (Grounding DINO's Swin, SAM2's Hiera) hold bf16 weights and run
+    # in bf16 without autocast: no per-op casts, but LayerNorms and softmax in bf16 too (not the official numerics)
+    gpu_preprocess: bool = True  # Grounding DINO's and DINOv2's resize / crop / normalise on the model's device, as
+    # their processors do them (same size rule, interpolation, antialias, rounding); False: the processors, on the CPU
     batch_size: int = 16  # images per forward pass (Grounding DINO probes, SAM2 frames, DINOv2 crops), across cases
     pool_batch: int = 4  # cases one pool call scores together (each holds both videos' frames at native size)
 
@@ -165,9 +184,19 @@ def expanded_box(mask: np.ndarray, expand: float) -> tuple[int, int, int, int] |
 
 
 def masked_crop(frame: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
-    """The frame cut to ``box`` with every pixel outside the mask set to 0."""
+    """The frame cut to ``box`` with every pixel outside the mask set to 0 (``crop * mask[..., None].astype(bool)``;
+    for uint8 frames done by OpenCV's masked copy into zeros, ~20x faster than numpy's broadcast multiply)."""
     x0, y0, x1, y1 = box
-    return frame[y0:y1, x0:x1] * mask[y0:y1, x0:x1, None].astype(bool)  # uint8 x bool: the pixel or 0
+    crop, m = frame[y0:y1, x0:x1], mask[y0:y1, x0:x1]
+    if crop.dtype == np.uint8 and crop.ndim == 3 and crop.size:
+        import cv2
+
+        m = m.view(np.uint8) if m.dtype == bool else (m != 0).view(np.uint8)  # a view: no copy of a bool mask
+        try:
+            return cv2.copyTo(crop, m, np.zeros(crop.shape, np.uint8))
+        except cv2.error:  # a layout OpenCV does not take (e.g. negative strides): numpy below
+            pass
+    return crop * m[..., None].astype(bool)  # the pixel or 0
 
 
 def cosine_to_unit(cos: np.ndarray | float) -> np.ndarray | float:
@@ -238,6 +267,12 @@ def top_detections(logits, pred_boxes, hw: tuple[int, int], threshold: float) ->
     the maximum over text tokens of ``sigmoid(logits)``, is above ``threshold``; the official code takes the top
     one; ``text_threshold`` only names the box's words, which SRC never reads), computed for the whole batch on
     the device in one transfer instead of decoding a text label for each of the 900 queries."""
+    scores, boxes = detections(logits, pred_boxes, hw, threshold)
+    return scores.cpu().numpy(), boxes.cpu().numpy()
+
+
+def detections(logits, pred_boxes, hw: tuple[int, int], threshold: float):
+    """``top_detections`` as tensors on the model's device (read back later, with other passes')."""
     torch = __import__("torch")
     logits, pred_boxes = logits.detach(), pred_boxes.detach()
     probs = torch.sigmoid(logits.float())  # (B, queries, text tokens); padded text tokens have -inf logits
@@ -247,13 +282,29 @@ def top_detections(logits, pred_boxes, hw: tuple[int, int], threshold: float) ->
     cx, cy, w, h = pred_boxes.float()[torch.arange(len(top), device=top.device), top].unbind(-1)
     size = torch.tensor([hw[1], hw[0], hw[1], hw[0]], dtype=torch.float32, device=top.device)
     boxes = torch.stack([cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h], dim=-1) * size
-    return scores.gather(1, top[:, None])[:, 0].cpu().numpy(), boxes.cpu().numpy()
+    return scores.gather(1, top[:, None])[:, 0], boxes
 
 
 # ----------------------------------------------------------------------------- metric
 
 class SRCUndefined(ValueError):
     """The case has no SRC score (no entity to keep or found, or no source mask): a recorded failure."""
+
+
+class _PhaseClock:
+    """``clock(name)`` adds the wall time since the previous call (or since it was made) to the metric's
+    ``phase_seconds[name]``."""
+
+    def __init__(self, metric: Any):
+        if not isinstance(getattr(metric, "phase_seconds", None), dict):
+            metric.phase_seconds = defaultdict(float)
+        self.seconds = metric.phase_seconds
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 @register_metric
@@ -302,19 +353,43 @@ class SRC(FrameMetric):
                  for k, w in WEIGHT_KEYS.items()}
         self.torch = torch
         self.device = torch.device(self.cfg.device)
+        encoder = encoder_class()
+        bf16 = bool(self.cfg.bf16_encoders)
         self.gd_processor = AutoProcessor.from_pretrained(paths["grounding_dino"])
         self.gd_model = GroundingDinoForObjectDetection.from_pretrained(paths["grounding_dino"]).to(self.device).eval()
+        conv = self.gd_model.model.backbone.conv_encoder
+        conv.model = self.gd_backbone = encoder(conv.model, bf16=bf16)  # one Swin pass per distinct probe frame
         self.sam = Sam2Model.from_pretrained(paths["sam2"]).to(self.device).eval()
+        if bf16:
+            self.sam.vision_encoder = encoder(self.sam.vision_encoder, bf16=True)
         self.sam_size, self.sam_mean, self.sam_std = _sam_preprocessing(paths["sam2"], self.sam)
         self.dino_processor = AutoImageProcessor.from_pretrained(paths["dinov2"])
         self.dino = Dinov2Model.from_pretrained(paths["dinov2"]).to(self.device).eval()
+        on_device = bool(self.cfg.gpu_preprocess)
+        self.gd_plan = image_plan(self.gd_processor) if on_device else None
+        self.dino_plan = image_plan(self.dino_processor) if on_device else None
 
     def _autocast(self):
-        import contextlib
-
         if self.device.type == "cuda" and self.cfg.bf16:
             return self.torch.autocast("cuda", dtype=self.torch.bfloat16)
         return contextlib.nullcontext()
+
+    def _upload(self, arrays: Sequence[np.ndarray]) -> list:
+        """uint8 arrays -> tensors of the same shapes on the model's device, in one host-to-device copy (from pinned
+        memory on CUDA)."""
+        torch = self.torch
+        sizes = [int(a.size) for a in arrays]
+        host = torch.empty(sum(sizes), dtype=torch.uint8, pin_memory=self.device.type == "cuda")
+        flat, at = host.numpy(), 0
+        for a, n in zip(arrays, sizes):
+            flat[at:at + n].reshape(a.shape)[...] = a
+            at += n
+        dev = host.to(self.device, non_blocking=True)
+        out, at = [], 0
+        for a, n in zip(arrays, sizes):
+            out.append(dev[at:at + n].view(a.shape))
+            at += n
+        return out
 
     def ground(self, frames: np.ndarray, entities: Sequence[str]) -> list[list[float]]:
         """The accepted box ``[x0, y0, x1, y1]`` (pixels) of each entity found on the probe frames."""
@@ -323,28 +398,35 @@ class SRC(FrameMetric):
     def ground_many(self, jobs: Sequence[tuple[np.ndarray, Sequence[str]]]) -> list[list[list[float]]]:
         """``ground`` of several videos (``(frames, entities)`` each, e.g. of several cases) in shared Grounding
         DINO passes: every (video, entity) is one prompt on the video's probe frames; prompts on frames of one
-        size go through the model together, at most ``batch_size`` images per pass (frames of different sizes
-        would be padded, which would change the detections, so they never share a pass; prompts of different
-        lengths are padded, which the text encoder masks out)."""
-        from PIL import Image
-
-        units, by_size = [], {}  # a unit: (job, entity, probe images, (h, w)); units grouped by frame size
+        size go through the model together, at most ``batch_size`` images per pass, a video's prompts in one pass
+        where they fit (so that its frames are preprocessed and go through the backbone once: ``_ground_pass``);
+        frames of different sizes would be padded, which would change the detections, so they never share a pass;
+        prompts of different lengths are padded, which the text encoder masks out."""
+        units, by_size = [], {}  # a unit: (job, entity, probe frames, (h, w)); units grouped by frame size
         for j, (frames, entities) in enumerate(jobs):
-            probes = [Image.fromarray(f) for f in frames[: max(1, int(self.cfg.probe_frames))]]
+            probes = frames[: max(1, int(self.cfg.probe_frames))]
             for entity in entities:
                 hw = tuple(frames.shape[1:3])
                 by_size.setdefault(hw, []).append(len(units))
                 units.append((j, entity.strip().lower().rstrip(".") + ".", probes, hw))
-        best: list[tuple[float, list[float] | None]] = [(0.0, None)] * len(units)
         cap = max(1, int(self.cfg.batch_size))
+        order, found = [], []  # units in pass order; per pass, the top detection of each (prompt, probe) image
         for hw, members in by_size.items():
-            chunk: list[int] = []
-            for u in members + [None]:  # None flushes the last chunk
-                if chunk and (u is None or sum(len(units[v][2]) for v in chunk) + len(units[u][2]) > cap):
-                    self._ground_pass([units[v] for v in chunk], hw, best, chunk)
-                    chunk = []
-                if u is not None:
-                    chunk.append(u)
+            for chunk in _pack(members, [len(units[u][2]) for u in members], [units[u][0] for u in members], cap):
+                found.append(self._ground_pass([units[u] for u in chunk], hw))
+                order += chunk
+        best: list[tuple[float, list[float] | None]] = [(0.0, None)] * len(units)
+        if found:  # one read-back for all passes: the device runs them back to back
+            scores = self.torch.cat([f[0] for f in found]).float().cpu().numpy()
+            pixels = self.torch.cat([f[1] for f in found]).float().cpu().numpy()
+            at = 0
+            for u in order:
+                top, top_box = 0.0, None
+                for score, box in zip(scores[at:at + len(units[u][2])], pixels[at:at + len(units[u][2])]):
+                    if score > top:  # the first probe wins a tie, as the official loop over probes
+                        top, top_box = float(score), [float(v) for v in box]
+                best[u] = (top, top_box)
+                at += len(units[u][2])
         boxes: list[list[list[float]]] = [[] for _ in jobs]
         for (j, _, _, (h, w)), (score, box) in zip(units, best):
             if box is None or score < float(self.cfg.min_score):
@@ -354,22 +436,38 @@ class SRC(FrameMetric):
                 boxes[j].append(box)
         return boxes
 
-    def _ground_pass(self, units: list, hw: tuple[int, int], best: list, ids: list[int]) -> None:
-        """One Grounding DINO pass over ``units``' probe images; ``best[id]``: each unit's top box over its probes."""
-        images = [im for _, _, probes, _ in units for im in probes]
+    def _ground_pass(self, units: list, hw: tuple[int, int]):
+        """One Grounding DINO pass over ``units``' probe images: the top detection (``detections``: score, box in
+        pixels) of each (prompt, probe) image, units in order, as tensors on the device.
+
+        With ``gpu_preprocess`` (and a processor ``image_plan`` reproduces), each distinct probe frame of the pass
+        goes to the device once as uint8 and is resized and normalised there (``device_preprocess``), and the Swin
+        backbone runs once per distinct frame (``ImageEncoder.unique``); the text goes through the processor's own
+        tokenisation. Otherwise the processor prepares every (frame, prompt) image on the CPU."""
         texts = [prompt for _, prompt, probes, _ in units for _ in probes]
-        inputs = self.gd_processor(images=images, text=texts, padding="longest", return_tensors="pt").to(self.device)
-        with self.torch.inference_mode(), self._autocast():
+        if self.gd_plan is None:
+            from PIL import Image
+
+            images = [Image.fromarray(f) for _, _, probes, _ in units for f in probes]
+            inputs = self.gd_processor(images=images, text=texts, padding="longest",
+                                       return_tensors="pt").to(self.device)
+            sharing = contextlib.nullcontext()
+        else:
+            videos = list(dict.fromkeys(j for j, _, _, _ in units))  # the pass's videos, each with its probe frames
+            probes = {j: p for j, _, p, _ in units}
+            slot = dict(zip(videos, np.cumsum([0] + [len(probes[j]) for j in videos[:-1]]).tolist()))
+            index = [slot[j] + i for j, _, p, _ in units for i in range(len(p))]  # image of each (prompt, probe)
+            pixels = device_preprocess(self.torch.cat(self._upload([probes[j] for j in videos])), self.gd_plan)
+            first = self.torch.tensor([index.index(u) for u in range(len(pixels))], device=self.device)
+            inverse = self.torch.tensor(index, device=self.device)
+            inputs = self.gd_processor(text=texts, padding="longest", return_tensors="pt").to(self.device)
+            inputs["pixel_values"] = pixels.index_select(0, inverse)
+            inputs["pixel_mask"] = self.torch.ones((len(index), *pixels.shape[-2:]), dtype=self.torch.long,
+                                                   device=self.device)  # the processor's: no padding in a pass
+            sharing = self.gd_backbone.unique(first, inverse)  # backbone row u: pixels[u]; prompt row i: index[i]
+        with self.torch.inference_mode(), self._autocast(), sharing:
             outputs = self.gd_model(**inputs)
-        scores, boxes = top_detections(outputs.logits, outputs.pred_boxes, hw, float(self.cfg.box_threshold))
-        at = 0
-        for uid, (_, _, probes, _) in zip(ids, units):
-            top, top_box = 0.0, None
-            for score, box in zip(scores[at:at + len(probes)], boxes[at:at + len(probes)]):
-                if score > top:  # the first probe wins a tie, as the official loop over probes
-                    top, top_box = float(score), [float(v) for v in box]
-            best[uid] = (top, top_box)
-            at += len(probes)
+            return detections(outputs.logits, outputs.pred_boxes, hw, float(self.cfg.box_threshold))
 
     def segment(self, frames: np.ndarray, boxes: list[list[float]]) -> np.ndarray:
         """``(T, H, W)`` bool: per frame, the union of SAM2's masks for ``boxes``."""
@@ -377,8 +475,9 @@ class SRC(FrameMetric):
 
     def segment_many(self, jobs: Sequence[tuple[np.ndarray, list[list[float]]]]) -> list[np.ndarray]:
         """``segment`` of several videos (``(frames, boxes)`` each): SAM2's image encoder runs on the frames of all
-        of them, ``batch_size`` frames per pass (each frame is resized to SAM2's square input on its own), and the
-        mask decoder then prompts each video's frames with that video's boxes."""
+        of them, ``batch_size`` frames per pass (each frame is resized to SAM2's square input on its own; a pass's
+        frames go to the device in one uint8 copy), and the mask decoder then prompts each video's frames with that
+        video's boxes; the masks come back to the host once per pass."""
         torch = self.torch
         import torch.nn.functional as F
 
@@ -396,10 +495,12 @@ class SRC(FrameMetric):
                 scale = torch.tensor([s / w, s / h, s / w, s / h], dtype=torch.float32)
                 prompts[j] = (torch.tensor(boxes, dtype=torch.float32) * scale).to(self.device)
         bs = max(1, int(self.cfg.batch_size))
+        masks, where = [], []  # per run of a pass: its masks on the device, and (job, first frame, frames)
         for start in range(0, len(flat), bs):
             chunk = flat[start:start + bs]
             runs = _runs([j for j, _ in chunk])  # (job, first, end) of the chunk's consecutive frames per video
-            x = torch.cat([self._sam_input(jobs[j][0][chunk[a][1]:chunk[b - 1][1] + 1], s) for j, a, b in runs])
+            frames = self._upload([jobs[j][0][chunk[a][1]:chunk[b - 1][1] + 1] for j, a, b in runs])
+            x = torch.cat([self._sam_input(f, s) for f in frames])
             x = (x - mean) / std
             with torch.inference_mode(), self._autocast():
                 embeddings = self.sam.get_image_embeddings(x)
@@ -409,28 +510,43 @@ class SRC(FrameMetric):
                                     multimask_output=False).pred_masks  # (frames, boxes, 1, h', w')
                     h, w = jobs[j][0].shape[1:3]
                     logits = F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False)
-                    first = chunk[a][1]
-                    out[j][first:first + b - a] = (logits > 0).any(dim=1).cpu().numpy()
+                    masks.append((logits > 0).any(dim=1).flatten())
+                    where.append((j, chunk[a][1], b - a))
+        host = torch.cat(masks).cpu().numpy()  # one read-back: the next pass's upload overlapped this one's work
+        at = 0
+        for j, first, n in where:
+            h, w = jobs[j][0].shape[1:3]
+            out[j][first:first + n] = host[at:at + n * h * w].reshape(n, h, w)
+            at += n * h * w
         return out
 
-    def _sam_input(self, frames: np.ndarray, size: int):
-        """uint8 ``(N, H, W, 3)`` -> float ``(N, 3, size, size)`` in [0, 1] on the model's device (bilinear)."""
+    def _sam_input(self, frames, size: int):
+        """uint8 ``(N, H, W, 3)`` (an array, or a tensor on any device) -> float ``(N, 3, size, size)`` in [0, 1] on
+        the model's device (bilinear)."""
         import torch.nn.functional as F
 
-        x = self.torch.from_numpy(np.ascontiguousarray(frames)).to(self.device).permute(0, 3, 1, 2).float() / 255.0
+        x = frames if isinstance(frames, self.torch.Tensor) else self.torch.from_numpy(np.ascontiguousarray(frames))
+        x = x.to(self.device).permute(0, 3, 1, 2).float() / 255.0
         return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
 
     def embed(self, crops: list[np.ndarray]) -> np.ndarray:
-        """L2-normalised DINOv2 CLS embeddings ``(N, D)`` of the crops (official: ``/ (|f| + 1e-6)``)."""
+        """L2-normalised DINOv2 CLS embeddings ``(N, D)`` of the crops (official: ``/ (|f| + 1e-6)``). With
+        ``gpu_preprocess`` the crops go to the device in one uint8 copy and are resized, centre-cropped and
+        normalised there as DINOv2's processor does (``device_preprocess``); else the processor runs on the CPU."""
         torch = self.torch
         feats = []
         bs = max(2, int(self.cfg.batch_size))
         for start in range(0, len(crops), bs):
-            inputs = self.dino_processor(images=list(crops[start:start + bs]), return_tensors="pt").to(self.device)
+            part = list(crops[start:start + bs])
+            if self.dino_plan is None:
+                inputs = self.dino_processor(images=part, return_tensors="pt").to(self.device)
+            else:
+                inputs = {"pixel_values": torch.cat([device_preprocess(c[None], self.dino_plan)
+                                                     for c in self._upload(part)])}
             with torch.inference_mode():
                 f = self.dino(**inputs).last_hidden_state[:, 0].float()
-            feats.append((f / (f.norm(dim=1, keepdim=True) + 1e-6)).cpu().numpy())
-        return np.concatenate(feats) if feats else np.zeros((0, 0))
+                feats.append(f / (f.norm(dim=1, keepdim=True) + 1e-6))
+        return torch.cat(feats).cpu().numpy() if feats else np.zeros((0, 0))  # one read-back
 
     def compute(self, edited: np.ndarray, source: np.ndarray | None, entities: Sequence[str] | None = None) -> float:
         result = self.compute_many([(edited, source, {"entities": entities})])[0]
@@ -441,7 +557,11 @@ class SRC(FrameMetric):
     def compute_many(self, items) -> list[float | Exception]:
         """SRC of several cases with shared model passes (Grounding DINO on the sources, then on the edits that
         still have an entity, SAM2 on every kept video, DINOv2 on every masked crop), each case scored by the
-        module docstring's rules; a case that is undefined (``SRCUndefined``) or malformed is its own failure."""
+        module docstring's rules; a case that is undefined (``SRCUndefined``) or malformed is its own failure.
+        The wall time of each phase adds up in ``phase_seconds`` (``ground``, ``segment``, ``pairs``, ``embed``;
+        each phase ends by reading its results back to the host, so no extra synchronisation), the cases in
+        ``phase_cases``."""
+        clock = _PhaseClock(self)
         results: list[float | Exception] = [float("nan")] * len(items)
         live: dict[int, tuple[np.ndarray, np.ndarray, list[str]]] = {}
         for k, (edited, source, kwargs) in enumerate(items):
@@ -457,19 +577,24 @@ class SRC(FrameMetric):
                 results[k] = SRCUndefined(f"SRC: no entity to keep was found in the {which} at score >= "
                                           f"{self.cfg.min_score} ({list(live[k][2])})")
                 del live[k]
+        clock("ground")
         masks = self.segment_many([job for k, (src, edit, _) in live.items()
                                    for job in ((src, boxes["source"][k]), (edit, boxes["edited video"][k]))])
+        clock("segment")
         prepared, crops = {}, []
         for n, (k, (src, edit, _)) in enumerate(live.items()):
             per_frame, pairs, missing = frame_pairs(src, edit, masks[2 * n], masks[2 * n + 1],
                                                     int(self.cfg.min_mask_pixels), float(self.cfg.bbox_expand))
             prepared[k] = (per_frame, pairs, missing, len(crops))
             crops += pair_crops(pairs)
+        clock("pairs")
         feats = self.embed(crops) if crops else None
+        clock("embed")
         for k, (per_frame, pairs, missing, at) in prepared.items():
             score, _ = score_pairs(per_frame, pairs, feats[at:at + 2 * len(pairs)] if pairs else None, missing)
             results[k] = score if not np.isnan(score) else SRCUndefined(
                 f"SRC: no sampled source frame has a mask of >= {self.cfg.min_mask_pixels} pixels")
+        self.phase_cases = getattr(self, "phase_cases", 0) + len(items)
         return results
 
     @staticmethod
@@ -496,6 +621,27 @@ def _runs(keys: list[int]) -> list[tuple[int, int, int]]:
         else:
             runs.append((key, i, i + 1))
     return runs
+
+
+def _pack(items: list, sizes: list[int], keys: list, cap: int) -> list[list]:
+    """``items`` in order, in chunks of at most ``cap`` total size (an item larger than ``cap`` alone); a run of
+    consecutive items with one key (one video's prompts) starts a new chunk rather than being split, if it fits."""
+    chunks: list[list] = []
+    chunk: list = []
+    used = 0
+    for _, a, b in _runs(keys):
+        if chunk and used + sum(sizes[a:b]) > cap:
+            chunks.append(chunk)
+            chunk, used = [], 0
+        for i in range(a, b):
+            if chunk and used + sizes[i] > cap:
+                chunks.append(chunk)
+                chunk, used = [], 0
+            chunk.append(items[i])
+            used += sizes[i]
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 # ----------------------------------------------------------------------------- random models (tests, perf)
