@@ -85,6 +85,33 @@ def test_pyav_falls_back_when_decoded_timestamps_disagree(long_video, full_decod
     assert np.array_equal(reader.read([10, 2500]), frames[[10, 2500]])
 
 
+@pytest.mark.parametrize("backend", ["pyav", "decord"])
+def test_frames_one_at_a_time_are_the_full_decodes(long_video, full_decode, backend):
+    """``frames`` gives each distinct index once, in increasing order, the frames ``read`` gives (decord: frame 0
+    kept from the open, the rest read one by one; PyAV: converted as decoded)."""
+    frames, keyframes = full_decode
+    k = keyframes[3]
+    idx = [N_FRAMES - 1, 0, k, k - 1, k + 1, k, 1500, 1499, keyframes[-1], 7]
+    got = list(_reader(long_video, backend).frames(idx))
+    assert [i for i, _ in got] == sorted(set(idx))
+    assert all(np.array_equal(f, frames[i]) for i, f in got)
+    reader = _reader(long_video, backend)
+    assert np.array_equal(reader.read([5, 3]), frames[[5, 3]])  # a read first: the decoder has moved on
+    assert all(np.array_equal(f, frames[i]) for i, f in reader.frames([0, 2, 3]))
+
+
+def test_pyav_frames_start_over_when_decoded_timestamps_disagree(long_video, full_decode):
+    """``(None, None)`` tells the caller to forget the frames so far: the read starts over from the first frame."""
+    pytest.importorskip("av")
+    frames, _ = full_decode
+    reader = VideoReader(long_video, "pyav")
+    reader._impl._pts = [p + 1 for p in reader._impl._pts]  # no decoded frame carries these
+    got = list(reader.frames([2500, 10]))
+    restart = max(k for k, (_, f) in enumerate(got) if f is None)
+    assert [i for i, _ in got[restart + 1:]] == [10, 2500]
+    assert all(np.array_equal(f, frames[i]) for i, f in got[restart + 1:])
+
+
 def _peak_rss_mb() -> float | None:
     """Peak RSS since the last reset (``VmHWM``), or None where it cannot be reset (not Linux, locked /proc)."""
     try:

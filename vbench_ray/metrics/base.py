@@ -6,6 +6,10 @@ A metric declares everything a benchmark, the pipeline and preflight need on its
 * ``config_class``: the dataclass of ``metrics.<name>``, whose field defaults (with a comment each) are
   the documented defaults; ``choices``: the allowed values of its string keys;
 * its inputs: ``sampling()`` (which frames), ``needs_source``, ``needs_mask``, ``needs_text``;
+* its formula: ``compute(edited, source)`` on the sampled frames at native resolution; or, for a formula that
+  starts by preprocessing each frame alone (grayscale, resize), ``frame_view()`` (that preprocessing, a
+  hashable ``FrameView``) and ``compute_views`` (the formula on prepared frames), and the default ``compute``
+  chains the two;
 * its resources: ``model_backed``, ``resources()`` and ``in_pool()`` (CPU decode stage or a model pool
   of its own);
 * its weight check: ``check_weights(cfg)`` (preflight and the benchmarks call it before any compute);
@@ -13,7 +17,9 @@ A metric declares everything a benchmark, the pipeline and preflight need on its
 
 It computes one number per case from decoded frames. The frame stage (``vbench_ray.video.frames``)
 decodes every video once, takes the union of all metrics' sampling specs, and hands each metric its own
-frames. Metrics never open files themselves.
+frames: for a metric with a ``frame_view()``, that view of each frame, made as the decoder hands the frame
+over, once per (frame, view) however many metrics share it, so full-resolution frames are not kept for it.
+Metrics never open files themselves.
 
 Benchmarks only *name* the metrics they use: ``metrics_config`` builds a benchmark's ``metrics`` config
 section from those names and the registry, so adding a metric is one module under ``vbench_ray/metrics``
@@ -30,11 +36,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
 from vbench_ray.video.io import VideoInfo, fps_indices, uniform_indices
+
+if TYPE_CHECKING:
+    from vbench_ray.video.flow import FrameView
 
 
 class MissingWeightsError(FileNotFoundError):
@@ -133,7 +142,8 @@ def sampling_of(frames: int | None) -> Sampling:
 
 class FrameMetric:
     """Base class. Subclasses set ``name`` (the output column), ``config_class``, their inputs
-    (``needs_source``, ``needs_mask``, ``needs_text``) and implement ``compute``.
+    (``needs_source``, ``needs_mask``, ``needs_text``) and implement ``compute``, or ``frame_view`` and
+    ``compute_views``.
 
     ``cfg`` is the metric's config node (``metrics.<name>`` in the run config), an object with attributes;
     without one the metric runs with ``config_class()``'s defaults.
@@ -188,9 +198,31 @@ class FrameMetric:
     def setup(self) -> None:
         """Load models. Called once per worker before the first ``compute``."""
 
-    def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
-        """``edited`` and ``source``: uint8 RGB ``(T, H, W, 3)`` at their native resolution."""
-        raise NotImplementedError
+    def frame_view(self) -> FrameView | None:
+        """The preprocessing the formula applies to each frame alone before anything else (e.g. grayscale then
+        ``INTER_AREA`` to 224x224: ``FrameView((Gray(), AreaResize(224)))``, ``vbench_ray.video.flow``), the
+        same for both videos; None (the default): the formula reads raw frames (``compute``).
+
+        Declaring it lets the decode stage make the view of each frame as the decoder hands it over, once per
+        distinct (frame, view) among the metrics, and drop the full-resolution frame: a metric's score must not depend
+        on whether its views came from ``compute`` or from the stage, which holds when ``compute`` is the
+        default below. A metric in a model pool gets raw frames whatever it declares here."""
+        return None
+
+    def compute_views(self, edited: np.ndarray, source: np.ndarray | None, **kwargs) -> float:
+        """The formula on prepared frames: ``edited`` and ``source`` are stacks of ``frame_view()`` of each
+        sampled frame, in sampling order (``(T, 224, 224)`` for a grayscale 224 view). Implement it with
+        ``frame_view``."""
+        raise NotImplementedError(f"{type(self).__name__} declares no frame_view, so it has no compute_views")
+
+    def compute(self, edited: np.ndarray, source: np.ndarray | None = None, **kwargs) -> float:
+        """``edited`` and ``source``: uint8 RGB ``(T, H, W, 3)`` at their native resolution. This default, for a
+        metric with a ``frame_view``, makes the view of each frame and calls ``compute_views``; a metric on raw
+        frames overrides it."""
+        view = self.frame_view()
+        if view is None:
+            raise NotImplementedError(f"{type(self).__name__} implements neither compute nor frame_view")
+        return self.compute_views(view.stack(edited), None if source is None else view.stack(source), **kwargs)
 
     def pool_inputs(self, edited: np.ndarray, source: np.ndarray | None,
                     kwargs: dict) -> tuple[np.ndarray, np.ndarray | None, dict]:

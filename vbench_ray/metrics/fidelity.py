@@ -15,7 +15,7 @@ import numpy as np
 from skimage.metrics import structural_similarity
 
 from vbench_ray.metrics.base import FrameMetric, register_metric
-from vbench_ray.video.flow import gray_resize
+from vbench_ray.video.flow import AreaResize, FrameView, Gray
 
 
 @dataclass
@@ -52,7 +52,12 @@ class SSIM(FrameMetric):
     needs_source = True
     scale = "[0,1]"
 
-    def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+    def frame_view(self) -> FrameView:
+        """Grayscale, then ``INTER_AREA`` to size x size: the official preprocessing, in its order."""
+        return FrameView((Gray(), AreaResize(int(self.cfg.size))))
+
+    def compute_views(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+        """SF of App. F.3 on the grayscale size x size frames."""
         if source is None:
             raise ValueError("SSIM compares against the source video, but no source frames were given")
         # both videos are sampled with min(T, n) distinct frames (video.io.uniform_indices), so a video
@@ -60,6 +65,4 @@ class SSIM(FrameMetric):
         k = min(len(source), len(edited))
         if k == 0:
             raise ValueError("SSIM needs at least one frame of each video")
-        source, edited = source[:k], edited[:k]
-        size = int(self.cfg.size)
-        return ssim_video(gray_resize(source, size), gray_resize(edited, size))
+        return ssim_video(source[:k], edited[:k])

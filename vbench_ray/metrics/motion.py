@@ -31,7 +31,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from vbench_ray.metrics.base import FrameMetric, VideoTooShortError, register_metric, require_weights, weights_problem
-from vbench_ray.video.flow import rgb_resize
+from vbench_ray.video.flow import AreaResize, FrameView, Gray
 from vbench_ray.metrics.tracking_grid import grid_points  # noqa: F401  (LK's and CoTracker's grid)
 
 TRACKERS = ("lk", "cotracker")
@@ -114,7 +114,8 @@ def motion_fidelity(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel
 
 class PointTracker(Protocol):
     def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """uint8 RGB (T, H, W, 3) → tracks (T, N, 2) float (x, y) pixels and visible (T, N) bool."""
+        """uint8 RGB (T, H, W, 3) → tracks (T, N, 2) float (x, y) pixels and visible (T, N) bool. A tracker that
+        reads grayscale only (LK) also takes grayscale (T, H, W): what MF's ``frame_view`` makes for it."""
 
 
 class LKTracker:
@@ -132,7 +133,8 @@ class LKTracker:
                               criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 30, 0.01))
 
     def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        grays = [cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY) for f in frames]
+        """``frames``: uint8 RGB (T, H, W, 3), or their grayscale (T, H, W) (``Gray``'s ``COLOR_RGB2GRAY``)."""
+        grays = frames if np.ndim(frames) == 3 else [Gray()(f) for f in frames]
         h, w = grays[0].shape
         pts = grid_points(self.grid_size, h, w)
         tracks = np.zeros((len(grays), len(pts), 2), np.float32)
@@ -260,17 +262,27 @@ class MF(FrameMetric):
     def setup(self) -> None:
         self.tracker = build_tracker(self.cfg)
 
+    def frame_view(self) -> FrameView:
+        """``INTER_AREA`` to size x size (RGB, as the official script resizes for its tracker); LK then reads
+        grayscale, so its view ends with it (the grayscale of the resized frame, LK's own order)."""
+        size = AreaResize(int(self.cfg.size))
+        return FrameView((size, Gray())) if self.cfg.tracker == "lk" else FrameView((size,))
+
     def summarize(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Track the resized frames and summarise each trajectory as (position, velocity)."""
         return self.summarize_many([frames])[0]
 
     def summarize_many(self, videos: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
         """``summarize`` of each video; CoTracker batches them into shared forward passes."""
+        view = self.frame_view()
+        return self.summarize_views([view.stack(v) for v in videos])
+
+    def summarize_views(self, videos: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``summarize_many`` of videos already through ``frame_view()``."""
         if self.tracker is None:
             self.setup()
-        resized = [rgb_resize(v, int(self.cfg.size)) for v in videos]
         many = getattr(self.tracker, "track_many", None)
-        tracked = many(resized) if many else [self.tracker.track(v) for v in resized]
+        tracked = many(videos) if many else [self.tracker.track(v) for v in videos]
         return [summarize_tracks(*t) for t in tracked]
 
     def check_inputs(self, edited: np.ndarray, source: np.ndarray | None) -> None:
@@ -284,9 +296,10 @@ class MF(FrameMetric):
         dmax = math.sqrt(2.0) * int(self.cfg.size)
         return motion_fidelity(*src, *edit, float(self.cfg.alpha), dmax, float(self.cfg.eps))
 
-    def compute(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+    def compute_views(self, edited: np.ndarray, source: np.ndarray | None) -> float:
+        """MF of App. F.3 on both videos' views: track, summarise, match."""
         self.check_inputs(edited, source)
-        src, edit = self.summarize_many([source, edited])
+        src, edit = self.summarize_views([source, edited])
         return self.score(src, edit)
 
     def compute_many(self, items) -> list:

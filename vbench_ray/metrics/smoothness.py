@@ -37,7 +37,7 @@ from typing import Optional
 import numpy as np
 
 from vbench_ray.metrics.base import FrameMetric, VideoTooShortError, register_metric, require_weights, weights_problem
-from vbench_ray.video.flow import farneback_flows, gray_resize, raft_variant_for, rgb_resize
+from vbench_ray.video.flow import AreaResize, FrameView, Gray, farneback_flows, raft_variant_for
 
 FLOWS = ("farneback", "raft")
 FORMULAS = ("official", "paper_text")
@@ -55,36 +55,42 @@ class MSMConfig:
     device: str = "cpu"                # torch device for RAFT
 
 
-def _magnitudes(f0: np.ndarray, f1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return np.linalg.norm(f0, axis=-1), np.linalg.norm(f1, axis=-1)
+Magnitudes = tuple[np.ndarray, np.ndarray]  # ||F_t||, ||F_{t+1}|| per pixel
 
 
-def motion_mask(f0: np.ndarray, f1: np.ndarray, threshold: float) -> np.ndarray:
+def _magnitudes(f0: np.ndarray, f1: np.ndarray, mags: Magnitudes | None = None) -> Magnitudes:
+    """``mags`` when given (``msm_score`` computes each flow's once; a flow is in two pairs, four norms each)."""
+    return mags if mags is not None else (np.linalg.norm(f0, axis=-1), np.linalg.norm(f1, axis=-1))
+
+
+def motion_mask(f0: np.ndarray, f1: np.ndarray, threshold: float, mags: Magnitudes | None = None) -> np.ndarray:
     """M_t: pixels where either of two consecutive flows moves more than ``threshold`` px."""
-    m0, m1 = _magnitudes(f0, f1)
+    m0, m1 = _magnitudes(f0, f1, mags)
     return (m0 > threshold) | (m1 > threshold)
 
 
-def jitter_map(f0: np.ndarray, f1: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+def jitter_map(f0: np.ndarray, f1: np.ndarray, eps: float = 1e-6, mags: Magnitudes | None = None) -> np.ndarray:
     """J_t(p) of the paper: relative change between consecutive flow vectors, per pixel (uncapped)."""
-    m0, m1 = _magnitudes(f0, f1)
+    m0, m1 = _magnitudes(f0, f1, mags)
     return np.linalg.norm(f1 - f0, axis=-1) / (m0 + m1 + eps)
 
 
-def paper_pair_jitter(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float) -> float:
+def paper_pair_jitter(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float,
+                      mags: Magnitudes | None = None) -> float:
     """mean_{p in M_t} min(1, J_t(p)); 0 (no jitter) when nothing moves."""
-    mask = motion_mask(f0, f1, threshold)
+    mask = motion_mask(f0, f1, threshold, mags)
     if not mask.any():
         return 0.0
-    return float(np.minimum(1.0, jitter_map(f0, f1, eps)[mask]).mean())
+    return float(np.minimum(1.0, jitter_map(f0, f1, eps, mags)[mask]).mean())
 
 
-def official_pair_score(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float) -> float:
+def official_pair_score(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float,
+                        mags: Magnitudes | None = None) -> float:
     """The official code's per-pair smoothness: 0.7 * direction agreement + 0.3 * speed agreement."""
-    mask = motion_mask(f0, f1, threshold)
+    m0, m1 = _magnitudes(f0, f1, mags)
+    mask = motion_mask(f0, f1, threshold, (m0, m1))
     if not mask.any():
         return 1.0
-    m0, m1 = _magnitudes(f0, f1)
     cos = np.sum(f0 * f1, axis=-1) / (m0 * m1 + eps)
     direction = (np.clip(cos, -1.0, 1.0) + 1.0) / 2.0
     speed = 1.0 - np.abs(m0 - m1) / (m0 + m1 + eps)
@@ -99,10 +105,11 @@ def msm_score(flows: np.ndarray, formula: str = "official", motion_threshold: fl
     flows = np.asarray(flows, dtype=np.float64)
     if len(flows) < 2:
         return math.nan
-    pairs = list(zip(flows[:-1], flows[1:]))  # T-2 consecutive flow pairs
+    norms = [np.linalg.norm(f, axis=-1) for f in flows]  # ||F_t||, once per flow
+    pairs = [(flows[t], flows[t + 1], (norms[t], norms[t + 1])) for t in range(len(flows) - 1)]  # T-2 pairs
     if formula == "paper_text":
-        return 1.0 - float(np.mean([paper_pair_jitter(a, b, motion_threshold, eps) for a, b in pairs]))
-    return float(np.mean([official_pair_score(a, b, motion_threshold, eps) for a, b in pairs]))
+        return 1.0 - float(np.mean([paper_pair_jitter(a, b, motion_threshold, eps, m) for a, b, m in pairs]))
+    return float(np.mean([official_pair_score(a, b, motion_threshold, eps, m) for a, b, m in pairs]))
 
 
 @register_metric
@@ -143,17 +150,26 @@ class MSM(FrameMetric):
 
         self._raft = RaftFlow(weights, raft_variant_for(weights), self.cfg.device)
 
+    def frame_view(self) -> FrameView:
+        """Farneback: grayscale, then ``INTER_AREA`` to size x size (the official order); RAFT: RGB at size."""
+        size = AreaResize(int(self.cfg.size))
+        return FrameView((Gray(), size)) if self.cfg.flow == "farneback" else FrameView((size,))
+
     def flows(self, frames: np.ndarray) -> np.ndarray:
         """Consecutive flows of the sampled frames at ``size x size``: ``(T-1, size, size, 2)``."""
-        size = int(self.cfg.size)
+        return self.view_flows(self.frame_view().stack(frames))
+
+    def view_flows(self, views: np.ndarray) -> np.ndarray:
+        """``flows`` of frames already through ``frame_view()``."""
         if self.cfg.flow == "farneback":
-            return farneback_flows(gray_resize(frames, size))
+            return farneback_flows(views)
         if self._raft is None:
             self.setup()
-        return self._raft(rgb_resize(frames, size))
+        return self._raft(views)
 
-    def compute(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
+    def compute_views(self, edited: np.ndarray, source: np.ndarray | None = None) -> float:
+        """MSM of App. F.2 (``formula``) on the edited video's views; the source is not read."""
         if len(edited) < 3:  # two flows are the least a change of motion can be measured on
             raise VideoTooShortError("MSM", len(edited), 3, "the edited video")
-        return msm_score(self.flows(edited), self.cfg.formula, float(self.cfg.motion_threshold),
+        return msm_score(self.view_flows(edited), self.cfg.formula, float(self.cfg.motion_threshold),
                          float(self.cfg.eps))

@@ -11,11 +11,17 @@ Two estimators:
 
 Flows are float32 arrays ``(H, W, 2)`` holding ``(dx, dy)`` in pixels, from frame ``t`` to ``t + 1``.
 ``flow_to_color`` turns one into an RGB picture (hue = direction, brightness = magnitude) for reports.
+
+The per-frame preprocessing before a flow or a formula (grayscale, ``INTER_AREA`` to a square) is a
+``FrameView``: a hashable chain of steps, which is what a metric declares as its ``frame_view()``
+(``vbench_ray.metrics.base``) so the decode stage makes each view of a frame once, as it is decoded.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import cv2
 import numpy as np
@@ -24,32 +30,70 @@ import numpy as np
 FARNEBACK_PARAMS = (0.5, 3, 15, 3, 5, 1.2, 0)
 
 
+# ------------------------------------------------------------------------------ per-frame views
+
+@dataclass(frozen=True)
+class Gray:
+    """uint8 RGB ``(H, W, 3)`` → uint8 grayscale ``(H, W)``: ``cv2.COLOR_RGB2GRAY``, as the official code."""
+
+    def __call__(self, frame: np.ndarray) -> np.ndarray:
+        return cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2GRAY)
+
+
+@dataclass(frozen=True)
+class AreaResize:
+    """A uint8 frame (RGB or grayscale) → ``size x size`` with ``cv2.INTER_AREA``, as the official code."""
+
+    size: int
+
+    def __call__(self, frame: np.ndarray) -> np.ndarray:
+        return cv2.resize(np.ascontiguousarray(frame), (self.size, self.size), interpolation=cv2.INTER_AREA)
+
+
+@dataclass(frozen=True)
+class FrameView:
+    """What a formula reads of each frame: ``steps`` (e.g. ``Gray()``, ``AreaResize(224)``) applied in order.
+
+    Frozen steps make equal views equal and hash alike: the decode stage computes each (frame, view) once and
+    hands it to every metric that declares that view. The order of steps is part of the view: grayscale then
+    resize rounds differently from resize then grayscale, and each metric keeps its official order.
+    """
+
+    steps: tuple[Callable[[np.ndarray], np.ndarray], ...]
+
+    def __call__(self, frame: np.ndarray) -> np.ndarray:
+        for step in self.steps:
+            frame = step(frame)
+        return frame
+
+    def stack(self, frames: np.ndarray) -> np.ndarray:
+        """The view of each uint8 RGB frame of ``(T, H, W, 3)``, stacked (``(0, ...)`` for no frame)."""
+        frames = np.asarray(frames)
+        if frames.ndim != 4 or frames.shape[-1] != 3:
+            raise ValueError(f"expected uint8 RGB frames (T, H, W, 3), got shape {frames.shape}")
+        if not len(frames):  # the view's shape, from a blank frame
+            return self(np.zeros((max(1, frames.shape[1]), max(1, frames.shape[2]), 3), np.uint8))[None][:0]
+        return np.stack([self(f) for f in frames])
+
+
 def gray_resize(frames: np.ndarray, size: int) -> np.ndarray:
     """uint8 RGB ``(T, H, W, 3)`` → uint8 grayscale ``(T, size, size)``.
 
     Grayscale first, then ``INTER_AREA`` resize to a square, in that order, as CoVEBench's official
     SSIM and MSM preprocessing does (the order changes rounding, hence the last digits of a score).
     """
-    frames = np.asarray(frames)
-    if frames.ndim != 4 or frames.shape[-1] != 3:
-        raise ValueError(f"expected uint8 RGB frames (T, H, W, 3), got shape {frames.shape}")
-    out = [cv2.resize(cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY), (size, size),
-                      interpolation=cv2.INTER_AREA) for f in frames]
-    return np.stack(out) if out else np.zeros((0, size, size), np.uint8)
+    return FrameView((Gray(), AreaResize(int(size)))).stack(frames)
 
 
 def rgb_resize(frames: np.ndarray, size: int) -> np.ndarray:
     """uint8 RGB ``(T, H, W, 3)`` → uint8 RGB ``(T, size, size, 3)`` with ``INTER_AREA``."""
-    frames = np.asarray(frames)
-    if frames.ndim != 4 or frames.shape[-1] != 3:
-        raise ValueError(f"expected uint8 RGB frames (T, H, W, 3), got shape {frames.shape}")
-    out = [cv2.resize(np.ascontiguousarray(f), (size, size), interpolation=cv2.INTER_AREA) for f in frames]
-    return np.stack(out) if out else np.zeros((0, size, size, 3), np.uint8)
+    return FrameView((AreaResize(int(size)),)).stack(frames)
 
 
 def farneback_flow(prev_gray: np.ndarray, next_gray: np.ndarray) -> np.ndarray:
     """Dense flow ``(H, W, 2)`` from ``prev_gray`` to ``next_gray`` (uint8 grayscale, same size)."""
-    return cv2.calcOpticalFlowFarneback(prev_gray, next_gray, None, *FARNEBACK_PARAMS).astype(np.float32)
+    flow = cv2.calcOpticalFlowFarneback(prev_gray, next_gray, None, *FARNEBACK_PARAMS)
+    return flow.astype(np.float32, copy=False)  # float32 already: no copy
 
 
 def farneback_flows(grays: np.ndarray) -> np.ndarray:

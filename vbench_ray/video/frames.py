@@ -9,6 +9,14 @@ ever loaded in, and no GPU ever requested by, a decode worker.
 Consumers of the edited video's frames that are not frame metrics (``FrameSink``: CoVEBench's VQR, whose judge
 reads JPEGs of 10 uniform frames, ``vbench_ray.benchmarks.cove_vqr.VQRFrames``) join the same union: their
 frames come from the same decode, and what they write goes in their own column.
+
+The reader hands the frames over one at a time, in index order (``VideoReader.frames``; PyAV as it decodes
+them, decord once the wanted frames are decoded back to back, its decoder thread idle). A CPU metric that
+declares a ``frame_view()`` (SSIM, MSM, MF: grayscale and/or ``INTER_AREA`` to a square) gets that view of its
+frames, made from each frame as it is handed over, once per distinct (frame, view): SSIM's and MSM's edited
+frames are the same frames with the same view. A full-resolution frame is kept only when a consumer reads raw
+frames (a pool metric, a sink, a metric without a view), and stacked only for those; a view is what the
+metric's ``compute`` would make itself, by the same calls, so the scores are those of ``compute`` on raw frames.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import numpy as np
 from vbench_ray.metrics.base import FrameMetric, build_metric
 from vbench_ray.metrics.pool import pack, payload_column
 from vbench_ray.pipeline import format_exception
+from vbench_ray.video.flow import FrameView
 from vbench_ray.video.io import VideoError, VideoInfo, VideoReader
 
 log = logging.getLogger(__name__)
@@ -64,6 +73,7 @@ class FrameMetricsStage:
         names = [s.name for s in self.sinks] + [m.name for m in self.metrics]
         if len(set(names)) < len(names):  # one plan per name in _decode
             raise ValueError(f"frame sinks need names of their own, apart from the metrics': {names}")
+        self.views = {m.name: view_of(m) for m in self.metrics}
         self.backend = video_backend
         self.pair_mismatch = pair_mismatch
 
@@ -76,28 +86,28 @@ class FrameMetricsStage:
         # of its own while it lives, which took a third more CPU per case than the frames needed.
         edited = VideoReader(row["edited_path"], self.backend)
         edited_info = edited.info
-        frames_e, plan_e = self._decode(edited, todo, self.sinks)
+        got_e = self._decode(edited, todo, self.sinks)
         del edited
-        frames_s, plan_s = {}, {}
+        got_s = Decoded({}, {})
         with_source = [m for m in todo if m.needs_source]
         if with_source:
             source = VideoReader(row["source_path"], self.backend)
             out["warning_pair"] = self._check_pair(source.info, edited_info)
-            frames_s, plan_s = self._decode(source, with_source)
+            got_s = self._decode(source, with_source)
             del source
         out["videos_opened"] = 1 + bool(with_source)
-        out["frames_decoded"] = len(frames_e) + len(frames_s)
+        out["frames_decoded"] = got_e.decoded + got_s.decoded
         for m in todo:
             try:
-                e = _stack(frames_e, plan_e[m.name])
-                s = _stack(frames_s, plan_s[m.name]) if m.needs_source else None
-                emit(m, out, e, s, m.extra_inputs(row))
+                e = got_e.frames(m.name)
+                s = got_s.frames(m.name) if m.needs_source else None
+                emit(m, out, e, s, m.extra_inputs(row), viewed=self.views[m.name] is not None)
             except Exception as exc:  # one metric failing must not lose the others
                 log.warning("metric %s failed on case %s: %s", m.name, row.get("case_id"), exc)
                 out[f"error_{m.name}"] = format_exception(exc)
         for sink in self.sinks:
             try:
-                out[sink.column] = sink.write(row, plan_e[sink.name], _stack(frames_e, plan_e[sink.name]))
+                out[sink.column] = sink.write(row, got_e.plans[sink.name], got_e.frames(sink.name))
             except Exception as exc:  # nor a sink failing
                 log.warning("%s frames failed on case %s: %s", sink.name, row.get("case_id"), exc)
                 out[f"error_{sink.name}"] = format_exception(exc)
@@ -112,24 +122,85 @@ class FrameMetricsStage:
             raise VideoError(f"{msg} (data.pair_mismatch=fail)")
         return msg + "; each sampled uniformly over its own length and resized (data.pair_mismatch=resample)"
 
-    @staticmethod
-    def _decode(reader: VideoReader, metrics: list[FrameMetric],
-                sinks: Sequence[FrameSink] = ()) -> tuple[dict[int, np.ndarray], dict[str, list[int]]]:
-        """Read the union of the metrics' and sinks' frame indices once; return frames by index and each
-        consumer's plan (by name)."""
+    def _decode(self, reader: VideoReader, metrics: list[FrameMetric], sinks: Sequence[FrameSink] = ()) -> Decoded:
+        """Decode the union of the metrics' and sinks' frame indices once, frame by frame, into what each consumer
+        (by name) reads: its view of each of its frames, or raw frames (sinks; metrics without a view)."""
         info = reader.info
-        plan = {m.name: m.sampling().indices(info) for m in metrics}
-        plan.update({s.name: list(s.indices(info)) for s in sinks})
-        wanted = sorted({i for idx in plan.values() for i in idx})
-        frames = reader.read(wanted)
-        return dict(zip(wanted, frames)), plan
+        plans = {m.name: m.sampling().indices(info) for m in metrics}
+        plans.update({s.name: list(s.indices(info)) for s in sinks})
+        views = {m.name: self.views[m.name] for m in metrics}
+        views.update({s.name: None for s in sinks})
+        got = Decoded(plans, views)
+        for i, frame in reader.frames(sorted(got.wanted)):
+            got.add(i, frame)
+        return got
+
+
+class Decoded:
+    """One video's decoded frames, as its consumers read them.
+
+    ``plans``: each consumer's frame indices (by name); ``views``: its ``FrameView``, or None for raw frames.
+    ``add(i, frame)`` makes, from a frame just decoded, each distinct view that some consumer wants of frame
+    ``i`` (one call per view however many consumers share it) and keeps the frame itself only if a consumer
+    wants it raw; ``frames(name)`` stacks a consumer's frames. A view that raises is that view's consumers'
+    failure (raised again by ``frames``), not the case's.
+    """
+
+    def __init__(self, plans: dict[str, list[int]], views: dict[str, FrameView | None]):
+        self.plans, self.views = plans, views
+        self.wanted: dict[int, set[FrameView | None]] = {}  # frame index -> the views made of it (None: raw)
+        for name, indices in plans.items():
+            for i in indices:
+                self.wanted.setdefault(i, set()).add(views[name])
+        self.made: dict[tuple[int, FrameView | None], np.ndarray] = {}
+        self.failed: dict[FrameView, Exception] = {}
+        self.decoded = 0  # distinct frames decoded
+
+    def add(self, i: int | None, frame: np.ndarray | None) -> None:
+        """Take frame ``i`` as decoded; ``(None, None)``: the reader starts over, so forget what came before."""
+        if frame is None:
+            self.made.clear()
+            self.failed.clear()
+            self.decoded = 0
+            return
+        self.decoded += 1
+        for view in self.wanted[i]:
+            if view is None:
+                self.made[(i, None)] = frame
+            elif view not in self.failed:
+                try:
+                    self.made[(i, view)] = view(frame)
+                except Exception as exc:  # e.g. a size cv2 refuses: the failure of the metrics with this view
+                    self.failed[view] = exc
+
+    def frames(self, name: str) -> np.ndarray:
+        """The consumer's frames (its views, or raw), stacked in the order of its plan."""
+        view = self.views[name]
+        if view in self.failed:
+            raise self.failed[view]
+        return np.stack([self.made[(i, view)] for i in self.plans[name]])
+
+
+def view_of(metric: FrameMetric) -> FrameView | None:
+    """The view the stage makes of ``metric``'s frames: its ``frame_view()``; None (raw frames) for a metric in a
+    model pool (its pool reads what ``pool_inputs`` makes of raw frames), or when ``frame_view()`` raises (a bad
+    config value: the metric's ``compute`` then raises it, as every case's failure of that metric)."""
+    if metric.in_pool():
+        return None
+    try:
+        return metric.frame_view()
+    except Exception:  # noqa: BLE001  (compute raises it again, per case)
+        return None
 
 
 def emit(metric: FrameMetric, out: dict, edited: np.ndarray, source: np.ndarray | None,
-         kwargs: dict | None = None) -> None:
-    """Compute a CPU metric into ``out``, or hand a pool metric its inputs (``frames_for_<metric>``)."""
+         kwargs: dict | None = None, viewed: bool = False) -> None:
+    """Compute a CPU metric into ``out``, or hand a pool metric its inputs (``frames_for_<metric>``).
+    ``viewed``: the frames are already ``metric.frame_view()`` of each frame (``compute_views``)."""
     if metric.in_pool():
         out[payload_column(metric.name)] = pack(*metric.pool_inputs(edited, source, dict(kwargs or {})))
+    elif viewed:
+        out[metric.name] = float(metric.compute_views(edited, source, **(kwargs or {})))
     else:
         out[metric.name] = float(metric.compute(edited, source, **(kwargs or {})))
 
@@ -152,6 +223,3 @@ def sink_outputs(sinks: Sequence[FrameSink]) -> dict[str, str]:
         out.update({s.column: "str", f"error_{s.name}": "str"})
     return out
 
-
-def _stack(frames: dict[int, np.ndarray], indices: list[int]) -> np.ndarray:
-    return np.stack([frames[i] for i in indices])

@@ -17,7 +17,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -80,7 +80,8 @@ def fps_indices(num_frames: int, video_fps: float, fps: float, max_frames: int |
 
 
 class VideoReader:
-    """An opened video. ``read(indices)`` returns uint8 RGB frames ``(N, H, W, 3)`` in the order asked."""
+    """An opened video. ``read(indices)`` returns uint8 RGB frames ``(N, H, W, 3)`` in the order asked;
+    ``frames(indices)`` yields them one at a time, in index order."""
 
     def __init__(self, path: str | Path, backend: str = "auto"):
         self.path = str(path)
@@ -116,11 +117,7 @@ class VideoReader:
                          getattr(self._impl, "keyframes", None))
 
     def read(self, indices: Sequence[int]) -> np.ndarray:
-        indices = [int(i) for i in indices]
-        n = self._impl.num_frames
-        bad = [i for i in indices if i < 0 or i >= n]
-        if bad:
-            raise VideoError(f"frame indices {bad[:5]} out of range for {self.path} ({n} frames)")
+        indices = self._checked(indices)
         if not indices:
             h, w = self._impl.shape
             return np.zeros((0, h, w, 3), np.uint8)
@@ -132,6 +129,43 @@ class VideoReader:
             raise VideoError(f"decoded {frames.shape[0]} of {len(indices)} frames from {self.path} (truncated file?)")
         return frames
 
+    def frames(self, indices: Sequence[int]) -> Iterator[tuple[int | None, np.ndarray | None]]:
+        """``(index, frame)`` for each distinct index of ``indices``, in increasing order, handed over one at a time
+        and never stacked: a caller that reduces every frame as it comes (the decode stage's per-frame views)
+        drops each full-resolution frame once reduced. PyAV decodes each frame when the caller asks for it;
+        decord decodes the wanted frames back to back first (its decoder thread would otherwise decode frames
+        nobody uses while the caller works, ``_DecordImpl.frames``). The same frames as ``read``.
+
+        ``(None, None)`` means *start over*: forget the frames given so far, the read is redone from the first
+        frame (PyAV, when a decoded frame is not where the container's timestamps put it; ``read`` does the same).
+        Raises ``VideoError`` as ``read`` does: out-of-range indices at once, a decoding failure after the frames
+        it could decode."""
+        return self._stream(sorted(set(self._checked(indices))))
+
+    def _stream(self, wanted: list[int]) -> Iterator[tuple[int | None, np.ndarray | None]]:
+        got: set[int] = set()
+        try:
+            for i, frame in self._impl.frames(wanted):
+                if frame is None:
+                    got.clear()
+                else:
+                    got.add(i)
+                yield i, frame
+        except VideoError:
+            raise
+        except Exception as exc:
+            raise VideoError(f"cannot decode frames {wanted[:5]}... of {self.path}: {exc}") from exc
+        if len(got) != len(wanted):
+            raise VideoError(f"decoded {len(got)} of {len(wanted)} frames from {self.path} (truncated file?)")
+
+    def _checked(self, indices: Sequence[int]) -> list[int]:
+        indices = [int(i) for i in indices]
+        n = self._impl.num_frames
+        bad = [i for i in indices if i < 0 or i >= n]
+        if bad:
+            raise VideoError(f"frame indices {bad[:5]} out of range for {self.path} ({n} frames)")
+        return indices
+
 
 class _DecordImpl:
     def __init__(self, path: str):
@@ -140,18 +174,47 @@ class _DecordImpl:
         self._vr = decord.VideoReader(path, ctx=decord.cpu(0), num_threads=1)
         self.num_frames = len(self._vr)
         self.fps = float(self._vr.get_avg_fps())
-        first = self._vr[0].asnumpy() if self.num_frames else np.zeros((0, 0, 3))
-        self.shape = first.shape[:2]
+        # decord tells the frame size only by decoding a frame; the first one is kept for a ``frames`` that
+        # starts there (uniform sampling always does), so frame 0 is decoded once, not twice
+        self._first = self._vr[0].asnumpy() if self.num_frames else None
+        self.shape = self._first.shape[:2] if self._first is not None else (0, 0)
         try:  # from the demuxer's index, no decoding
             self.keyframes = tuple(int(i) for i in self._vr.get_key_indices())
         except Exception:  # noqa: BLE001  (older decord builds)
             self.keyframes = None
 
     def read(self, indices: list[int]) -> np.ndarray:
+        self._first = None
         uniq = sorted(set(indices))
         batch = self._vr.get_batch(uniq).asnumpy()
+        if uniq == indices:  # already in order, no repeats: the batch is the answer, no second copy
+            return batch
         pos = {i: k for k, i in enumerate(uniq)}
         return batch[[pos[i] for i in indices]]
+
+    def frames(self, wanted: list[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """``wanted`` (sorted, distinct), all decoded before the first is handed out, then one at a time.
+
+        ``vr[i]`` in index order is decord's accurate seek, which decodes on within a GOP and seeks to the
+        keyframe otherwise, as ``get_batch`` does (same frames, measured no dearer). They are decoded back to
+        back because decord's decoder thread runs ahead of the reads (the reading thread queues packets while
+        it waits for a frame): work done between two reads lets it decode and convert to RGB frames the next
+        seek throws away, about 0.035 CPU-s more per 832x480 video when views were made between reads. The
+        decoder is idled (a fast seek to frame 0) before the caller works on the frames."""
+        first, self._first = self._first, None  # the decoder stands just after frame 0 only this once
+        got = [(i, first if i == 0 and first is not None else self._vr[i].asnumpy()) for i in wanted]
+        self._idle()
+        got.reverse()
+        while got:  # each frame dropped here once handed out: the caller decides what to keep
+            yield got.pop()
+
+    def _idle(self) -> None:
+        """Stop decord's decoder thread from decoding the packets queued ahead (a seek joins it and starts a
+        new one with nothing queued); the reader stays usable."""
+        try:
+            self._vr.seek(0)
+        except Exception:  # noqa: BLE001  (a failed seek changes no frame already read)
+            pass
 
 
 class _PyAVImpl:
@@ -185,25 +248,35 @@ class _PyAVImpl:
         self.keyframes = tuple(keys)
 
     def read(self, indices: list[int]) -> np.ndarray:
-        import av
-
-        wanted = sorted(set(indices))
-        got = None
-        if self._pts is not None:
-            with av.open(self.path) as container:
-                got = self._seek_read(container, container.streams.video[0], wanted)
-        if got is None:  # no timestamps, or the decoder's disagree with the packets': decode from the start
-            with av.open(self.path) as container:
-                got = _forward_read(container, container.streams.video[0], wanted)
+        got: dict[int, np.ndarray] = {}
+        for i, frame in self.frames(sorted(set(indices))):
+            if frame is None:  # starting over from the first frame
+                got.clear()
+            else:
+                got[i] = frame
         found = [got[i] for i in indices if i in got]  # fewer than asked: VideoReader names the truncated file
         return np.stack(found) if found else np.zeros((0, *self.shape, 3), np.uint8)
 
-    def _seek_read(self, container, stream, wanted: list[int]) -> dict[int, np.ndarray] | None:
-        """``{index: RGB frame}`` for ``wanted`` (sorted, distinct), or None when a decoded frame is not where
-        the packets put it (then the caller decodes from the start)."""
+    def frames(self, wanted: list[int]) -> Iterator[tuple[int | None, np.ndarray | None]]:
+        """``(index, RGB frame)`` for ``wanted`` (sorted, distinct) as they are decoded; ``(None, None)`` before
+        starting over from the first frame, when the stream has no timestamps or the decoder's disagree with
+        the packets'."""
+        import av
+
+        if self._pts is not None:
+            with av.open(self.path) as container:
+                whole = yield from self._seek_frames(container, container.streams.video[0], wanted)
+            if whole:
+                return
+            yield None, None
+        with av.open(self.path) as container:
+            yield from _forward_frames(container, container.streams.video[0], wanted)
+
+    def _seek_frames(self, container, stream, wanted: list[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(index, RGB frame)`` for ``wanted`` (sorted, distinct); return True when all came, False as soon
+        as a decoded frame is not where the packets put it (then the caller decodes from the start)."""
         from bisect import bisect_left, bisect_right
 
-        got: dict[int, np.ndarray] = {}
         frames, pos = None, -1  # the decoder's frame iterator, just after display index `pos`
         for target in wanted:
             k = bisect_right(self.keyframes, target) - 1
@@ -215,14 +288,14 @@ class _PyAVImpl:
             for frame in frames:
                 i = bisect_left(self._pts, frame.pts) if frame.pts is not None else len(self._pts)
                 if i == len(self._pts) or self._pts[i] != frame.pts or i > target:
-                    return None
+                    return False
                 pos = i
                 if i == target:
-                    got[i] = frame.to_ndarray(format="rgb24")
+                    yield i, frame.to_ndarray(format="rgb24")
                     break
             else:  # the stream ended before the frame
-                return None
-        return got
+                return False
+        return True
 
 
 def _packet_timestamps(container, stream) -> tuple[list[int] | None, list[int]]:
@@ -257,16 +330,17 @@ def _count_by_decoding(path: str) -> tuple[int, list[int]]:
     return count, keys
 
 
-def _forward_read(container, stream, wanted: list[int]) -> dict[int, np.ndarray]:
+def _forward_frames(container, stream, wanted: list[int]) -> Iterator[tuple[int, np.ndarray]]:
     """Decode from the first frame, converting only the ``wanted`` (sorted) indices; stop after the last."""
-    got: dict[int, np.ndarray] = {}
-    todo = set(wanted)
+    todo, left = set(wanted), len(set(wanted))
+    if not left:
+        return
     for i, frame in enumerate(container.decode(stream)):
         if i in todo:
-            got[i] = frame.to_ndarray(format="rgb24")
-            if len(got) == len(todo):
+            yield i, frame.to_ndarray(format="rgb24")
+            left -= 1
+            if not left:
                 break
-    return got
 
 
 _OPENERS = {"decord": _DecordImpl, "pyav": _PyAVImpl}
