@@ -768,7 +768,7 @@ def main() -> None:
     ap.add_argument("--only", default="AES,TQ,SRC,VQR")
     ap.add_argument("--vqr-requests", type=int, default=32)
     ap.add_argument("--vqr-long-requests", type=int, default=16)
-    ap.add_argument("--vqr-batch", type=int, default=16, help="judge.hf.batch_size of the VQR worker")
+    ap.add_argument("--vqr-batch", type=int, default=32, help="judge.hf.batch_size of the VQR worker (the VQR profile: 32)")
     ap.add_argument("--vqr-short-tokens", type=int, default=16)
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--profile", default="", help="metrics whose pool calls are profiled, e.g. SRC,TQ")
