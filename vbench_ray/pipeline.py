@@ -309,7 +309,6 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
     once its rows are in the object store, so a caller that passed its only reference keeps no second copy of
     the case table in the driver (issue 16)."""
     import ray
-    import ray.data
 
     from vbench_ray.driver_memory import release_memory
 

@@ -181,22 +181,22 @@ def preprocess(frames: np.ndarray | Sequence[np.ndarray], size: int) -> np.ndarr
 
 
 def preprocess_torch(frames: np.ndarray | Sequence[np.ndarray], size: int, device):
-    """``preprocess`` on ``device`` with torch: bicubic with antialiasing (as torchvision's resize), rounded to
-    8 bits like the PIL path, then [0,1] and mean = std = 0.5. Frames may differ in size (several cases): each
-    run of same-size frames is resized in one call."""
+    """``preprocess`` on ``device`` with torch (``device_images.device_preprocess``): bicubic with antialiasing (as
+    torchvision's resize), rounded to 8 bits like the PIL path, then [0,1] and mean = std = 0.5. Frames may differ in
+    size (several cases): each run of same-size frames is resized in one call."""
     torch = _torch()
-    F = torch.nn.functional
+    from vbench_ray.metrics.device_images import device_preprocess, fixed_plan
+
+    plan = fixed_plan(size, size, "bicubic", (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
     out, start = [], 0
     while start < len(frames):
         end = start + 1
         while end < len(frames) and frames[end].shape == frames[start].shape:
             end += 1
-        x = torch.stack([torch.from_numpy(np.ascontiguousarray(f)).to(device) for f in frames[start:end]])
-        x = F.interpolate(x.permute(0, 3, 1, 2).float(), size=(size, size), mode="bicubic", antialias=True,
-                          align_corners=False)
-        out.append(x.round_().clamp_(0, 255))
+        x = torch.stack([torch.from_numpy(np.ascontiguousarray(f)) for f in frames[start:end]]).to(device)
+        out.append(device_preprocess(x, plan))
         start = end
-    return (torch.cat(out) / 255.0 - 0.5) / 0.5
+    return torch.cat(out)
 
 
 def save_tiny_aes(directory: str | Path, seed: int = 0, hidden_size: int = 32, image_size: int = 28) -> dict:

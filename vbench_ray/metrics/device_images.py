@@ -57,6 +57,14 @@ def image_plan(processor: Any) -> dict | None:
     return plan
 
 
+def fixed_plan(height: int, width: int, mode: str, mean: tuple, std: tuple) -> dict:
+    """A ``device_preprocess`` plan for a processor that resizes every image to ``height`` x ``width`` (no crop),
+    rescales by 1/255 and normalises with ``mean`` / ``std`` (e.g. SigLIP's: bicubic to its square, 0.5 / 0.5)."""
+    size = {k: None for k in _SIZE_KEYS} | {"height": int(height), "width": int(width)}
+    return {"resize": True, "mode": mode, "size": size, "two_pass": False, "crop": None, "rescale": 1 / 255,
+            "mean": tuple(mean), "std": tuple(std)}
+
+
 def resized_hw(plan: dict, h: int, w: int) -> tuple[int, int]:
     """The processor's output size for an ``h`` x ``w`` image (transformers' own size functions, as its resize)."""
     from transformers.image_transforms import get_resize_output_image_size, get_size_with_aspect_ratio
