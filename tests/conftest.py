@@ -32,10 +32,20 @@ def _session_ray_token() -> None:
 _session_ray_token()
 
 
+SHARED_SERVER = "tiny_vllm_server"  # the session's one vLLM OpenAI server (fixture below)
+
+
 def pytest_collection_modifyitems(session, config, items):
     """The multi-node tests first: they start a cluster of their own in a subprocess, and on 2 cores they need
-    the machine before the shared local Ray (and what earlier tests leave in it) is up."""
-    items.sort(key=lambda item: 0 if item.fspath.basename == "test_multinode.py" else 1)
+    the machine before the shared local Ray (and what earlier tests leave in it) is up. The tests that use the
+    shared vLLM server (directly or through another fixture) last, one after the other: the server starts once,
+    late, and stays up only while they run (session teardown stops it). Otherwise collection order is kept."""
+    def rank(item) -> int:
+        if item.fspath.basename == "test_multinode.py":
+            return 0
+        return 2 if SHARED_SERVER in getattr(item, "fixturenames", ()) else 1
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +61,38 @@ def ray_local():
                  runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": path}})
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm_server(tmp_path_factory):
+    """One real ``vllm.entrypoints.openai.api_server`` for the whole session, serving the tiny random Qwen2-VL
+    (``tests/tiny``) on 127.0.0.1 with the union of what its users need (the tests that request it run last,
+    ``pytest_collection_modifyitems``):
+
+    * served as ``tiny-judge`` (the ``http`` judge tests; responses carry this first name) and ``tiny-agent``
+      (the agent loop);
+    * ``--enable-auto-tool-choice --tool-call-parser hermes`` (the agent's tool calls; requests without ``tools``
+      are unaffected);
+    * up to 8 images (the agent's ``view_frames``) and 2 videos (a Dual-TF judge request) per prompt;
+    * ``--allowed-local-media-path`` = the session's base temp directory, which holds every fixture's files
+      (the synthetic CoVEBench, the test videos); ``--media-io-kwargs``: 2 fps, at most 8 frames per video.
+
+    Yields ``{"base_url", "port", "health_s", "log", "tag", "model", "names"}``. At session end the server's
+    process group and every process carrying its tag are killed, and none may be left.
+    """
+    from tiny.models import build_tiny_qwen2_vl
+    from tiny.procs import tagged_pids, vllm_server
+
+    model = build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
+    names = ["tiny-judge", "tiny-agent"]
+    with vllm_server(model, tmp_path_factory.mktemp("vllm_server"), served_name=names,
+                     media_dir=tmp_path_factory.getbasetemp(), limit_mm={"image": 8, "video": 2},
+                     media_io_kwargs={"video": {"fps": 2, "num_frames": 8, "max_frames": 8}},
+                     extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]) as server:
+        print(f"shared vLLM server healthy after {server['health_s']:.1f} s")
+        yield {**server, "model": model, "names": names}
+    left = tagged_pids(server["tag"])
+    assert not left, f"processes of the shared vLLM server still running: {left}"
 
 
 @pytest.fixture(scope="session")

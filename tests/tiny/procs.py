@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from .torchvision_stub import stub_path
 
@@ -103,32 +103,39 @@ def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout: float) ->
 
 
 @contextmanager
-def vllm_server(model: Path, tmp: Path, *, served_name: str = "tiny-judge", media_dir: Path | None = None,
-                media_io_kwargs: dict | None = None, max_model_len: int = 4096,
+def vllm_server(model: Path, tmp: Path, *, served_name: str | Sequence[str] = "tiny-judge",
+                media_dir: Path | None = None, media_io_kwargs: dict | None = None, max_model_len: int = 4096,
+                limit_mm: dict | None = None, extra_args: Sequence[str] = (),
                 timeout: float = 240) -> Iterator[dict]:
     """A real ``vllm.entrypoints.openai.api_server`` for ``model`` on 127.0.0.1 (CPU, stand-in on PYTHONPATH).
 
-    Yields ``{"base_url", "port", "health_s", "log"}``; the server's process group and every tagged
+    ``served_name``: one name or several (the server accepts any of them as a request's ``model``; its responses
+    carry the first). ``limit_mm``: ``--limit-mm-per-prompt`` (default 2 images, 2 videos). ``extra_args`` go
+    last on the command line (e.g. ``--enable-auto-tool-choice --tool-call-parser hermes``).
+
+    Yields ``{"base_url", "port", "health_s", "log", "tag"}``; the server's process group and every tagged
     straggler are killed on exit.
     """
     port, tag = free_port(), new_tag()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
     env.update(vllm_env(tmp, tag))
     log = tmp / f"vllm_server_{port}.log"
+    names = [served_name] if isinstance(served_name, str) else list(served_name)
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
+           "--served-model-name", *names, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
            "--max-model-len", str(max_model_len), "--dtype", "bfloat16", "--max-num-seqs", "8", "--seed", "0",
-           "--limit-mm-per-prompt", json.dumps({"image": 2, "video": 2})]
+           "--limit-mm-per-prompt", json.dumps(limit_mm if limit_mm is not None else {"image": 2, "video": 2})]
     if media_dir is not None:
         cmd += ["--allowed-local-media-path", str(media_dir)]
     if media_io_kwargs:
         cmd += ["--media-io-kwargs", json.dumps(media_io_kwargs)]
+    cmd += list(extra_args)
     with open(log, "w") as fh:
         server = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
                                   cwd=str(tmp))
     try:
         health_s = wait_healthy(server, f"http://127.0.0.1:{port}/health", log, timeout=timeout)
-        yield {"base_url": f"http://127.0.0.1:{port}/v1", "port": port, "health_s": health_s, "log": log}
+        yield {"base_url": f"http://127.0.0.1:{port}/v1", "port": port, "health_s": health_s, "log": log, "tag": tag}
     finally:
         try:
             os.killpg(server.pid, signal.SIGTERM)
