@@ -1,9 +1,11 @@
 """Stages: declared outputs, per-row error capture, rows never dropped; locally and on Ray."""
 
+import time
+
 import pyarrow as pa
 import pytest
 
-from vbench_ray.pipeline import Stage, build_dataset, run_local
+from vbench_ray.pipeline import Stage, build_dataset, iter_blocks, run_local
 
 SCHEMA = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("x", pa.int64())])
 ROWS = [{"case_id": str(i), "variant": "base", "x": i} for i in range(7)]
@@ -69,6 +71,25 @@ def test_input_blocks_need_no_metadata_tasks(ray_local, monkeypatch):
     _check(pa.concat_tables(list(ds.iter_batches(batch_size=None, batch_format="pyarrow"))))
     empty = build_dataset([], STAGES[:1], SCHEMA, parallelism=1)
     assert sum(b.num_rows for b in empty.iter_batches(batch_size=None, batch_format="pyarrow")) == 0
+
+
+def slow_second_case(row):
+    if row["x"] == 1:
+        time.sleep(4.0)
+    return {"sq": float(row["x"] ** 2), "done_at": time.time()}
+
+
+@pytest.mark.ray
+def test_a_finished_case_reaches_the_driver_without_waiting_for_the_next(ray_local):
+    """``iter_blocks`` hands a block over as soon as it is done; Ray Data's default (one batch prefetched) held the
+    quick first case until the slow second one had finished too."""
+    stage = Stage("slow", slow_second_case, {"sq": "float", "done_at": "float"}, batch_size=1)
+    ds = build_dataset(ROWS[:2], [stage], SCHEMA, parallelism=2)
+    arrived = {}
+    for block in iter_blocks(ds):
+        arrived.update({row["case_id"]: (time.time(), row) for row in block.to_pylist()})
+    assert set(arrived) == {"0", "1"}
+    assert arrived["0"][0] < arrived["1"][1]["done_at"]  # case 0 was in hand while case 1 was still running
 
 
 def test_all_null_outputs_keep_their_declared_type():

@@ -23,6 +23,9 @@ frames handed to a pool) that the stage consumes and removes.
 from __future__ import annotations
 
 import logging
+import signal
+import sys
+import threading
 import time
 import traceback
 import uuid
@@ -205,14 +208,72 @@ def _actor_runner(stage: Stage) -> type:
     return StageActor
 
 
+_ray_start: dict[str, Any] = {}  # the background start in flight: {"done": Event, "error": exception or None}
+
+
+def start_ray(cfg: Any) -> bool:
+    """Begin starting (or connecting to) Ray in a background thread and return at once (True: begun; False: Ray
+    is up or starting already); ``ensure_ray`` waits for it.
+
+    Issue 15's fixed overhead: a fresh local Ray takes 4-8 s, nearly all of it waiting for Ray's own processes
+    (GCS, dashboard head, raylet, agents). The runner calls this as soon as the config has passed its checks, so
+    the driver loads the cases, builds the case table and plans the stream meanwhile instead of before.
+
+    The thread stays parked after ``ray.init`` until the process exits: Ray starts its GCS and raylet with
+    ``PR_SET_PDEATHSIG``, which Linux ties to the parent *thread*, so they would be killed when it ended."""
+    import ray
+
+    if ray.is_initialized() or _ray_start:
+        return False
+    _ray_start.update(done=threading.Event(), error=None)
+
+    def work(box: dict) -> None:
+        try:
+            _init_ray(cfg)
+        except BaseException as exc:  # noqa: BLE001  (handed to the main thread by ensure_ray)
+            box["error"] = exc
+        box["done"].set()
+        _PARK.wait()  # never set: see the docstring
+
+    _quiet_sigterm_warning()
+    threading.Thread(target=work, args=(_ray_start,), name="vbench-ray-start", daemon=True).start()
+    return True
+
+
+_PARK = threading.Event()
+
+
 def ensure_ray(cfg: Any) -> None:
-    """Connect to ``ray.address`` / ``RAY_ADDRESS`` (a cluster, or inside ``ray job submit``), else start locally."""
+    """Connect to ``ray.address`` / ``RAY_ADDRESS`` (a cluster, or inside ``ray job submit``), else start locally;
+    when ``start_ray`` began that already, wait for it (and raise what it raised)."""
+    import ray
+
+    error = settle_ray_start()
+    if error is not None:
+        raise error
+    if not ray.is_initialized():
+        _init_ray(cfg)
+
+
+def settle_ray_start() -> BaseException | None:
+    """Wait for a background start (if any) to end and forget it; return its exception. A run calls this before
+    it ends, so it never exits while ``ray.init`` is half done."""
+    if not _ray_start:
+        return None
+    _ray_start["done"].wait()
+    error = _ray_start["error"]
+    _ray_start.clear()
+    if error is None and threading.current_thread() is threading.main_thread():
+        # ray.init installs this only from the main thread: the same handler (exit, so atexit shuts Ray down)
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+    return error
+
+
+def _init_ray(cfg: Any) -> None:
     import os
 
     import ray
 
-    if ray.is_initialized():
-        return
     address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=True)
@@ -222,6 +283,37 @@ def ensure_ray(cfg: Any) -> None:
         # address="local": a fresh runtime, never silently attaching to a cluster someone else started
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
                  _node_ip_address="127.0.0.1")
+
+
+def _quiet_sigterm_warning() -> None:
+    """Ray warns that it set no SIGTERM handler when ``ray.init`` runs outside the main thread;
+    ``settle_ray_start`` sets it from the main thread, so the warning would only confuse."""
+    worker_log = logging.getLogger("ray._private.worker")
+    if not any(getattr(f, "vbench_sigterm", False) for f in worker_log.filters):
+        class _Filter(logging.Filter):
+            vbench_sigterm = True
+
+            def filter(self, record: logging.LogRecord) -> bool:
+                return "SIGTERM handler is not set" not in record.getMessage()
+
+        worker_log.addFilter(_Filter())
+
+
+def start_data_actors() -> None:
+    """Start Ray Data's autoscaling coordinator now, while the driver plans the stream, not when it starts.
+
+    Ray Data (2.60) budgets a run by what this actor reserves for it, and reads the reservation at most once a
+    second: until the actor has started (a new worker process, 1-4 s on a busy machine) and answered, the stream
+    may launch no task, so its first case waited for the actor's start. The actor is named and detached; the
+    stream finds this one. Ray Data internals: if they move, the stream simply starts it itself, as before."""
+    try:
+        from ray.data._internal.cluster_autoscaler import get_or_create_autoscaling_coordinator
+    except ImportError:
+        return
+    try:
+        get_or_create_autoscaling_coordinator()
+    except Exception as exc:  # noqa: BLE001  (an optimisation only)
+        log.debug("could not start Ray Data's autoscaling coordinator early: %s", exc)
 
 
 def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
@@ -333,6 +425,14 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
     for stage in stages:
         ds = apply_stage(ds, stage, capacity)
     return ds
+
+
+def iter_blocks(ds):
+    """The stream's output blocks (Arrow tables), each as soon as it is done.
+
+    ``prefetch_batches=0``: with Ray Data's default of 1 the iterator holds a finished block until the next one
+    is done too (0.2-0.5 s in a run here; the first row waited for the second case)."""
+    return ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)
 
 
 def block_metadata(block: pa.Table):

@@ -274,6 +274,24 @@ def in_process(data: dict, n: int) -> dict:
     return {"stage_s_per_case": stage_s, "official_s_per_case": official_s, "profile": text.getvalue()}
 
 
+def bytecode(compile_now: bool) -> None:
+    """Say whether Ray's modules have compiled bytecode (without it, every Ray process: dashboard, agents, each
+    worker, compiles Ray's sources as it imports them: on the GPU machine's bundle that added ~1 s to ``import ray``
+    and ~5 s to a run's start); with ``compile_now``, compile them and the project's like ``pip install`` does."""
+    import compileall
+    import importlib.util
+
+    ray_dir = Path(importlib.util.find_spec("ray").origin).parent
+    if compile_now:
+        t0 = time.time()
+        for d in (ray_dir, REPO / "vbench_ray"):
+            compileall.compile_dir(str(d), quiet=1, workers=os.cpu_count() or 1)
+        print(f"bytecode compiled in {time.time() - t0:.1f} s: {ray_dir}, {REPO / 'vbench_ray'}", flush=True)
+    has = any((ray_dir / "__pycache__").glob("*.pyc"))
+    print(f"Ray's bytecode: {'compiled' if has else 'NONE (every Ray process compiles Ray; see --compile-bytecode)'}"
+          f"{'; PYTHONDONTWRITEBYTECODE is set' if os.environ.get('PYTHONDONTWRITEBYTECODE') else ''}", flush=True)
+
+
 def n_cases(run: dict) -> int:
     return max(1, ((run["timing"] or {}).get("stages", {}).get("frames", {}) or {}).get("rows", 1))
 
@@ -295,8 +313,12 @@ def main() -> None:
                          "path: no Ray start in the run)")
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment for the pipeline runs (e.g. OPENBLAS_NUM_THREADS=1), repeatable")
+    ap.add_argument("--compile-bytecode", action="store_true",
+                    help="compile Ray's and the project's bytecode first, as `pip install` does (a bundle unpacked "
+                         "with PYTHONDONTWRITEBYTECODE=1 has none, and every Ray process then compiles Ray anew)")
     args = ap.parse_args()
     EXTRA_ENV.update(kv.split("=", 1) for kv in args.env)
+    bytecode(args.compile_bytecode)
     w, h = map(int, args.size.split("x"))
     total_cpus = os.cpu_count() or 2
     cpus = sorted({total_cpus if c == "all" else min(int(c), total_cpus) for c in args.cpus.split(",") if c})

@@ -1,0 +1,80 @@
+"""Ray started in the background while the driver loads the cases (``pipeline.start_ray``; issue 15's fixed overhead).
+
+Runs in a fresh interpreter: the test session's own Ray (``ray_local``) is already up, and ``start_ray`` does
+nothing when Ray is. One local Ray start, ~5-10 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+SCRIPT = r'''
+import json, signal, sys, time
+from omegaconf import OmegaConf
+import vbench_ray.pipeline as pipeline
+
+cfg = OmegaConf.create({"ray": {"address": None, "num_cpus": 2}})
+out = {}
+
+# a failure in the background start reaches the caller of ensure_ray, and the start can be tried again
+real_init = pipeline._init_ray
+def broken(cfg):
+    raise RuntimeError("no Ray today")
+pipeline._init_ray = broken
+out["began_broken"] = pipeline.start_ray(cfg)
+try:
+    pipeline.ensure_ray(cfg)
+    out["broken_raised"] = None
+except RuntimeError as exc:
+    out["broken_raised"] = str(exc)
+pipeline._init_ray = real_init
+
+import ray
+out["began"] = pipeline.start_ray(cfg)
+out["up_at_return"] = ray.is_initialized()  # start_ray returned before ray.init finished
+out["began_twice"] = pipeline.start_ray(cfg)  # a second call while the first is under way starts nothing
+pipeline.ensure_ray(cfg)
+out["up"] = ray.is_initialized()
+out["cpus"] = ray.cluster_resources().get("CPU")
+handler = signal.getsignal(signal.SIGTERM)
+out["sigterm_handler"] = callable(handler) and handler not in (signal.SIG_DFL, signal.SIG_IGN)
+# Ray's GCS and raylet die with the thread that started them (PR_SET_PDEATHSIG): they must outlive ensure_ray
+time.sleep(2.0)
+
+@ray.remote(num_cpus=1)
+def square(x):
+    return x * x
+
+out["task"] = ray.get(square.remote(7), timeout=120)
+pipeline.start_data_actors()
+coordinator = ray.get_actor("AutoscalingCoordinator", namespace="AutoscalingCoordinator")
+out["coordinator"] = coordinator is not None
+print("@@RESULT@@ " + json.dumps(out), flush=True)
+ray.shutdown()
+'''
+
+
+@pytest.mark.slow
+def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("@@RESULT@@ "))
+    out = json.loads(line[len("@@RESULT@@ "):])
+    assert out["began_broken"] is True and out["broken_raised"] == "no Ray today"
+    assert out["began"] is True and out["up_at_return"] is False and out["began_twice"] is False
+    assert out["up"] is True and out["cpus"] == 2.0
+    assert out["sigterm_handler"] is True  # set from the main thread, as ray.init would have
+    assert out["task"] == 49
+    assert out["coordinator"] is True
+    # ray.init outside the main thread warns that it set no SIGTERM handler: silenced, since one is set
+    assert "SIGTERM handler is not set" not in proc.stderr
