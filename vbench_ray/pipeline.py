@@ -209,6 +209,7 @@ def _actor_runner(stage: Stage) -> type:
 
 
 _ray_start: dict[str, Any] = {}  # the background start in flight: {"done": Event, "error": exception or None}
+_PARK = threading.Event()  # never set: the starting thread waits on it for good (start_ray)
 
 
 def start_ray(cfg: Any) -> bool:
@@ -238,9 +239,6 @@ def start_ray(cfg: Any) -> bool:
     _quiet_sigterm_warning()
     threading.Thread(target=work, args=(_ray_start,), name="vbench-ray-start", daemon=True).start()
     return True
-
-
-_PARK = threading.Event()
 
 
 def ensure_ray(cfg: Any) -> None:

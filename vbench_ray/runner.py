@@ -81,8 +81,8 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     """
     start = time.perf_counter()
     timing = {"wall_start": time.time()}  # seconds since the start at each milestone -> summary.timing
-    preflight.check(cfg)
-    import_in_background(LATER_IMPORTS)  # every config problem up front, before Ray, a video or a model (issue 14, items 12-13)
+    preflight.check(cfg)  # every config problem up front, before Ray, a video or a model (issue 14, items 12-13)
+    import_in_background(LATER_IMPORTS)
     bench = get_benchmark(cfg.benchmark)
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,8 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (issue 16; see there why)
     sink = CaseSink(run_dir, schema, retry_failed=cfg.output.retry_failed)
     # a fresh run (nothing to resume) that needs Ray: Ray starts while the cases load (issue 15's fixed overhead)
-    if not sink.done_keys and _needs_ray(bench, cfg) and start_ray(cfg):
+    stream_stages = editor_stages(cfg) + list(bench.stages(cfg))
+    if not sink.done_keys and _needs_ray(stream_stages, bench.judge_phases(cfg)) and start_ray(cfg):
         timing["ray_start"] = time.perf_counter() - start
     try:
         return _run(cfg, variants, bench, run_dir, schema, sink, start, timing)
@@ -159,10 +160,9 @@ def import_in_background(modules) -> threading.Thread:
     return thread
 
 
-def _needs_ray(bench, cfg: DictConfig) -> bool:
-    """Whether the stream will need Ray (the same test as ``_compute``'s, before the cases are loaded)."""
-    return bool(editor_stages(cfg) or bench.stages(cfg)
-                or any(phase.judge_cfg.backend != "replay" for phase in bench.judge_phases(cfg)))
+def _needs_ray(stages: list[Stage], phases: list) -> bool:
+    """Whether the stream needs Ray: per-case stages, or a judge phase that asks a model (replay reads a file)."""
+    return bool(stages) or any(phase.judge_cfg.backend != "replay" for phase in phases)
 
 
 def _expand(cfg: DictConfig, cases: list[dict], variants: list, run_dir: Path) -> tuple[list[dict], dict]:
@@ -187,7 +187,7 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
              engines: EngineSet, run_dir: Path, mark=lambda name: None) -> int:
     """The stream: ``todo`` through the benchmark's stages and its judge phases, rows to the sink as they come."""
     stages = editor_stages(cfg) + list(bench.stages(cfg))
-    if phases and (stages or any(p.judge_cfg.backend != "replay" for p in phases)):
+    if phases and _needs_ray(stages, phases):
         ensure_ray(cfg)
         stages += _judge_stages(cfg, phases, engines, run_dir)
     if not stages:  # nothing per case to compute (e.g. replay re-scoring only): record the cases as loaded
