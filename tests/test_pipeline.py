@@ -103,7 +103,7 @@ def test_prewarm_imports_cpu_stage_modules_in_workers(ray_local):
     """The workers import the CPU stages' modules ahead of the stream; a pool stage's module is left to its actors."""
     import ray
 
-    from vbench_ray.pipeline import prewarm
+    from vbench_ray.ray_start import prewarm
     from vbench_ray.video.frames import FrameMetricsStage
 
     stages = [Stage("frames", FrameMetricsStage, {"SSIM": "float"}),

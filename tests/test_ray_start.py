@@ -1,4 +1,4 @@
-"""Ray started in the background while the driver loads the cases (``pipeline.start_ray``; issue 15's fixed overhead).
+"""Ray started in the background while the driver loads the cases (``ray_start.start_ray``; issue 15's fixed overhead).
 
 Runs in a fresh interpreter: the test session's own Ray (``ray_local``) is already up, and ``start_ray`` does
 nothing when Ray is. One local Ray start, ~5-10 s on 2 cores.
@@ -18,29 +18,29 @@ from conftest import REPO
 SCRIPT = r'''
 import json, signal, sys, time
 from omegaconf import OmegaConf
-import vbench_ray.pipeline as pipeline
+import vbench_ray.ray_start as ray_start
 
 cfg = OmegaConf.create({"ray": {"address": None, "num_cpus": 2}})
 out = {}
 
 # a failure in the background start reaches the caller of ensure_ray, and the start can be tried again
-real_init = pipeline._init_ray
+real_init = ray_start._init_ray
 def broken(cfg):
     raise RuntimeError("no Ray today")
-pipeline._init_ray = broken
-out["began_broken"] = pipeline.start_ray(cfg)
+ray_start._init_ray = broken
+out["began_broken"] = ray_start.start_ray(cfg)
 try:
-    pipeline.ensure_ray(cfg)
+    ray_start.ensure_ray(cfg)
     out["broken_raised"] = None
 except RuntimeError as exc:
     out["broken_raised"] = str(exc)
-pipeline._init_ray = real_init
+ray_start._init_ray = real_init
 
 import ray
-out["began"] = pipeline.start_ray(cfg)
+out["began"] = ray_start.start_ray(cfg)
 out["up_at_return"] = ray.is_initialized()  # start_ray returned before ray.init finished
-out["began_twice"] = pipeline.start_ray(cfg)  # a second call while the first is under way starts nothing
-pipeline.ensure_ray(cfg)
+out["began_twice"] = ray_start.start_ray(cfg)  # a second call while the first is under way starts nothing
+ray_start.ensure_ray(cfg)
 out["up"] = ray.is_initialized()
 out["cpus"] = ray.cluster_resources().get("CPU")
 handler = signal.getsignal(signal.SIGTERM)
@@ -53,9 +53,24 @@ def square(x):
     return x * x
 
 out["task"] = ray.get(square.remote(7), timeout=120)
-pipeline.start_data_actors()
+ray_start.start_data_actors()
 coordinator = ray.get_actor("AutoscalingCoordinator", namespace="AutoscalingCoordinator")
 out["coordinator"] = coordinator is not None
+
+# a stream starts with the budget the coordinator reserved for it, not with the empty first read Ray Data's
+# client returns (only one task may run until its next read, a second later): a probe called just after
+# ray_start's callback, before the executor's loop starts, finds the budget already read
+import ray.data
+from ray.data import DataContext
+from ray.data._internal.execution.execution_callback import ExecutionCallback
+ray.get(coordinator.__ray_ready__.remote())
+budgets = []
+class Probe(ExecutionCallback):
+    def before_execution_starts(self, executor):
+        budgets.append(executor._cluster_autoscaler.get_total_resources().cpu)
+DataContext.get_current().custom_execution_callback_classes.append(Probe)
+out["rows"] = len(ray.data.range(4, override_num_blocks=4).map_batches(lambda b: b, batch_size=None).take_all())
+out["first_budget_cpus"] = budgets
 print("@@RESULT@@ " + json.dumps(out), flush=True)
 ray.shutdown()
 '''
@@ -76,5 +91,6 @@ def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp
     assert out["sigterm_handler"] is True  # set from the main thread, as ray.init would have
     assert out["task"] == 49
     assert out["coordinator"] is True
+    assert out["rows"] == 4 and out["first_budget_cpus"] == [2.0]  # ray_start._read_budget_before_stream_starts
     # ray.init outside the main thread warns that it set no SIGTERM handler: silenced, since one is set
     assert "SIGTERM handler is not set" not in proc.stderr

@@ -26,8 +26,8 @@ from vbench_ray.benchmarks import get_benchmark
 from vbench_ray.config import ConfigError, to_dict, to_yaml
 from vbench_ray.editors import editor_stages
 from vbench_ray.judges.engines import EngineSet
-from vbench_ray.pipeline import (Stage, build_dataset, cluster_capacity, ensure_ray, iter_blocks, prewarm,
-                                 settle_ray_start, start_data_actors, start_ray)
+from vbench_ray.pipeline import Stage, build_dataset, cluster_capacity, iter_blocks
+from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_data_actors, start_ray
 from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 
 log = logging.getLogger(__name__)

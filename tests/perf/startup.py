@@ -28,7 +28,7 @@ marks = {"python_up": time.time() - t0}
 import vbench_ray.runner, vbench_ray.video.frames  # what the driver imports before Ray
 marks["project_imported"] = time.time() - t0
 from omegaconf import OmegaConf
-from vbench_ray.pipeline import ensure_ray
+from vbench_ray.ray_start import ensure_ray
 cfg = OmegaConf.create({"ray": {"address": None, "num_cpus": cpus}})
 os.environ.pop("RAY_ADDRESS", None)
 ensure_ray(cfg)

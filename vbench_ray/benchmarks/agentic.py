@@ -202,7 +202,7 @@ class AgenticBench(Benchmark):
         from omegaconf import OmegaConf
 
         from vbench_ray.agents.rollouts import run_rollouts
-        from vbench_ray.pipeline import ensure_ray
+        from vbench_ray.ray_start import ensure_ray
 
         ensure_ray(cfg)
         agent = OmegaConf.to_object(cfg.agent)
