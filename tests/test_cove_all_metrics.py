@@ -26,7 +26,7 @@ POOLS = ("AES", "TQ", "SRC")
 def tiny_models(tmp_path_factory):
     from vbench_ray.judges.tiny import build_tiny_judge
     from vbench_ray.metrics.aes import save_tiny_aes
-    from vbench_ray.metrics.tq import save_tiny_dover
+    from vbench_ray.metrics.tq_net import save_tiny_dover
 
     d = tmp_path_factory.mktemp("all_metrics_models")
     return {"aes": save_tiny_aes(d / "aes"), "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth")),

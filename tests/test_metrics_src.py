@@ -13,9 +13,11 @@ import pytest
 from conftest import REPO, cove_overrides
 from vbench_ray.metrics.base import METRICS, MissingWeightsError
 from vbench_ray.metrics.device_images import IMAGENET_STD, device_preprocess, image_plan
-from vbench_ray.metrics.src import (SRC, SRCConfig, SRCUndefined, _pack, cosine_to_unit, entities_from_cache,
-                                    entities_from_task, entity_from_question, expanded_box, masked_crop,
-                                    save_random_src, src_score)
+from vbench_ray.metrics.src import SRC, SRCConfig, SRCUndefined, _pack
+from vbench_ray.metrics.src_entities import entities_from_cache, entities_from_task, entity_from_question
+from vbench_ray.metrics.src_random import save_random_src
+from vbench_ray.metrics.src_scoring import cosine_to_unit, expanded_box, masked_crop, src_score
+
 
 def build_tiny_src_models(out: Path) -> dict[str, str]:
     """Random-weight Grounding DINO, SAM2 and DINOv2 in transformers format (offline, ~3 s, ~1 M params)."""
@@ -246,7 +248,7 @@ def test_top_detection_is_the_official_post_processing_choice(tiny_src):
     """The vectorised choice of the top box equals transformers' post-processing followed by the official argmax."""
     from PIL import Image
 
-    from vbench_ray.metrics.src import top_detections
+    from vbench_ray.metrics.src_scoring import top_detections
 
     m = SRC(_cfg(**tiny_src))
     m.setup()

@@ -11,8 +11,12 @@ from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structu
 
 from conftest import moving_square_video
 from vbench_ray.metrics.base import MissingWeightsError
-from vbench_ray.metrics import learned as L
 from vbench_ray.metrics import preservation as P
+from vbench_ray.metrics.clip import (CLIPConfig, CLIPDirectional, CLIPScore, _features, build_tiny_clip,
+                                     clip_embeddings, clip_pixels, load_clip)
+from vbench_ray.metrics.lpips import (BackgroundLPIPS, LPIPSConfig, _to_tensor, build_backbone, load_lpips,
+                                      save_random_lpips)
+from vbench_ray.metrics.struct_dist import StructDist, StructDistConfig, save_random_dino
 
 
 def _pair(seed=0, t=3, h=32, w=40):
@@ -146,24 +150,24 @@ def test_motion_score():
 # ----------------------------------------------------------------------------- LPIPS
 
 def test_lpips_backbones_follow_the_torchvision_layouts():
-    feats, taps, channels = L.build_backbone("vgg16")
+    feats, taps, channels = build_backbone("vgg16")
     assert taps == [3, 8, 15, 22, 29] and channels == [64, 128, 256, 512, 512] and len(feats) == 30
-    feats, taps, channels = L.build_backbone("alex")
+    feats, taps, channels = build_backbone("alex")
     assert taps == [1, 4, 7, 9, 11] and channels == [64, 192, 384, 256, 256]
     assert feats[0].kernel_size == (11, 11) and feats[0].stride == (4, 4)
 
 
 @pytest.fixture(scope="module")
 def lpips_file(tmp_path_factory):
-    return L.save_random_lpips(tmp_path_factory.mktemp("lpips") / "tiny.pth", "tiny", seed=0)
+    return save_random_lpips(tmp_path_factory.mktemp("lpips") / "tiny.pth", "tiny", seed=0)
 
 
 def test_lpips_formula_by_hand(lpips_file):
     import torch
 
-    net = L.load_lpips("tiny", weights=str(lpips_file))
+    net = load_lpips("tiny", weights=str(lpips_file))
     src, edit = _pair(t=2, h=32, w=32)
-    x, y = L._to_tensor(src, "cpu"), L._to_tensor(edit, "cpu")
+    x, y = _to_tensor(src, "cpu"), _to_tensor(edit, "cpu")
     with torch.no_grad():
         fx, fy = net.tapped(x), net.tapped(y)
         expected = 0.0
@@ -179,7 +183,7 @@ def test_lpips_formula_by_hand(lpips_file):
         assert net(y, x).numpy() == pytest.approx(got, rel=1e-6)
         ones = torch.ones(2, 1, 32, 32)
         assert net(x, y, ones).numpy() == pytest.approx(got, rel=1e-5)  # all background = the plain formula
-    metric = L.BackgroundLPIPS(L.LPIPSConfig(arch="tiny", weights=str(lpips_file), frames=None))
+    metric = BackgroundLPIPS(LPIPSConfig(arch="tiny", weights=str(lpips_file), frames=None))
     assert metric.compute(edit, src) == pytest.approx(1e3 * got.mean(), rel=1e-5)
     mask = np.zeros(src.shape[:3], bool)
     mask[:, :16] = True
@@ -196,21 +200,21 @@ def test_lpips_loads_published_file_layouts(lpips_file, tmp_path):
                tmp_path / "backbone.pth")
     torch.save({f"lin{k[len('lins.'):].split('.')[0]}.model.1.weight": v for k, v in state.items()
                 if k.startswith("lins.")}, tmp_path / "lin.pth")
-    a = L.load_lpips("tiny", weights=str(lpips_file))
-    b = L.load_lpips("tiny", backbone_weights=str(tmp_path / "backbone.pth"), lin_weights=str(tmp_path / "lin.pth"))
+    a = load_lpips("tiny", weights=str(lpips_file))
+    b = load_lpips("tiny", backbone_weights=str(tmp_path / "backbone.pth"), lin_weights=str(tmp_path / "lin.pth"))
     src, edit = _pair(t=1, h=32, w=32)
     with torch.no_grad():
-        assert b(L._to_tensor(src, "cpu"), L._to_tensor(edit, "cpu")).item() == pytest.approx(
-            a(L._to_tensor(src, "cpu"), L._to_tensor(edit, "cpu")).item())
+        assert b(_to_tensor(src, "cpu"), _to_tensor(edit, "cpu")).item() == pytest.approx(
+            a(_to_tensor(src, "cpu"), _to_tensor(edit, "cpu")).item())
     with pytest.raises(MissingWeightsError, match="metrics.BG_LPIPS.backbone_weights"):
-        L.load_lpips("vgg16")
+        load_lpips("vgg16")
 
 
 # ----------------------------------------------------------------------------- CLIP
 
 @pytest.fixture(scope="module")
 def tiny_clip(tmp_path_factory):
-    return L.build_tiny_clip(tmp_path_factory.mktemp("clip") / "tiny-clip", seed=0)
+    return build_tiny_clip(tmp_path_factory.mktemp("clip") / "tiny-clip", seed=0)
 
 
 def test_clip_scores_by_hand(tiny_clip):
@@ -218,25 +222,25 @@ def test_clip_scores_by_hand(tiny_clip):
 
     src, edit = _pair(t=2, h=40, w=48)
     texts = {"source_prompt": "a flag hangs", "target_prompt": "a flag flaps in the wind"}
-    clip_s = L.CLIPScore(L.CLIPConfig(model=str(tiny_clip)))
+    clip_s = CLIPScore(CLIPConfig(model=str(tiny_clip)))
     value = clip_s.compute(edit, None, texts=texts)
-    model, tok, size, mean, std = L.load_clip(str(tiny_clip))
+    model, tok, size, mean, std = load_clip(str(tiny_clip))
     with torch.no_grad():
-        pix = torch.from_numpy(L.clip_pixels(edit, size, mean, std))
-        img = L._features(model.get_image_features(pixel_values=pix))
+        pix = torch.from_numpy(clip_pixels(edit, size, mean, std))
+        img = _features(model.get_image_features(pixel_values=pix))
         t = tok([texts["target_prompt"]], return_tensors="pt", padding=True)
-        txt = L._features(model.get_text_features(**t))
+        txt = _features(model.get_text_features(**t))
         cos = torch.nn.functional.cosine_similarity(img, txt, dim=-1)
     assert value == pytest.approx(100 * cos.mean().item(), rel=1e-5) and -100 <= value <= 100
-    clip_e = L.CLIPDirectional(L.CLIPConfig(model=str(tiny_clip)))
+    clip_e = CLIPDirectional(CLIPConfig(model=str(tiny_clip)))
     assert clip_e.compute(src, src, texts=texts) == 0.0  # no image edit direction
     d = clip_e.compute(edit, src, texts=texts)
-    img_e, txts = L.clip_embeddings(L.load_clip(str(tiny_clip)), edit, [texts["target_prompt"], texts["source_prompt"]])
-    img_s, _ = L.clip_embeddings(L.load_clip(str(tiny_clip)), src)
+    img_e, txts = clip_embeddings(load_clip(str(tiny_clip)), edit, [texts["target_prompt"], texts["source_prompt"]])
+    img_s, _ = clip_embeddings(load_clip(str(tiny_clip)), src)
     di, dt = (img_e - img_s).numpy(), (txts[0] - txts[1]).numpy()
     by_hand = np.mean([(v @ dt) / (np.linalg.norm(v) * np.linalg.norm(dt)) for v in di])
     assert d == pytest.approx(100 * by_hand, rel=1e-4, abs=1e-4)
-    assert L.load_clip(str(tiny_clip)) is L.load_clip(str(tiny_clip))  # one model per worker process
+    assert load_clip(str(tiny_clip)) is load_clip(str(tiny_clip))  # one model per worker process
     with pytest.raises(ValueError, match="target prompt"):
         clip_s.compute(edit, None, texts={})
 
@@ -246,9 +250,9 @@ def test_clip_scores_by_hand(tiny_clip):
 def test_struct_dist_by_hand(tmp_path):
     import torch
 
-    cfg = L.StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=32, frames=None)
-    cfg.weights = str(L.save_random_dino(tmp_path / "vit.pth", cfg, seed=0))
-    metric = L.StructDist(cfg)
+    cfg = StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=32, frames=None)
+    cfg.weights = str(save_random_dino(tmp_path / "vit.pth", cfg, seed=0))
+    metric = StructDist(cfg)
     src, edit = _pair(t=2, h=40, w=40)
     assert metric.compute(src, src) == pytest.approx(0.0, abs=1e-9)
     value = metric.compute(edit, src)
@@ -262,7 +266,7 @@ def test_struct_dist_by_hand(tmp_path):
     assert value == pytest.approx(1e3 * ((ssm(ks) - ssm(ke)) ** 2).mean(axis=(1, 2)).mean(), rel=1e-4)
     assert value > 0
     # a checkpoint for another grid size: positional embeddings are interpolated
-    big = L.StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=48, weights=cfg.weights)
-    assert np.isfinite(L.StructDist(big).compute(edit, src))
+    big = StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=48, weights=cfg.weights)
+    assert np.isfinite(StructDist(big).compute(edit, src))
     with pytest.raises(MissingWeightsError, match="metrics.StructDist.weights"):
-        L.StructDist(L.StructDistConfig()).setup()
+        StructDist(StructDistConfig()).setup()

@@ -135,16 +135,18 @@ def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
     The learned metrics run with random weights in the same frame stage (masks and prompts reach them)."""
     from vbench_ray.controls import read_masks
     from vbench_ray.judges.tiny import build_tiny_judge
-    from vbench_ray.metrics import learned as L
     from vbench_ray.metrics import preservation as P
+    from vbench_ray.metrics.clip import build_tiny_clip
+    from vbench_ray.metrics.lpips import save_random_lpips
+    from vbench_ray.metrics.struct_dist import StructDistConfig, save_random_dino
     from vbench_ray.video.io import VideoReader
 
     data = synth_nrv(tmp_path / "data", n=2, seed=1)
     judge = build_tiny_judge(tmp_path / "tiny-judge")
-    lpips = L.save_random_lpips(tmp_path / "lpips.pth", "tiny")
-    clip = L.build_tiny_clip(tmp_path / "clip")
-    dino_cfg = L.StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=32)
-    dino = L.save_random_dino(tmp_path / "dino.pth", dino_cfg)
+    lpips = save_random_lpips(tmp_path / "lpips.pth", "tiny")
+    clip = build_tiny_clip(tmp_path / "clip")
+    dino_cfg = StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=32)
+    dino = save_random_dino(tmp_path / "dino.pth", dino_cfg)
     src = VideoReader(Path(data["root"]) / "videos" / f"{data['ids'][0]}.mp4")
     niqe = P.save_niqe_model(tmp_path / "niqe.npz", *P.fit_niqe_model(src.read([0, 12]), patch=32, sharpness=0.0), 32)
     out = tmp_path / "run"

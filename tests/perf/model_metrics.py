@@ -84,8 +84,10 @@ def build_models(d: Path, tiny: bool, device: str, only: list[str]) -> dict[str,
     import torch
 
     from vbench_ray.metrics.aes import AESConfig, build_head, save_tiny_aes
-    from vbench_ray.metrics.src import SRCConfig, save_random_src
-    from vbench_ray.metrics.tq import TQConfig, build_dover_technical, official_state_dict, save_tiny_dover
+    from vbench_ray.metrics.src import SRCConfig
+    from vbench_ray.metrics.src_random import save_random_src
+    from vbench_ray.metrics.tq import TQConfig
+    from vbench_ray.metrics.tq_net import build_dover_technical, official_state_dict, save_tiny_dover
 
     cfgs = {}
     d.mkdir(parents=True, exist_ok=True)
@@ -404,7 +406,8 @@ def official_src(metric, edited: np.ndarray, source: np.ndarray, entities, phase
     import torch.nn.functional as F
     from PIL import Image
 
-    from vbench_ray.metrics.src import SRCUndefined, cosine_to_unit, expanded_box, top_detections
+    from vbench_ray.metrics.src import SRCUndefined
+    from vbench_ray.metrics.src_scoring import cosine_to_unit, expanded_box, top_detections
 
     torch, cfg, device = metric.torch, metric.cfg, metric.device
     k = min(len(source), len(edited))

@@ -1,7 +1,7 @@
 """Metrics, one module per family. Importing this package registers every metric in ``METRICS``."""
 
 from vbench_ray.metrics.base import METRICS, FrameMetric, MissingWeightsError, Sampling, build_metric, register_metric
-from vbench_ray.metrics import aes, fidelity, learned, motion, preservation, smoothness, tq  # noqa: F401  (registration)
-from vbench_ray.metrics import src  # noqa: F401  (registration)
+from vbench_ray.metrics import aes, clip, fidelity, lpips, motion, preservation  # noqa: F401  (registration)
+from vbench_ray.metrics import smoothness, src, struct_dist, tq  # noqa: F401  (registration)
 
 __all__ = ["METRICS", "FrameMetric", "MissingWeightsError", "Sampling", "build_metric", "register_metric"]

@@ -112,6 +112,18 @@ def load_checked(module, state: dict, config_key: str, path: str | Path, what: s
     return module.eval()
 
 
+def _torch():
+    """torch, imported on first use (importing a metric module does not import it)."""
+    import torch
+
+    return torch
+
+
+def _unit(x):
+    """``x`` L2-normalised along its last dimension (torch)."""
+    return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Which frames of one video a metric needs: ``n`` uniform frames, or ``fps`` (capped at ``max_frames``)."""

@@ -59,12 +59,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -72,16 +71,12 @@ from vbench_ray.metrics.base import (FrameMetric, Sampling, register_metric, req
                                      weights_problem)
 from vbench_ray.metrics.device_images import (IMAGENET_MEAN, IMAGENET_STD, device_preprocess, encoder_class,
                                               image_plan)
+from vbench_ray.metrics.src_entities import entities_from_cache, entities_from_task
+from vbench_ray.metrics.src_scoring import detections, frame_pairs, pair_crops, score_pairs
 
 WEIGHT_KEYS = {"grounding_dino": "Grounding DINO (a transformers GroundingDinoForObjectDetection directory)",
                "sam2": "SAM2 (a transformers Sam2Model directory)",
                "dinov2": "DINOv2 (a transformers Dinov2Model directory)"}
-# targets a mask cannot localise: dropped from the question-derived entities (official stage 1B drops them)
-ABSTRACT_WORDS = ("camera", "framing", "frame", "shot", "angle", "perspective", "composition", "lighting", "light",
-                  "mood", "atmosphere", "style", "tone", "colour grading", "color grading", "aesthetic",
-                  "background", "scene", "environment", "bokeh", "motion", "movement")
-_PRESERVED = re.compile(r"\bthe\s+([^?.,;]+?)\s+(?:is\s+|are\s+)?(?:preserved|maintained|retained|kept|unchanged)",
-                        re.IGNORECASE)
 
 
 @dataclass
@@ -108,181 +103,6 @@ class SRCConfig:
     # their processors do them (same size rule, interpolation, antialias, rounding); False: the processors, on the CPU
     batch_size: int = 16  # images per forward pass (Grounding DINO probes, SAM2 frames, DINOv2 crops), across cases
     pool_batch: int = 4  # cases one pool call scores together (each holds both videos' frames at native size)
-
-
-# ----------------------------------------------------------------------------- entities
-
-def _phrase(entity: Any) -> str:
-    text = entity.get("description", "") if isinstance(entity, dict) else entity
-    return str(text or "").strip().lower().rstrip(".").strip()
-
-
-def _dedupe(phrases: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    for p in phrases:
-        if p and p not in out:
-            out.append(p)
-    return out
-
-
-def is_abstract(phrase: str) -> bool:
-    return any(re.search(rf"\b{re.escape(w)}\b", phrase) for w in ABSTRACT_WORDS)
-
-
-def entity_from_question(question: str) -> str | None:
-    """The noun phrase a Semantic Preservation question asks to be preserved, or None (abstract / no match).
-
-    ``"How well is the identity and appearance of the young woman preserved?"`` -> ``"young woman"``."""
-    m = _PRESERVED.search(question)
-    if not m:
-        return None
-    phrase = m.group(1).lower()
-    if " of the " in phrase:
-        phrase = phrase.rsplit(" of the ", 1)[1]
-    phrase = re.sub(r"^(?:the|a|an)\s+", "", phrase.strip())
-    if not phrase or is_abstract(phrase) or len(phrase.split()) > 10:
-        return None
-    return phrase
-
-
-def entities_from_task(task: dict) -> list[str]:
-    """The entities to keep of one checklist task: its ``preserved_entities`` if it has them, else the phrases of
-    its Semantic Preservation questions (``entity_from_question``)."""
-    given = task.get("preserved_entities")
-    if isinstance(given, list):
-        return _dedupe([_phrase(e) for e in given])
-    found = []
-    for group in task.get("evaluation_groups") or []:
-        for q in group.get("questions") or []:
-            if q.get("dimension") == "Semantic Preservation":
-                found.append(entity_from_question(str(q.get("question") or "")))
-    return _dedupe([p for p in found if p])
-
-
-def entities_from_cache(entities_dir: str | Path, case_id: Any) -> list[str]:
-    """``preserved_entities`` of ``{entities_dir}/{case_id}/metadata.json`` (the official stage1 cache); [] when the
-    file is absent or the task was skipped there."""
-    path = Path(entities_dir) / str(case_id) / "metadata.json"
-    if not path.exists():
-        return []
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    return _dedupe([_phrase(e) for e in meta.get("preserved_entities") or []])
-
-
-# ----------------------------------------------------------------------------- score arithmetic
-
-def expanded_box(mask: np.ndarray, expand: float) -> tuple[int, int, int, int] | None:
-    """``(x0, y0, x1, y1)`` (end-exclusive) of the mask's bounding box grown by ``expand`` x its size per side,
-    clipped to the frame; None for an empty mask."""
-    ys, xs = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))  # rows and columns it touches
-    if xs.size == 0:
-        return None
-    h, w = mask.shape
-    x0, x1, y0, y1 = int(xs[0]), int(xs[-1]) + 1, int(ys[0]), int(ys[-1]) + 1
-    dx, dy = int(round((x1 - x0) * expand)), int(round((y1 - y0) * expand))
-    return max(0, x0 - dx), max(0, y0 - dy), min(w, x1 + dx), min(h, y1 + dy)
-
-
-def masked_crop(frame: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
-    """The frame cut to ``box`` with every pixel outside the mask set to 0 (``crop * mask[..., None].astype(bool)``;
-    for uint8 frames done by OpenCV's masked copy into zeros, ~20x faster than numpy's broadcast multiply)."""
-    x0, y0, x1, y1 = box
-    crop, m = frame[y0:y1, x0:x1], mask[y0:y1, x0:x1]
-    if crop.dtype == np.uint8 and crop.ndim == 3 and crop.size:
-        import cv2
-
-        m = m.view(np.uint8) if m.dtype == bool else (m != 0).view(np.uint8)  # a view: no copy of a bool mask
-        try:
-            return cv2.copyTo(crop, m, np.zeros(crop.shape, np.uint8))
-        except cv2.error:  # a layout OpenCV does not take (e.g. negative strides): numpy below
-            pass
-    return crop * m[..., None].astype(bool)  # the pixel or 0
-
-
-def cosine_to_unit(cos: np.ndarray | float) -> np.ndarray | float:
-    """Cosine similarity in [-1, 1] -> [0, 1]: ``clip((c + 1) / 2, 0, 1)``."""
-    return np.clip((np.asarray(cos, dtype=np.float64) + 1.0) / 2.0, 0.0, 1.0)
-
-
-def frame_pairs(source: np.ndarray, edited: np.ndarray, src_masks: np.ndarray, edit_masks: np.ndarray,
-                min_pixels: int = 64, expand: float = 0.15) -> tuple[list, list, int]:
-    """The per-frame rule of SRC before any embedding: ``(per_frame, pairs, missing)``. ``per_frame[t]`` is None
-    (skipped: no source mask), 0.0 (the entity is gone in the edit) or nan (to be filled from the cosine of
-    ``pairs``' masked crops ``(t, source_crop, edited_crop)``); ``missing`` counts the 0.0 frames."""
-    per_frame: list[float | None] = []
-    missing = 0
-    pairs: list[tuple[int, np.ndarray, np.ndarray]] = []
-    for t in range(min(len(source), len(edited), len(src_masks), len(edit_masks))):
-        if np.count_nonzero(src_masks[t]) < max(1, min_pixels):
-            per_frame.append(None)
-            continue
-        if np.count_nonzero(edit_masks[t]) < max(1, min_pixels):
-            per_frame.append(0.0)
-            missing += 1
-            continue
-        a = masked_crop(source[t], src_masks[t], expanded_box(src_masks[t], expand))
-        b = masked_crop(edited[t], edit_masks[t], expanded_box(edit_masks[t], expand))
-        per_frame.append(float("nan"))
-        pairs.append((t, a, b))
-    return per_frame, pairs, missing
-
-
-def pair_crops(pairs: list) -> list[np.ndarray]:
-    """The crops to embed for ``pairs``, source then edited per pair (what ``score_pairs`` reads back)."""
-    return [c for _, a, b in pairs for c in (a, b)]
-
-
-def score_pairs(per_frame: list, pairs: list, feats: np.ndarray | None, missing: int) -> tuple[float, dict]:
-    """SRC from ``frame_pairs``' output and the L2-normalised embeddings of ``pair_crops(pairs)``: each pair's
-    cosine mapped to [0, 1], then the mean over the scored frames (nan when there is none)."""
-    per_frame = list(per_frame)
-    if pairs:
-        feats = np.asarray(feats, dtype=np.float64)
-        cos = (feats[0::2] * feats[1::2]).sum(axis=1)
-        for (t, _, _), s in zip(pairs, cosine_to_unit(cos)):
-            per_frame[t] = float(s)
-    used = [s for s in per_frame if s is not None]
-    details = {"frames": len(per_frame), "used_frames": len(used),
-               "missing_in_edited": missing, "per_frame": per_frame}
-    return (float(np.mean(used)) if used else float("nan")), details
-
-
-def src_score(source: np.ndarray, edited: np.ndarray, src_masks: np.ndarray, edit_masks: np.ndarray,
-              embed: Callable[[list[np.ndarray]], np.ndarray], min_pixels: int = 64,
-              expand: float = 0.15) -> tuple[float, dict]:
-    """SRC of paired frames and their preserved-entity masks (``(T, H, W)`` bool, one per frame).
-
-    ``embed(crops) -> (N, D)`` L2-normalised embeddings. Returns ``(score, details)``; the score is nan when no
-    frame has a source mask of at least ``min_pixels``."""
-    per_frame, pairs, missing = frame_pairs(source, edited, src_masks, edit_masks, min_pixels, expand)
-    feats = embed(pair_crops(pairs)) if pairs else None
-    return score_pairs(per_frame, pairs, feats, missing)
-
-
-def top_detections(logits, pred_boxes, hw: tuple[int, int], threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per image, the highest-scoring Grounding DINO detection whose score passes ``threshold``: ``(scores (B,),
-    boxes (B, 4))`` in pixels ``[x0, y0, x1, y1]``, score 0 where none passes.
-
-    The same choice as the official loop (``post_process_grounded_object_detection`` keeps the boxes whose score,
-    the maximum over text tokens of ``sigmoid(logits)``, is above ``threshold``; the official code takes the top
-    one; ``text_threshold`` only names the box's words, which SRC never reads), computed for the whole batch on
-    the device in one transfer instead of decoding a text label for each of the 900 queries."""
-    scores, boxes = detections(logits, pred_boxes, hw, threshold)
-    return scores.cpu().numpy(), boxes.cpu().numpy()
-
-
-def detections(logits, pred_boxes, hw: tuple[int, int], threshold: float):
-    """``top_detections`` as tensors on the model's device (read back later, with other passes')."""
-    torch = __import__("torch")
-    logits, pred_boxes = logits.detach(), pred_boxes.detach()
-    probs = torch.sigmoid(logits.float())  # (B, queries, text tokens); padded text tokens have -inf logits
-    scores = probs.max(dim=-1).values
-    scores = torch.where(scores > threshold, scores, torch.zeros_like(scores))
-    top = scores.argmax(dim=-1)  # the first maximum, as argmax over the kept boxes in query order
-    cx, cy, w, h = pred_boxes.float()[torch.arange(len(top), device=top.device), top].unbind(-1)
-    size = torch.tensor([hw[1], hw[0], hw[1], hw[0]], dtype=torch.float32, device=top.device)
-    boxes = torch.stack([cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h], dim=-1) * size
-    return scores.gather(1, top[:, None])[:, 0], boxes
 
 
 # ----------------------------------------------------------------------------- metric
@@ -642,95 +462,6 @@ def _pack(items: list, sizes: list[int], keys: list, cap: int) -> list[list]:
     if chunk:
         chunks.append(chunk)
     return chunks
-
-
-# ----------------------------------------------------------------------------- random models (tests, perf)
-
-_WORDS = [".", "red", "blue", "green", "square", "circle", "cube", "triangle", "the", "of", "a", "small", "large",
-          "person", "woman", "man", "dog", "car", "tree", "cup", "on", "left", "right"]
-# the published models' sizes, and toy ones (tests: ~1 M parameters, a few seconds to build)
-RANDOM_SIZES = {
-    "real": dict(  # grounding-dino-base, sam2-hiera-large, dinov2-small
-        bert=dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-                  max_position_embeddings=512, vocab_size=30522),
-        swin=dict(image_size=384, patch_size=4, embed_dim=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32],
-                  window_size=12),
-        gdino=dict(d_model=256, encoder_layers=6, decoder_layers=6, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
-                   encoder_attention_heads=8, decoder_attention_heads=8, num_queries=900, num_feature_levels=4,
-                   encoder_n_points=4, decoder_n_points=4, max_text_len=256),
-        gdino_size={"shortest_edge": 800, "longest_edge": 1333},
-        hiera=dict(hidden_size=144, num_attention_heads=2, blocks_per_stage=[2, 6, 36, 4],
-                   embed_dim_per_stage=[144, 288, 576, 1152], num_attention_heads_per_stage=[2, 4, 8, 16],
-                   global_attention_blocks=[23, 33, 43], window_size_per_stage=[8, 4, 16, 8],
-                   window_positional_embedding_background_size=[7, 7], image_size=[1024, 1024]),
-        sam_vision=dict(backbone_channel_list=[1152, 576, 288, 144],
-                        backbone_feature_sizes=[[256, 256], [128, 128], [64, 64]], fpn_hidden_size=256),
-        sam_prompt=dict(hidden_size=256, image_size=1024, patch_size=16),
-        sam_decoder=dict(hidden_size=256, mlp_dim=2048, num_attention_heads=8, iou_head_hidden_dim=256),
-        dino=dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536,
-                  image_size=518, patch_size=14),
-        dino_size=({"shortest_edge": 256}, {"height": 224, "width": 224})),
-    "tiny": dict(
-        bert=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=64, vocab_size=None),
-        swin=dict(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2],
-                  window_size=4),
-        gdino=dict(d_model=32, encoder_layers=1, decoder_layers=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                   encoder_attention_heads=2, decoder_attention_heads=2, num_queries=10, num_feature_levels=4,
-                   encoder_n_points=2, decoder_n_points=2, max_text_len=32),
-        gdino_size={"shortest_edge": 64, "longest_edge": 96},
-        hiera=dict(hidden_size=16, num_attention_heads=1, blocks_per_stage=[1, 1, 2, 1],
-                   embed_dim_per_stage=[16, 32, 64, 128], num_attention_heads_per_stage=[1, 1, 1, 1],
-                   global_attention_blocks=[3], window_size_per_stage=[4, 4, 4, 4],
-                   window_positional_embedding_background_size=[4, 4], image_size=[64, 64]),
-        sam_vision=dict(backbone_channel_list=[128, 64, 32, 16], backbone_feature_sizes=[[16, 16], [8, 8], [4, 4]],
-                        fpn_hidden_size=32),
-        sam_prompt=dict(hidden_size=32, image_size=64, patch_size=16),
-        sam_decoder=dict(hidden_size=32, mlp_dim=64, num_attention_heads=2, iou_head_hidden_dim=32),
-        dino=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=28,
-                  patch_size=14),
-        dino_size=({"shortest_edge": 28}, {"height": 28, "width": 28})),
-}
-
-
-def save_random_src(out: str | Path, size: str = "tiny", seed: int = 0) -> dict[str, str]:
-    """Random-initialised Grounding DINO, SAM2 and DINOv2 in transformers format, with their processors, built
-    offline (``size``: ``tiny`` for tests, ``real`` for the published sizes in tests/perf). Their outputs mean
-    nothing. Returns the ``metrics.SRC`` weight keys -> directories."""
-    import torch
-    import transformers as t
-
-    spec = RANDOM_SIZES[size]
-    torch.manual_seed(seed)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    # a WordPiece vocabulary laid out like BERT's (the special tokens at their usual ids when it is full size)
-    n_vocab = spec["bert"]["vocab_size"] or (len(_WORDS) + 5)
-    if n_vocab > 104:
-        vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS
-    else:
-        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + _WORDS
-    vocab += [f"w{i}" for i in range(n_vocab - len(vocab))]
-    (out / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = t.BertTokenizerFast(vocab_file=str(out / "vocab.txt"), do_lower_case=True)
-    text = t.BertConfig(**{**spec["bert"], "vocab_size": len(vocab)})
-    swin = t.SwinConfig(**spec["swin"], out_features=["stage2", "stage3", "stage4"])
-    t.GroundingDinoForObjectDetection(t.GroundingDinoConfig(backbone_config=swin, text_config=text, **spec["gdino"])
-                                      ).save_pretrained(out / "gdino")
-    gd_images = getattr(t, "GroundingDinoImageProcessorPil", None) or t.GroundingDinoImageProcessor
-    t.GroundingDinoProcessor(image_processor=gd_images(size=spec["gdino_size"]), tokenizer=tok
-                             ).save_pretrained(out / "gdino")
-    sam = t.Sam2Model(t.Sam2Config(
-        vision_config=t.Sam2VisionConfig(backbone_config=t.Sam2HieraDetConfig(**spec["hiera"]), **spec["sam_vision"]),
-        prompt_encoder_config=t.Sam2PromptEncoderConfig(**spec["sam_prompt"]),
-        mask_decoder_config=t.Sam2MaskDecoderConfig(**spec["sam_decoder"])))
-    sam.save_pretrained(out / "sam2")
-    t.Dinov2Model(t.Dinov2Config(**spec["dino"])).save_pretrained(out / "dinov2")
-    resize, crop = spec["dino_size"]
-    bit = getattr(t, "BitImageProcessorPil", None) or t.BitImageProcessor
-    bit(size=resize, crop_size=crop, do_center_crop=True, image_mean=list(IMAGENET_MEAN), image_std=list(IMAGENET_STD)
-        ).save_pretrained(out / "dinov2")
-    return {"grounding_dino": str(out / "gdino"), "sam2": str(out / "sam2"), "dinov2": str(out / "dinov2")}
 
 
 def _sam_preprocessing(path: Path, model: Any) -> tuple[int, tuple, tuple]:
