@@ -181,3 +181,26 @@ def test_the_real_benchmarks_are_generated_the_same_way():
                 assert bench.config_choices[f"metrics.{name}.{key}"] == tuple(allowed)
     assert NRVBench.metric_names == FRAME_METRICS
     assert Path(COVE).is_file()
+
+
+def test_the_driver_validates_configs_without_the_metrics_compute_libraries(cove_data, tmp_path):
+    """The driver imports every metric module to validate a config, but not the libraries their compute needs
+    (``FrameMetric.imports``: scikit-image, SciPy's solvers), which cost ~0.4 s before Ray can start; the decode
+    stage declares them for its workers instead (``FrameMetricsStage.warm_modules``)."""
+    import subprocess
+    import sys
+
+    from vbench_ray.video.frames import FrameMetricsStage
+
+    script = ("import sys\nfrom vbench_ray.configure import load_config\nimport vbench_ray.runner, vbench_ray.cli\n"
+              f"cfg = load_config({str(REPO / 'configs' / 'cove.yaml')!r}, {cove_overrides(cove_data, tmp_path)!r})\n"
+              "from vbench_ray import preflight\npreflight.check(cfg)\n"
+              "print(sorted(m for m in ('skimage', 'skimage.metrics', 'scipy.optimize', 'scipy.special', 'scipy.ndimage',"
+              " 'torch', 'decord') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    # ... and the decode stage names them for its workers: each metric's own, the reader of its backend
+    assert FrameMetricsStage.warm_modules({"metrics": {"SSIM": {}, "BG_SSIM": {}, "NIQE": {}, "MSM": {}},
+                                           "video_backend": "pyav"}) == ["skimage.metrics", "scipy.special", "av"]
+    assert FrameMetricsStage.warm_modules({"metrics": {"MF": {}}, "video_backend": "auto"}) == ["scipy.optimize", "decord"]

@@ -106,12 +106,14 @@ def test_prewarm_imports_cpu_stage_modules_in_workers(ray_local):
     from vbench_ray.ray_start import prewarm
     from vbench_ray.video.frames import FrameMetricsStage
 
-    stages = [Stage("frames", FrameMetricsStage, {"SSIM": "float"}),
+    stages = [Stage("frames", FrameMetricsStage, {"SSIM": "float"},
+                    init_kwargs={"metrics": {"SSIM": {}, "MF": {}}, "video_backend": "decord"}),
               Stage("offset", AddOffset, {"plus": "float"}, kind="pool")]
     refs = prewarm(stages, {"CPU": 3.0, "GPU": 0.0})
     assert len(refs) == 3  # one per CPU
     done = ray.get(refs, timeout=120)
-    assert all(mods == ["vbench_ray.video.frames"] for _, mods in done)
+    # the stage's module, then what it declares: SSIM's and MF's libraries and the video reader
+    assert all(mods == ["vbench_ray.video.frames", "skimage.metrics", "scipy.optimize", "decord"] for _, mods in done)
     assert prewarm([Stage("offset", AddOffset, {"plus": "float"}, kind="pool")], {"CPU": 3.0, "GPU": 0.0}) == []
 
 

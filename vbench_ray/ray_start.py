@@ -204,13 +204,18 @@ def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
     """Have the worker processes import the CPU stages' modules now, while the driver plans the stream.
 
     A fresh worker pays for importing the project and its libraries (OpenCV, SciPy, scikit-image: 1-3 s)
-    on its first task; Ray reuses the same processes for Ray Data's tasks, so doing it here overlaps that
+    on its first task: the stage's module, and what its class declares in ``warm_modules(init_kwargs)`` (the
+    decode stage: its metrics' ``imports`` and the video reader); Ray reuses the same processes for Ray Data's tasks, so doing it here overlaps that
     cost with the dataset's planning and start instead of adding it before the first row. Fire and forget:
     nothing waits for these tasks (their refs are returned), and a failure only means the stream's first task
     imports the module."""
     import ray
 
-    modules = sorted({s.fn.__module__ for s in stages if s.kind == "cpu" and getattr(s.fn, "__module__", None)})
+    modules: list[str] = []
+    for stage in (s for s in stages if s.kind == "cpu" and getattr(s.fn, "__module__", None)):
+        declared = getattr(stage.fn, "warm_modules", None)  # e.g. the decode stage's metric libraries
+        modules += [stage.fn.__module__] + (list(declared(stage.init_kwargs)) if declared else [])
+    modules = list(dict.fromkeys(modules))
     if not modules:
         return []
     warm = ray.remote(num_cpus=1, max_retries=0)(_import_modules)
@@ -218,10 +223,14 @@ def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
 
 
 def _import_modules(modules: list[str]) -> tuple[int, list[str]]:
-    """Import ``modules`` here; return this process's pid and which of them it now holds."""
+    """Import ``modules`` here (one that is missing is skipped: the stage reports it on its own); return this
+    process's pid and which of them it now holds."""
     import importlib
     import os
 
     for name in modules:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
     return os.getpid(), [m for m in modules if m in sys.modules]

@@ -172,6 +172,9 @@ class FrameMetric:
     higher_is_better: ClassVar[bool] = True
     scale: ClassVar[str | None] = None  # the scale the score is reported on (summary.json), e.g. "[0,1]"
     model_backed: ClassVar[bool] = False  # loads a model in setup(): runs in a model pool (see in_pool)
+    # libraries its compute imports on first use (not at module import, so the driver, which only validates
+    # configs, never loads them): the decode stage's workers import them before their first case (prewarm)
+    imports: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg: Any = None):
         self.cfg = cfg if cfg else self.default_config()

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from skimage.metrics import structural_similarity
 
 from vbench_ray.metrics.base import FrameMetric, register_metric
 from vbench_ray.video.flow import AreaResize, FrameView, Gray
@@ -26,6 +25,7 @@ class SSIMConfig:
 
 def ssim_frames(src_gray: np.ndarray, edit_gray: np.ndarray) -> np.ndarray:
     """Per-frame SSIM of two uint8 grayscale stacks ``(T, H, W)`` of equal shape."""
+    from skimage.metrics import structural_similarity  # here, not at import: the driver never computes SSIM
     if src_gray.shape != edit_gray.shape:
         raise ValueError(f"SSIM needs frame stacks of equal shape, got source {src_gray.shape} "
                          f"and edited {edit_gray.shape}")
@@ -51,6 +51,7 @@ class SSIM(FrameMetric):
     config_class = SSIMConfig
     needs_source = True
     scale = "[0,1]"
+    imports = ("skimage.metrics",)
 
     def frame_view(self) -> FrameView:
         """Grayscale, then ``INTER_AREA`` to size x size: the official preprocessing, in its order."""

@@ -28,7 +28,6 @@ from typing import List, Optional, Protocol
 
 import cv2
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from vbench_ray.metrics.base import FrameMetric, VideoTooShortError, register_metric, require_weights, weights_problem
 from vbench_ray.video.flow import AreaResize, FrameView, Gray
@@ -102,6 +101,8 @@ def motion_fidelity(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel
 
     With unequal counts the assignment covers min(N_a, N_b) pairs and the mean is over those.
     """
+    from scipy.optimize import linear_sum_assignment  # here, not at import: the driver never computes MF
+
     if len(pos_a) == 0 or len(pos_b) == 0:
         return math.nan
     cost = matching_cost(np.asarray(pos_a, float), np.asarray(vel_a, float),
@@ -240,6 +241,7 @@ class MF(FrameMetric):
     choices = {"tracker": TRACKERS}
     needs_source = True
     scale = "[0,1]"
+    imports = ("scipy.optimize",)
 
     def __init__(self, cfg: MFConfig | None = None):
         super().__init__(cfg)

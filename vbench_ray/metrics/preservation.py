@@ -29,6 +29,7 @@ formula, so absolute values are not comparable with Table 3's).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +37,6 @@ from typing import ClassVar, Optional
 
 import cv2
 import numpy as np
-from scipy.special import gamma as gamma_fn
-from skimage.metrics import structural_similarity
 
 from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, sampling_of, weights_problem
 from vbench_ray.video.flow import farneback_flow, gray_resize
@@ -106,6 +105,8 @@ def psnr_from_mse(mse: np.ndarray) -> np.ndarray:
 def masked_ssim_frames(source: np.ndarray, edited: np.ndarray, mask: np.ndarray | None = None,
                        mode: str = "exclude") -> np.ndarray:
     """Per-frame background SSIM (RGB, [0, 1], scikit-image defaults)."""
+    from skimage.metrics import structural_similarity  # here, not at import: the driver never computes it
+
     s, e = to_unit(source), to_unit(edited)
     if s.shape != e.shape:
         raise ValueError(f"source {s.shape} and edited {e.shape} frames differ in shape")
@@ -186,6 +187,7 @@ class BackgroundSSIM(BackgroundMetric):
 
     name = "BG_SSIM"
     scale = "[0,100]"
+    imports = ("skimage.metrics",)
 
     def compute(self, edited, source, mask=None) -> float:
         edited, source = _pair(edited, source)
@@ -195,8 +197,16 @@ class BackgroundSSIM(BackgroundMetric):
 # ----------------------------------------------------------------------------- NIQE
 
 _ALPHAS = np.arange(0.2, 10.0, 0.001)
-_GGD_R = gamma_fn(1.0 / _ALPHAS) * gamma_fn(3.0 / _ALPHAS) / gamma_fn(2.0 / _ALPHAS) ** 2
-_AGGD_R = gamma_fn(2.0 / _ALPHAS) ** 2 / (gamma_fn(1.0 / _ALPHAS) * gamma_fn(3.0 / _ALPHAS))
+
+
+@functools.lru_cache(maxsize=1)
+def _ratio_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The GGD and AGGD moment ratios over ``_ALPHAS`` (made on first use: SciPy is not imported by the driver)."""
+    from scipy.special import gamma as gamma_fn
+
+    ggd = gamma_fn(1.0 / _ALPHAS) * gamma_fn(3.0 / _ALPHAS) / gamma_fn(2.0 / _ALPHAS) ** 2
+    aggd = gamma_fn(2.0 / _ALPHAS) ** 2 / (gamma_fn(1.0 / _ALPHAS) * gamma_fn(3.0 / _ALPHAS))
+    return ggd, aggd
 
 
 def mscn(gray: np.ndarray, sigma: float = 7.0 / 6.0, c: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -215,7 +225,7 @@ def ggd_fit(x: np.ndarray) -> tuple[float, float]:
     var = float(np.mean(x * x))
     mean_abs = float(np.mean(np.abs(x)))
     rho = var / (mean_abs ** 2) if mean_abs > 0 else np.inf
-    return float(_ALPHAS[np.argmin(np.abs(_GGD_R - rho))]), var
+    return float(_ALPHAS[np.argmin(np.abs(_ratio_tables()[0] - rho))]), var
 
 
 def aggd_fit(x: np.ndarray) -> tuple[float, float, float, float]:
@@ -228,7 +238,9 @@ def aggd_fit(x: np.ndarray) -> tuple[float, float, float, float]:
     mean_sq = float(np.mean(x * x))
     r_hat = float(np.mean(np.abs(x))) ** 2 / mean_sq if mean_sq > 0 else 0.0
     r_norm = r_hat * (g ** 3 + 1) * (g + 1) / (g ** 2 + 1) ** 2 if np.isfinite(g) else 0.0
-    alpha = float(_ALPHAS[np.argmin(np.abs(_AGGD_R - r_norm))])
+    alpha = float(_ALPHAS[np.argmin(np.abs(_ratio_tables()[1] - r_norm))])
+    from scipy.special import gamma as gamma_fn
+
     eta = (right_sd - left_sd) * gamma_fn(2.0 / alpha) / gamma_fn(1.0 / alpha) * math.sqrt(
         gamma_fn(1.0 / alpha) / gamma_fn(3.0 / alpha))
     return alpha, float(eta), left_sd ** 2, right_sd ** 2
@@ -334,6 +346,7 @@ class NIQE(FrameMetric):
     needs_source = False
     higher_is_better = False
     scale = "NIQE"
+    imports = ("scipy.special",)
 
     @classmethod
     def check_weights(cls, cfg) -> list[str]:

@@ -77,6 +77,16 @@ class FrameMetricsStage:
         self.backend = video_backend
         self.pair_mismatch = pair_mismatch
 
+    @staticmethod
+    def warm_modules(init_kwargs: dict) -> list[str]:
+        """What this stage's workers import on their first case beyond its own module: its metrics' libraries
+        (``FrameMetric.imports``) and the video reader (``ray_start.prewarm`` imports them before the stream)."""
+        from vbench_ray.metrics.base import METRICS
+
+        wanted = [m for name in init_kwargs.get("metrics", {}) if name in METRICS for m in METRICS[name].imports]
+        reader = {"auto": ["decord"], "decord": ["decord"], "pyav": ["av"]}.get(init_kwargs.get("video_backend"), [])
+        return list(dict.fromkeys(wanted + reader))
+
     def __call__(self, row: dict) -> dict:
         todo = [m for m in self.metrics if not row.get(f"excluded_{m.name}")]
         out: dict[str, Any] = {"frames_decoded": 0, "videos_opened": 0}
