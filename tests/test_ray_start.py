@@ -56,7 +56,6 @@ out["task"] = ray.get(square.remote(7), timeout=120)
 ray_start.start_data_actors()
 coordinator = ray.get_actor("AutoscalingCoordinator", namespace="AutoscalingCoordinator")
 out["coordinator"] = coordinator is not None
-
 print("@@RESULT@@ " + json.dumps(out), flush=True)
 ray.shutdown()
 '''

@@ -43,7 +43,7 @@ from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
-from vbench_ray.metrics.base import (FrameMetric, Sampling, load_checked, read_state_dict, register_metric,
+from vbench_ray.metrics.base import (FrameMetric, Sampling, _torch, load_checked, read_state_dict, register_metric,
                                      require_weights, weights_problem)
 from vbench_ray.video.io import VideoInfo, uniform_indices
 
@@ -94,12 +94,6 @@ def keyframe_indices(info: VideoInfo, cap: Optional[int] = None) -> list[int]:
     if cap is not None and len(keys) > cap:
         keys = [keys[i] for i in uniform_indices(len(keys), int(cap))]
     return keys
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 def build_head(hidden_size: int):
