@@ -16,7 +16,8 @@ import pytest
 
 from conftest import REPO, cove_overrides
 from vbench_ray.configure import load_config
-from vbench_ray.pipeline import Stage, build_dataset, pool_bounds
+from vbench_ray.pipeline import Stage, build_dataset
+from vbench_ray.pool_plan import StagePlan, plan_stages
 from vbench_ray.runner import run
 
 COVE = REPO / "configs" / "cove.yaml"
@@ -125,11 +126,11 @@ def test_a_gpu_metric_gets_its_own_pool_and_decoding_asks_for_no_gpu(cove_data, 
     assert stages["MSM"].kind == "pool" and stages["MSM"].num_gpus == 0.25
     assert "frames_for_MSM" in stages["frames"].outputs and "MSM" not in stages["frames"].outputs
     assert "frames_for_MSM" not in CoveBench().schema(cfg).names  # the frames never reach the case table
-    # pool sizes come from the cluster: every GPU the pool fits on, or every CPU for a CPU pool
-    assert pool_bounds(stages["MSM"], {"CPU": 16, "GPU": 8}) == (32, 32)
-    cpu_pool = Stage("p", _Resources, {"x": "str"}, kind="pool")
-    assert pool_bounds(cpu_pool, {"CPU": 16, "GPU": 0}) == (1, 16)
-    assert pool_bounds(Stage("p", _Resources, {"x": "str"}, kind="pool", workers=3), {"CPU": 16, "GPU": 0}) == (1, 3)
+    # pool sizes come from the cluster: a lone GPU pool takes every GPU slot it fits on (8 / 0.25); its 32 actors
+    # share the 15 CPUs a decode task leaves (tests/test_pool_plan.py has the arithmetic of several pools)
+    plans = plan_stages(list(stages.values()), {"CPU": 16, "GPU": 8})
+    assert plans["MSM"] == StagePlan(num_cpus=15 / 32, min_size=32, max_size=32)
+    assert plans["frames"] == StagePlan(num_cpus=1.0) and stages["frames"].kind == "cpu"
 
 
 class _Resources:

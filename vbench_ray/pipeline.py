@@ -8,8 +8,8 @@ columns it reads (``inputs``, for documentation and checks), its resources, and 
   by later tasks there (so a metric object with a lookup table is not rebuilt per batch).
 * ``pool``: an actor pool hosting a model, loaded once per actor (metric models, editors). Its own
   ``num_gpus`` (fractions allowed) and an autoscaling size ``(min, max)`` whose default comes from the
-  cluster's resources (``ray.cluster_resources()``): every GPU it can use for a GPU pool, every CPU for
-  a CPU pool.
+  cluster's resources (``ray.cluster_resources()``), planned together with the other pools so that all of
+  them, the judge engines and a decode task fit at once (``vbench_ray.pool_plan``).
 * ``judge``: an actor pool of light CPU actors that send a case's judge requests to an engine shared
   by the whole run (``vbench_ray.judges.engines``); they never host the model themselves.
 
@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pyarrow as pa
+
+from vbench_ray.pool_plan import StagePlan, plan_stages
 
 log = logging.getLogger(__name__)
 
@@ -213,29 +215,11 @@ def cluster_capacity() -> dict[str, float]:
     return {"CPU": float(resources.get("CPU", 1.0)), "GPU": float(resources.get("GPU", 0.0))}
 
 
-def pool_bounds(stage: Stage, capacity: dict[str, float]) -> tuple[int, int]:
-    """``(min, max)`` actors of a pool: as many as the cluster's GPUs (GPU pools) or CPUs (CPU pools) hold,
-    capped by ``stage.workers``; GPU pools start at their max (those GPUs are reserved for them anyway),
-    CPU pools at one actor and grow with the load."""
-    if stage.num_gpus:
-        fit = int(capacity["GPU"] // stage.num_gpus)
-        if fit < 1:
-            log.warning("stage %s asks for %.2f GPU per actor but the cluster has %.0f GPU(s): it waits for one",
-                        stage.name, stage.num_gpus, capacity["GPU"])
-        fit = max(1, fit)
-    else:
-        fit = max(1, int(capacity["CPU"] // max(stage.num_cpus, 0.01)))
-    high = max(1, min(fit, stage.workers) if stage.workers else fit)
-    low = stage.min_workers if stage.min_workers is not None else (high if stage.num_gpus else 1)
-    return max(1, min(low, high)), high
-
-
-def apply_stage(ds, stage: Stage, capacity: dict[str, float] | None = None):
-    """Append one stage to a ``ray.data.Dataset``."""
+def apply_stage(ds, stage: Stage, plan: StagePlan):
+    """Append one stage to a ``ray.data.Dataset``, with the resources and pool size ``plan`` gives it."""
     import ray.data
 
-    capacity = capacity or cluster_capacity()
-    resources: dict[str, Any] = {"num_cpus": stage.num_cpus}
+    resources: dict[str, Any] = {"num_cpus": plan.num_cpus}
     if stage.num_gpus:
         resources["num_gpus"] = stage.num_gpus
     if stage.memory:
@@ -243,19 +227,21 @@ def apply_stage(ds, stage: Stage, capacity: dict[str, float] | None = None):
     if stage.runtime_env:
         resources["runtime_env"] = stage.runtime_env
     if stage.is_actor:
-        low, high = pool_bounds(stage, capacity)
-        log.info("stage %s: %s pool of %d-%d actor(s), %.2f GPU each", stage.name, stage.kind, low, high,
-                 stage.num_gpus)
+        log.info("stage %s: %s pool of %d-%d actor(s), %.2f CPU and %.2f GPU each", stage.name, stage.kind,
+                 plan.min_size, plan.max_size, plan.num_cpus, stage.num_gpus)
         return ds.map_batches(_actor_runner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
-                              compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high, initial_size=low),
+                              compute=ray.data.ActorPoolStrategy(min_size=plan.min_size, max_size=plan.max_size,
+                                                                 initial_size=plan.min_size),
                               udf_modifying_row_count=False, **resources)
     return ds.map_batches(_TaskRunner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
                           compute=ray.data.TaskPoolStrategy(size=stage.workers),
                           udf_modifying_row_count=False, **resources)
 
 
-def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelism: int):
-    """``rows`` through every stage, as one lazy ``ray.data.Dataset``.
+def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelism: int,
+                  reserved: dict[str, float] | None = None):
+    """``rows`` through every stage, as one lazy ``ray.data.Dataset``, the stages sized together to the cluster
+    less what the judge engines hold (``reserved``; ``vbench_ray.pool_plan``).
 
     ``rows`` is a list of dicts (typed by ``schema``), or a list of Arrow tables with ``schema`` (the runner's
     case table in chunks, ``vbench_ray.case_table``). A list of tables is consumed: each table leaves the list
@@ -271,6 +257,7 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
         chunks = [pa.Table.from_pylist(rows, schema=schema)]
     n = sum(c.num_rows for c in chunks)
     capacity = cluster_capacity()
+    plans = plan_stages(stages, capacity, reserved)  # before any block is put: a plan that cannot run is refused
     # one block per input slice: parallelism without a repartition task competing with the actors for CPUs
     sizes = block_sizes(n, int(capacity["CPU"]), stages[0].batch_size if stages else 1,
                         min(parallelism, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))
@@ -284,7 +271,7 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
             left = len(chunks)
     ds = dataset_of_blocks(refs, metadata)
     for stage in stages:
-        ds = apply_stage(ds, stage, capacity)
+        ds = apply_stage(ds, stage, plans[stage.name])
     return ds
 
 

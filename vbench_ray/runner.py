@@ -199,10 +199,11 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     mark("ray_ready")
     start_data_actors()
     prewarm(stages, cluster_capacity())
-    _budget_without_engines(engines.reserved(), stages)
+    _budget_without_engines(engines.reserved())
     _progress_on_terminals()
     # `todo` (the case table's chunks) is emptied into the object store: no second copy stays in the driver
-    ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo))
+    ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo),
+                       reserved=engines.reserved())
     mark("stream_planned")
     written, buffered, last = 0, [], 0.0  # the first block is written at once
     # blocks as they finish; a shard when `shard_rows` rows are in or `shard_seconds` passed, so the first
@@ -234,22 +235,14 @@ def _progress_on_terminals() -> None:
         ctx.enable_rich_progress_bars, ctx.use_ray_tqdm = True, False
 
 
-def _budget_without_engines(reserved: dict[str, float], stages: list[Stage]) -> None:
+def _budget_without_engines(reserved: dict[str, float]) -> None:
     """Tell Ray Data what the judge engines hold outside it (``exclude_resources``): otherwise it plans with
-    CPUs an engine replica already took, and a small cluster waits forever. Refuses a cluster too small to
-    run one task of every stage beside the engines."""
+    CPUs an engine replica already took. (Whether the stages fit beside the engines at all is checked when the
+    stream is planned: ``vbench_ray.pool_plan``.)"""
     from ray.data import DataContext, ExecutionResources
 
     DataContext.get_current().execution_options.exclude_resources = ExecutionResources(
         cpu=reserved["CPU"], gpu=reserved["GPU"])
-    left = cluster_capacity()["CPU"] - reserved["CPU"]
-    # a CPU task and every judge stage's actor must fit at once, or the stream stalls (model pools queue up)
-    need = max((s.num_cpus for s in stages if s.kind == "cpu"), default=0.0) + \
-        sum(s.num_cpus for s in stages if s.kind == "judge")
-    if reserved["CPU"] and left < need:
-        raise ConfigError(f"the Ray cluster has {left + reserved['CPU']:.0f} CPUs and the judge engines hold "
-                          f"{reserved['CPU']:.0f}, leaving {left:.2f} for the stream, which needs {need:.2f}: "
-                          f"start Ray with more CPUs (ray.num_cpus, or `ray start --num-cpus`)")
 
 
 def _judge_stages(cfg: DictConfig, phases: list, engines: EngineSet, run_dir: Path) -> list[Stage]:

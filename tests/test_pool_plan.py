@@ -1,0 +1,131 @@
+"""The stream's actor stages sized together (vbench_ray/pool_plan.py): every pool's starting actors, the judge
+stages' actors, the judge engines and one decode task fit the cluster at once, so no actor waits forever for a
+CPU or GPU that another pool holds. Expected values are worked out by hand in the comments."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+from vbench_ray.config import ConfigError
+from vbench_ray.pipeline import Stage, build_dataset
+from vbench_ray.pool_plan import StagePlan, plan_stages
+
+
+class _Echo:
+    def __call__(self, row):
+        return {}
+
+
+def cpu(name="frames", **kw):
+    return Stage(name, _Echo, {}, kind="cpu", **kw)
+
+
+def pool(name, gpus=0.0, **kw):
+    return Stage(name, _Echo, {}, kind="pool", num_gpus=gpus, **kw)
+
+
+def judge(name="judge_x"):
+    return Stage(name, _Echo, {}, kind="judge", num_cpus=0.25, workers=2, min_workers=1)
+
+
+def test_the_ci_hang_four_cpu_pools_a_judge_and_an_hf_replica_on_four_cpus():
+    """The configuration that hung in CI (test_nrv_run): 4 CPUs, an hf judge replica holding 1, four CPU model
+    pools capped at one actor, a judge stage. At one CPU per pool actor they needed 5.25 CPUs."""
+    stages = [cpu(), *[pool(n, workers=1) for n in ("BG_LPIPS", "CLIP_S", "CLIP_E", "StructDist")], judge()]
+    plans = plan_stages(stages, {"CPU": 4, "GPU": 1}, reserved={"CPU": 1, "GPU": 0})
+    # 4 - 1 (replica) - 1 (a decode task) - 0.25 (judge actor) = 1.75 CPUs for 4 starting pool actors: 0.4375 each
+    for name in ("BG_LPIPS", "CLIP_S", "CLIP_E", "StructDist"):
+        assert plans[name] == StagePlan(num_cpus=0.4375, min_size=1, max_size=1)
+    assert plans["judge_x"] == StagePlan(num_cpus=0.25, min_size=1, max_size=2)
+    assert plans["frames"] == StagePlan(num_cpus=1.0)
+    held = 1 + 1 + 0.25 + 4 * 0.4375
+    assert held == 4
+
+
+def test_gpu_pools_split_the_gpu_instead_of_the_first_taking_it_all():
+    """AES, TQ and SRC at their default GPU fractions on one GPU: each pool alone would take every slot it fits
+    on (4, 4 and 2 actors); together each starts with one and none can grow (1 - 0.25 - 0.34 = 0.41 leaves AES
+    one 0.25 slot; 1 - 0.25 - 0.25 = 0.5 leaves SRC one 0.34 slot)."""
+    stages = [cpu(), pool("AES", 0.25), pool("TQ", 0.25), pool("SRC", 0.34)]
+    plans = plan_stages(stages, {"CPU": 16, "GPU": 1})
+    assert [(plans[n].min_size, plans[n].max_size) for n in ("AES", "TQ", "SRC")] == [(1, 1), (1, 1), (1, 1)]
+    assert all(plans[n].num_cpus == 1.0 for n in ("AES", "TQ", "SRC"))  # 3 CPUs of the 15 a decode task leaves
+
+
+def test_gpu_pools_on_eight_gpus_start_with_an_even_share_and_may_grow_into_the_rest():
+    stages = [cpu(), pool("AES", 0.25), pool("TQ", 0.25), pool("SRC", 0.34)]
+    plans = plan_stages(stages, {"CPU": 16, "GPU": 8})
+    # share 8/3 = 2.667 GPUs: AES floor(2.667/0.25) = 10, TQ 10, SRC floor(2.667/0.34) = 7 (2.38 GPUs)
+    # AES may grow to floor((8 - 2.5 - 2.38) / 0.25) = floor(12.48) = 12; SRC to floor((8 - 5) / 0.34) = 8
+    assert (plans["AES"].min_size, plans["AES"].max_size) == (10, 12)
+    assert (plans["TQ"].min_size, plans["TQ"].max_size) == (10, 12)
+    assert (plans["SRC"].min_size, plans["SRC"].max_size) == (7, 8)
+    # 27 starting actors share the 15 CPUs a decode task leaves: 15/27 each
+    assert plans["AES"].num_cpus == pytest.approx(15 / 27)
+
+
+def test_a_cpu_pool_grows_into_what_a_decode_task_leaves_and_ray_workers_caps_it():
+    assert plan_stages([cpu(), pool("LPIPS")], {"CPU": 16, "GPU": 0})["LPIPS"] == StagePlan(1.0, 1, 15)
+    assert plan_stages([cpu(), pool("LPIPS", workers=3)], {"CPU": 16, "GPU": 0})["LPIPS"] == StagePlan(1.0, 1, 3)
+    # two CPU pools: each may grow into the 16 - 1 - 1 = 14 CPUs the other's starting actor leaves
+    plans = plan_stages([cpu(), pool("A"), pool("B", min_workers=3)], {"CPU": 16, "GPU": 0})
+    assert plans["A"] == StagePlan(1.0, 1, 12) and plans["B"] == StagePlan(1.0, 3, 14)
+
+
+def test_stages_that_cannot_run_at_once_are_refused_up_front():
+    # an engine holding 3 of 4 CPUs leaves 1 for a decode task (1) and a judge actor (0.25)
+    with pytest.raises(ConfigError, match="judge engines hold 3"):
+        plan_stages([cpu(), judge()], {"CPU": 4, "GPU": 0}, reserved={"CPU": 3, "GPU": 0})
+    # GPU pools whose first actors need 0.5 + 0.5 + 0.34 = 1.34 GPUs on one
+    with pytest.raises(ConfigError, match=r"GPU pools need 1\.34 GPUs.*A 1 x 0\.5, B 1 x 0\.5, C 1 x 0\.34"):
+        plan_stages([cpu(), pool("A", 0.5), pool("B", 0.5), pool("C", 0.34)], {"CPU": 16, "GPU": 1})
+    # 30 pools' first actors on 2 CPUs beside a decode task: under 0.05 of a CPU each
+    with pytest.raises(ConfigError, match="30 model pool"):
+        plan_stages([cpu(), *[pool(f"P{i}") for i in range(30)]], {"CPU": 2.4, "GPU": 0})
+
+
+def test_no_gpu_yet_each_gpu_pool_waits_for_one_actor():
+    """An autoscaling cluster whose GPU nodes start on demand shows no GPU at first: one actor each, waiting."""
+    plans = plan_stages([cpu(), pool("AES", 0.25), pool("TQ", 0.25)], {"CPU": 8, "GPU": 0})
+    assert (plans["AES"].min_size, plans["AES"].max_size) == (1, 1) == (plans["TQ"].min_size, plans["TQ"].max_size)
+
+
+class _Stamp:
+    """Notes when this stage handled the row (and sleeps, so the decode stage is the slow one)."""
+
+    def __init__(self, column: str, sleep: float = 0.0):
+        self.column, self.sleep = column, sleep
+
+    def __call__(self, row):
+        time.sleep(self.sleep)
+        return {self.column: time.time()}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_four_cpu_pools_stream_at_once_beside_an_actor_holding_a_cpu(ray_local):
+    """On the session's 4-CPU Ray, an actor outside the stream holds one CPU (as an hf judge replica does) and
+    four CPU pools follow a decode stage. At one CPU per pool actor only three pools could have an actor at a time
+    and the fourth would start only when an earlier one finished (or never, when it is the first): the last pool
+    must have handled a row before the last case was decoded."""
+    import ray
+
+    holder = ray.remote(num_cpus=1)(_Stamp).remote("held")
+    ray.get(holder.__ray_ready__.remote())
+    try:
+        names = ["A", "B", "C", "D"]
+        stages = [Stage("decode", _Stamp, {"t_decode": "float"}, init_kwargs={"column": "t_decode", "sleep": 0.4},
+                        batch_size=1)]
+        stages += [Stage(n, _Stamp, {f"t_{n}": "float"}, kind="pool", init_kwargs={"column": f"t_{n}"},
+                         batch_size=1, workers=1) for n in names]
+        rows = [{"case_id": str(i), "variant": "base"} for i in range(12)]
+        schema = pa.schema([("case_id", pa.string()), ("variant", pa.string())])
+        ds = build_dataset(rows, stages, schema, len(rows), reserved={"CPU": 1.0, "GPU": 0.0})
+        table = pa.concat_tables(list(ds.iter_batches(batch_size=None, batch_format="pyarrow")))
+    finally:
+        ray.kill(holder)
+    assert table.num_rows == 12
+    assert min(table.column("t_D").to_pylist()) < max(table.column("t_decode").to_pylist())

@@ -1,0 +1,121 @@
+"""How a stream's actor stages share the cluster: every pool's size and CPU share, planned together (issue 15).
+
+Ray Data starts each actor pool's ``min_size`` actors when the stream starts, and an actor holds its CPUs and GPUs
+for as long as the stream runs. Sized one pool at a time, the pools' minimums (plus the judge engines' replicas,
+plus the decode tasks feeding the pools) can add up to more than the cluster has: then the actors Ray places last
+never start, and if they belong to the stream's first stage, nothing moves again (seen on 4 CPUs: four CPU model
+pools of one CPU each, a judge stage and an ``hf`` judge replica took 3.25 CPUs, and the first pool, into which Ray
+Data had fused the decode tasks, waited forever for one). One GPU shows the same with two GPU pools: each sized to
+every GPU slot it fits on, the first to start took the GPU and the other never got an actor.
+
+So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less what the judge engines hold:
+
+* **GPUs** are split evenly among the GPU pools: each pool starts with as many actors as its share holds (at
+  least one) and may grow into what the others' starting actors leave free. A lone GPU pool takes every GPU slot
+  it fits on from the start, as before. GPU pools whose one actor each does not fit are refused up front.
+* **CPUs**: one decode task always has a CPU (the pools are fed by it); the judge stages' actors have theirs;
+  the pools' starting actors share the rest, one CPU each where the cluster has them, a smaller share each where
+  it does not (Ray's CPU count is a scheduling quantity, not a limit: an actor with a quarter of a CPU still runs
+  on whatever cores the OS gives it). A CPU pool may grow up to the CPUs the others' starting actors leave.
+* ``ray.workers`` caps every pool's size and ``ray.pools.<M>: [min, max]`` sets one pool's (``Stage.min_workers``,
+  ``Stage.workers``); the sums are checked all the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vbench_ray.config import ConfigError
+
+if TYPE_CHECKING:
+    from vbench_ray.pipeline import Stage
+
+log = logging.getLogger(__name__)
+
+MIN_CPU_SHARE = 0.05  # no pool actor asks for less of a CPU than this
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What one stage asks Ray for: CPUs per task/actor and, for actor stages, the pool's ``(min, max)`` size."""
+
+    num_cpus: float
+    min_size: int = 1
+    max_size: int = 1
+
+
+def plan_stages(stages: list[Stage], capacity: dict[str, float],
+                reserved: dict[str, float] | None = None) -> dict[str, StagePlan]:
+    """Each stage's plan by name, for a cluster of ``capacity`` CPUs/GPUs of which the judge engines hold
+    ``reserved``. Raises ``ConfigError`` when the stages cannot all run at once (the stream would wait forever)."""
+    reserved = reserved or {"CPU": 0.0, "GPU": 0.0}
+    cpus = capacity["CPU"] - reserved.get("CPU", 0.0)
+    gpus = max(0.0, capacity["GPU"] - reserved.get("GPU", 0.0))
+    judges = [s for s in stages if s.kind == "judge"]
+    pools = [s for s in stages if s.kind == "pool"]
+    plans = {s.name: StagePlan(num_cpus=s.num_cpus) for s in stages if s.kind == "cpu"}
+    for s in judges:
+        low = _min_override(s, 1)
+        plans[s.name] = StagePlan(num_cpus=s.num_cpus, min_size=low, max_size=max(low, s.workers or low))
+
+    task_cpus = max((s.num_cpus for s in stages if s.kind == "cpu"), default=0.0)
+    fixed = task_cpus + sum(plans[s.name].min_size * s.num_cpus for s in judges)  # a decode task, the judge actors
+    sizes = _gpu_pool_sizes([s for s in pools if s.num_gpus], gpus)
+    sizes.update({s.name: (_min_override(s, 1), 0) for s in pools if not s.num_gpus})  # CPU pools' max: below
+    starting = sum(sizes[s.name][0] * s.num_cpus for s in pools)  # the pools' starting actors at one CPU share
+    left = cpus - fixed
+    share = 1.0 if starting <= left + EPS else (left / starting if starting else 1.0)
+    if left < -EPS or share < MIN_CPU_SHARE:
+        raise ConfigError(
+            f"the Ray cluster has {capacity['CPU']:g} CPUs, the judge engines hold {reserved.get('CPU', 0.0):g}; the "
+            f"stream needs {fixed:g} for a decode task and the judge stages' actors, and its {len(pools)} model "
+            f"pool(s) {starting:g} for their first actors (at least {MIN_CPU_SHARE:g} of a CPU each): start Ray with "
+            f"more CPUs (ray.num_cpus, or `ray start --num-cpus`) or enable fewer model metrics")
+    if share < 1.0:
+        log.info("the cluster's %g CPUs do not hold one per starting pool actor beside a decode task and the judge "
+                 "stages: each pool actor asks for %.2f of a CPU", capacity["CPU"], share)
+    for s in pools:
+        low, high = sizes[s.name]
+        cpu = s.num_cpus * share
+        if not s.num_gpus:  # a CPU pool grows into the CPUs the other pools' starting actors leave
+            others = sum(sizes[o.name][0] * o.num_cpus * share for o in pools if o is not s)
+            fit = max(low, math.floor((left - others) / cpu + EPS))
+            high = max(low, min(fit, s.workers) if s.workers else fit)
+        plans[s.name] = StagePlan(num_cpus=cpu, min_size=low, max_size=high)
+    return plans
+
+
+def _gpu_pool_sizes(pools: list[Stage], gpus: float) -> dict[str, tuple[int, int]]:
+    """``(min, max)`` actors of each GPU pool: an even share of ``gpus`` each to start, at least one actor, then
+    room to grow into what the others' starting actors leave."""
+    if not pools:
+        return {}
+    if gpus <= EPS:  # an autoscaling cluster may add GPU nodes when asked: each pool waits for one actor's share
+        log.warning("stages %s ask for GPUs but the cluster has none free of the judge engines: they wait for one",
+                    ", ".join(s.name for s in pools))
+        return {s.name: (_min_override(s, 1), _min_override(s, 1)) for s in pools}
+    share = gpus / len(pools)
+    low = {}
+    for s in pools:
+        even = max(1, math.floor(share / s.num_gpus + EPS))
+        low[s.name] = _min_override(s, min(even, s.workers) if s.workers else even)
+    needed = sum(low[s.name] * s.num_gpus for s in pools)
+    if needed > gpus + EPS:
+        detail = ", ".join(f"{s.name} {low[s.name]} x {s.num_gpus:g}" for s in pools)
+        raise ConfigError(f"the GPU pools need {needed:g} GPUs to start ({detail}) and the cluster has {gpus:g} free "
+                          f"of the judge engines: lower metrics.<M>.gpu_fraction or ray.pools.<M>, or add GPUs")
+    sizes = {}
+    for s in pools:
+        others = sum(low[o.name] * o.num_gpus for o in pools if o is not s)
+        fit = max(low[s.name], math.floor((gpus - others) / s.num_gpus + EPS))
+        sizes[s.name] = (low[s.name], max(low[s.name], min(fit, s.workers) if s.workers else fit))
+    return sizes
+
+
+def _min_override(stage: Stage, default: int) -> int:
+    return max(1, int(stage.min_workers)) if stage.min_workers is not None else default
+
