@@ -56,6 +56,21 @@ out["task"] = ray.get(square.remote(7), timeout=120)
 ray_start.start_data_actors()
 coordinator = ray.get_actor("AutoscalingCoordinator", namespace="AutoscalingCoordinator")
 out["coordinator"] = coordinator is not None
+
+# a stream starts with the budget the coordinator reserved for it, not with the empty first read Ray Data's
+# client returns (only one task may run until its next read, a second later): a probe called just after
+# ray_start's callback, before the executor's loop starts, finds the budget already read
+import ray.data
+from ray.data import DataContext
+from ray.data._internal.execution.execution_callback import ExecutionCallback
+ray.get(coordinator.__ray_ready__.remote())
+budgets = []
+class Probe(ExecutionCallback):
+    def before_execution_starts(self, executor):
+        budgets.append(executor._cluster_autoscaler.get_total_resources().cpu)
+DataContext.get_current().custom_execution_callback_classes.append(Probe)
+out["rows"] = len(ray.data.range(4, override_num_blocks=4).map_batches(lambda b: b, batch_size=None).take_all())
+out["first_budget_cpus"] = budgets
 print("@@RESULT@@ " + json.dumps(out), flush=True)
 ray.shutdown()
 '''
@@ -76,5 +91,6 @@ def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp
     assert out["sigterm_handler"] is True  # set from the main thread, as ray.init would have
     assert out["task"] == 49
     assert out["coordinator"] is True
+    assert out["rows"] == 4 and out["first_budget_cpus"] == [2.0]  # ray_start._read_budget_before_stream_starts
     # ray.init outside the main thread warns that it set no SIGTERM handler: silenced, since one is set
     assert "SIGTERM handler is not set" not in proc.stderr

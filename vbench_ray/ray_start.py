@@ -4,9 +4,9 @@ A fresh local Ray takes 4-8 s to start, nearly all of it Ray's own processes (GC
 agents); then Ray Data's first execution starts an actor of its own and reads a budget from it, and each new
 worker process imports the project and its libraries on its first task. Everything here moves one of those
 waits off the first case's path: ``start_ray`` starts Ray in a background thread while the runner loads the
-cases; ``start_data_actors`` starts Ray Data's autoscaling coordinator early; ``prewarm`` has the workers import
-the CPU stages' modules while the stream is planned. ``ensure_ray`` is the one call everything else makes before
-it needs Ray.
+cases; ``start_data_actors`` starts Ray Data's autoscaling coordinator and has each stream start with the
+budget it reserved; ``prewarm`` has the workers import the CPU stages' modules while the stream is planned.
+``ensure_ray`` is the one call everything else makes before it needs Ray.
 """
 
 from __future__ import annotations
@@ -119,20 +119,87 @@ def start_data_actors() -> None:
     Ray Data (2.60) budgets a run by what this actor reserves for it, and reads the reservation at most once a
     second: until the actor has started (a new worker process, 1-4 s on a busy machine) and answered, the stream
     runs only the one task Ray Data's liveness rule lets through, and an actor started with the stream put its
-    own start on the first case's path. The actor is named and detached; the stream finds this one. Ray Data
-    internals: if they move, the stream simply starts it itself, as before.
+    own start on the first case's path. The actor is named and detached; the
+    stream finds this one. Ray Data internals: if they move, the stream simply starts it itself, as before.
 
-    (Reading each stream's first budget before its loop starts, through an execution callback, cut the ~1 s
-    every task but the first waits for Ray Data's second read, but streams with actor pools then hung waiting for
-    CPUs in the test suite and on a local multi-node cluster: taken out, not understood yet.)"""
+    One call to it now, answered whenever it is up (nothing waits for it): a process's first call to the actor
+    took 0.09-0.14 s (reaching it) and its first reservation 0.04-0.07 s (its first request to the Ray
+    autoscaler), 2-4 ms each after that. ``recompute=True`` runs the actor's periodic tick (re-send the merged
+    requests, re-read the nodes) once more, early; reading for a requester that has no request reserves
+    nothing. Then ``_read_budget_before_stream_starts``."""
     try:
         from ray.data._internal.cluster_autoscaler import get_or_create_autoscaling_coordinator
     except ImportError:
         return
     try:
-        get_or_create_autoscaling_coordinator()
+        coordinator = get_or_create_autoscaling_coordinator()
+        coordinator.get_reserved_resources.remote("vbench-warm-up", recompute=True)
     except Exception as exc:  # noqa: BLE001  (an optimisation only)
         log.debug("could not start Ray Data's autoscaling coordinator early: %s", exc)
+    _read_budget_before_stream_starts()
+
+
+FIRST_BUDGET_WAIT_S = 0.25  # at most this long for the coordinator's first answer before the stream starts
+
+
+def _read_budget_before_stream_starts() -> None:
+    """Have each stream start with the budget the coordinator reserved for it, not with none for its first second.
+
+    Ray Data (2.60) reads a run's budget through a non-blocking client (``DefaultAutoscalingCoordinator.
+    get_reserved_resources``: it returns the last answer and sends the next read) and its resource manager keeps
+    what it read for a second (``ResourceManager.get_global_limits``, ``GLOBAL_LIMITS_UPDATE_INTERVAL_S``). The
+    executor's first read therefore returns an empty reservation and the run's limits stay zero until its second
+    read ~1 s later: only the one task Ray Data's liveness rule lets through runs meanwhile (2-CPU local Ray,
+    4 tasks of 0.5 s: the second task started only when the first ended, ~0.9 s after ``iter_batches``).
+    An execution callback (``DataContext.custom_execution_callback_classes``), called in the driver's thread once
+    the executor has registered with the coordinator and before its loop's thread starts, sends that first read
+    and waits for the answer (8-10 ms once ``start_data_actors`` reached the coordinator; at most
+    ``FIRST_BUDGET_WAIT_S``), so the loop's first read finds it: the same budget, a second earlier (the second
+    task at ~0.45 s, the 4 tasks done in 1.6 s instead of 2.2 s); the first task starts as before. Ray Data
+    internals (the executor's autoscaler, its client's pending read): if they move, the callback does nothing
+    and the stream starts as before. (Once taken out because streams with actor pools then hung in the test suite
+    and on a local multi-node cluster: the budget only changed which pool's actors Ray placed first; the hang was
+    pools whose starting actors did not fit the cluster together, now planned by ``vbench_ray.pool_plan``.)"""
+    try:
+        from ray.data import DataContext
+        from ray.data._internal.execution.execution_callback import ExecutionCallback
+    except ImportError:
+        return
+
+    class _FirstBudgetRead(ExecutionCallback):
+        vbench_first_budget = True
+
+        def before_execution_starts(self, executor) -> None:
+            _first_budget_read(executor)
+
+    try:
+        classes = DataContext.get_current().custom_execution_callback_classes
+        if not any(getattr(c, "vbench_first_budget", False) for c in classes):
+            classes.append(_FirstBudgetRead)
+    except Exception as exc:  # noqa: BLE001  (an optimisation only)
+        log.debug("could not register the first budget read: %s", exc)
+
+
+def _first_budget_read(executor, wait_s: float = FIRST_BUDGET_WAIT_S) -> None:
+    """Send the executor's first budget read and wait (at most ``wait_s``) for the answer to reach its cache."""
+    import ray
+
+    try:
+        autoscaler = executor._cluster_autoscaler
+        client = autoscaler._autoscaling_coordinator
+        began = time.monotonic()
+        autoscaler.get_total_resources()  # sends the read: answered after the executor's registration (FIFO)
+        pending = client._pending_reserved_resources
+        if pending is None:
+            return
+        ready, _ = ray.wait([pending], timeout=wait_s)
+        if ready:
+            budget = autoscaler.get_total_resources()  # takes the answer into the cache the loop reads
+            log.debug("first Ray Data budget read in %.3f s: %s", time.monotonic() - began, budget)
+        else:
+            log.debug("no Ray Data budget within %.2f s: the stream starts without it", wait_s)
+    except Exception as exc:  # noqa: BLE001  (an optimisation only)
+        log.debug("could not read Ray Data's first budget early: %s", exc)
 
 
 def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
@@ -140,10 +207,10 @@ def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
 
     A fresh worker pays for importing the project and its libraries (OpenCV, SciPy, scikit-image: 1-3 s)
     on its first task: the stage's module, and what its class declares in ``warm_modules(init_kwargs)`` (the
-    decode stage: its metrics' ``imports`` and the video reader); Ray reuses the same processes for Ray Data's
-    tasks, so doing it here overlaps that cost with the dataset's planning and start instead of adding it before
-    the first row. Fire and forget: nothing waits for these tasks (their refs are returned), and a failure only
-    means the stream's first task imports the module."""
+    decode stage: its metrics' ``imports`` and the video reader); Ray reuses the same processes for Ray Data's tasks, so doing it here overlaps that
+    cost with the dataset's planning and start instead of adding it before the first row. Fire and forget:
+    nothing waits for these tasks (their refs are returned), and a failure only means the stream's first task
+    imports the module."""
     import ray
 
     modules: list[str] = []
