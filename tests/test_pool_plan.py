@@ -59,12 +59,29 @@ def test_gpu_pools_on_eight_gpus_start_with_an_even_share_and_may_grow_into_the_
     stages = [cpu(), pool("AES", 0.25), pool("TQ", 0.25), pool("SRC", 0.34)]
     plans = plan_stages(stages, {"CPU": 16, "GPU": 8})
     # share 8/3 = 2.667 GPUs: AES floor(2.667/0.25) = 10, TQ 10, SRC floor(2.667/0.34) = 7 (2.38 GPUs)
-    # AES may grow to floor((8 - 2.5 - 2.38) / 0.25) = floor(12.48) = 12; SRC to floor((8 - 5) / 0.34) = 8
-    assert (plans["AES"].min_size, plans["AES"].max_size) == (10, 12)
-    assert (plans["TQ"].min_size, plans["TQ"].max_size) == (10, 12)
-    assert (plans["SRC"].min_size, plans["SRC"].max_size) == (7, 8)
+    # packed largest first: SRC 2+2+2+1 on GPUs 1-4 (0.32, 0.32, 0.32, 0.66 left), then the twenty 0.25s: one each
+    # on GPUs 1-3, two on GPU 4 (0.16 left), 4+4+4+3 on GPUs 5-8: GPU 8 keeps 0.25 free, room for one more AES
+    # or TQ actor and no SRC one
+    assert (plans["AES"].min_size, plans["AES"].max_size) == (10, 11)
+    assert (plans["TQ"].min_size, plans["TQ"].max_size) == (10, 11)
+    assert (plans["SRC"].min_size, plans["SRC"].max_size) == (7, 7)
     # 27 starting actors share the 15 CPUs a decode task leaves: 15/27 each
     assert plans["AES"].num_cpus == pytest.approx(15 / 27)
+
+
+def test_starting_actors_that_do_not_pack_onto_the_gpus_are_fewer():
+    """Two pools of 0.6 GPU on 3 GPUs: an even share (1.5 GPUs) is 2 actors each, 2.4 GPUs in all, but a 0.6 never
+    shares a GPU with another 0.6: only 3 fit. The pool holding most gives one up (the first of equals: A)."""
+    plans = plan_stages([cpu(), pool("A", 0.6), pool("B", 0.6)], {"CPU": 16, "GPU": 3})
+    assert (plans["A"].min_size, plans["A"].max_size) == (1, 1) and (plans["B"].min_size, plans["B"].max_size) == (2, 2)
+    # three such pools on 2 GPUs: 1.8 GPUs in all, yet no two share a GPU: refused, not left waiting
+    with pytest.raises(ConfigError, match="do not fit on the 2 GPU"):
+        plan_stages([cpu(), pool("A", 0.6), pool("B", 0.6), pool("C", 0.6)], {"CPU": 16, "GPU": 2})
+    # whole-GPU actors (editors) take whole GPUs: 2 editors of 1 GPU beside a 0.5 pool on 3 GPUs
+    plans = plan_stages([pool("edit", 1.0), pool("MF", 0.5)], {"CPU": 16, "GPU": 3})
+    # share 1.5: edit 1 actor, MF 3 -> 1 GPU + 1.5 GPUs packed on 3 (0.5 left): edit cannot grow, MF by one
+    assert (plans["edit"].min_size, plans["edit"].max_size) == (1, 1)
+    assert (plans["MF"].min_size, plans["MF"].max_size) == (3, 4)
 
 
 def test_a_cpu_pool_grows_into_what_a_decode_task_leaves_and_ray_workers_caps_it():

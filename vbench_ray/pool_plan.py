@@ -11,8 +11,9 @@ every GPU slot it fits on, the first to start took the GPU and the other never g
 So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less what the judge engines hold:
 
 * **GPUs** are split evenly among the GPU pools: each pool starts with as many actors as its share holds (at
-  least one) and may grow into what the others' starting actors leave free. A lone GPU pool takes every GPU slot
-  it fits on from the start, as before. GPU pools whose one actor each does not fit are refused up front.
+  least one; fewer where the starting actors do not pack onto the GPUs, a fraction of a GPU never spanning two)
+  and may grow into what the starting actors leave free. A lone GPU pool takes every GPU slot it fits on from the
+  start. GPU pools whose first actor each does not fit are refused up front.
 * **CPUs**: one decode task always has a CPU (the pools are fed by it); the judge stages' actors have theirs;
   the pools' starting actors share the rest, one CPU each where the cluster has them, a smaller share each where
   it does not (Ray's CPU count is a scheduling quantity, not a limit: an actor with a quarter of a CPU still runs
@@ -26,17 +27,25 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Optional, Protocol
 
 from vbench_ray.config import ConfigError
-
-if TYPE_CHECKING:
-    from vbench_ray.pipeline import Stage
 
 log = logging.getLogger(__name__)
 
 MIN_CPU_SHARE = 0.05  # no pool actor asks for less of a CPU than this
 EPS = 1e-9
+
+
+class Stage(Protocol):
+    """What planning reads of a ``vbench_ray.pipeline.Stage``."""
+
+    name: str
+    kind: str  # cpu | pool | judge
+    num_cpus: float
+    num_gpus: float
+    workers: Optional[int]  # cap on the pool's size
+    min_workers: Optional[int]  # the pool's starting size, if set
 
 
 @dataclass(frozen=True)
@@ -90,8 +99,8 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
 
 
 def _gpu_pool_sizes(pools: list[Stage], gpus: float) -> dict[str, tuple[int, int]]:
-    """``(min, max)`` actors of each GPU pool: an even share of ``gpus`` each to start, at least one actor, then
-    room to grow into what the others' starting actors leave."""
+    """``(min, max)`` actors of each GPU pool: an even share of ``gpus`` each to start (at least one actor), fewer
+    where the starting actors do not pack onto the GPUs, then room to grow into what they leave."""
     if not pools:
         return {}
     if gpus <= EPS:  # an autoscaling cluster may add GPU nodes when asked: each pool waits for one actor's share
@@ -103,17 +112,51 @@ def _gpu_pool_sizes(pools: list[Stage], gpus: float) -> dict[str, tuple[int, int
     for s in pools:
         even = max(1, math.floor(share / s.num_gpus + EPS))
         low[s.name] = _min_override(s, min(even, s.workers) if s.workers else even)
-    needed = sum(low[s.name] * s.num_gpus for s in pools)
-    if needed > gpus + EPS:
-        detail = ", ".join(f"{s.name} {low[s.name]} x {s.num_gpus:g}" for s in pools)
-        raise ConfigError(f"the GPU pools need {needed:g} GPUs to start ({detail}) and the cluster has {gpus:g} free "
-                          f"of the judge engines: lower metrics.<M>.gpu_fraction or ray.pools.<M>, or add GPUs")
+    while (free := _pack([s.num_gpus for s in pools for _ in range(low[s.name])], gpus)) is None:
+        shrinkable = [s for s in pools if low[s.name] > 1 and s.min_workers is None]
+        if not shrinkable:
+            detail = ", ".join(f"{s.name} {low[s.name]} x {s.num_gpus:g}" for s in pools)
+            needed = sum(low[s.name] * s.num_gpus for s in pools)
+            raise ConfigError(
+                f"the GPU pools need {needed:g} GPUs to start ({detail}), which do not fit on the {gpus:g} GPU(s) "
+                f"free of the judge engines (a fraction of a GPU never spans two): lower metrics.<M>.gpu_fraction "
+                f"or ray.pools.<M>, or add GPUs")
+        widest = max(shrinkable, key=lambda s: low[s.name] * s.num_gpus)
+        low[widest.name] -= 1
     sizes = {}
     for s in pools:
-        others = sum(low[o.name] * o.num_gpus for o in pools if o is not s)
-        fit = max(low[s.name], math.floor((gpus - others) / s.num_gpus + EPS))
-        sizes[s.name] = (low[s.name], max(low[s.name], min(fit, s.workers) if s.workers else fit))
+        grow = low[s.name] + _more_fitting(s.num_gpus, free)
+        sizes[s.name] = (low[s.name], max(low[s.name], min(grow, s.workers) if s.workers else grow))
     return sizes
+
+
+def _pack(actors: list[float], gpus: float) -> list[float] | None:
+    """Place actors asking for these GPU amounts onto ``gpus`` GPUs, largest first, as Ray places them (a fraction
+    on one GPU, never across two; an amount of one or more on whole GPUs). The free part of each GPU after, or
+    None when they do not all fit."""
+    free = [1.0] * int(gpus + EPS)
+    if gpus - len(free) > EPS:
+        free.append(gpus - len(free))
+    for amount in sorted(actors, reverse=True):
+        if amount >= 1 - EPS:
+            whole = [i for i, left in enumerate(free) if left >= 1 - EPS][:math.ceil(amount - EPS)]
+            if len(whole) < math.ceil(amount - EPS):
+                return None
+            for i in whole:
+                free[i] = 0.0
+            continue
+        spot = next((i for i, left in enumerate(free) if left >= amount - EPS), None)
+        if spot is None:
+            return None
+        free[spot] -= amount
+    return free
+
+
+def _more_fitting(amount: float, free: list[float]) -> int:
+    """How many more actors of ``amount`` GPUs fit into what is ``free``."""
+    if amount >= 1 - EPS:
+        return sum(left >= 1 - EPS for left in free) // math.ceil(amount - EPS)
+    return sum(math.floor(left / amount + EPS) for left in free)
 
 
 def _min_override(stage: Stage, default: int) -> int:
