@@ -111,14 +111,36 @@ def test_no_gpu_yet_each_gpu_pool_waits_for_one_actor():
 
 
 class _Stamp:
-    """Notes when this stage handled the row (and sleeps, so the decode stage is the slow one)."""
+    """Notes when this stage handled the row and when its actor (or worker) was ready (and sleeps, so the decode
+    stage is the slow one)."""
 
     def __init__(self, column: str, sleep: float = 0.0):
-        self.column, self.sleep = column, sleep
+        self.column, self.sleep, self.ready = column, sleep, time.time()
 
     def __call__(self, row):
         time.sleep(self.sleep)
-        return {self.column: time.time()}
+        return {self.column: time.time(), f"{self.column}_ready": self.ready}
+
+
+def _stream(stages: list[Stage], n: int, reserved: dict | None = None) -> pa.Table:
+    rows = [{"case_id": str(i), "variant": "base"} for i in range(n)]
+    schema = pa.schema([("case_id", pa.string()), ("variant", pa.string())])
+    ds = build_dataset(rows, stages, schema, len(rows), reserved=reserved)
+    return pa.concat_tables(list(ds.iter_batches(batch_size=None, batch_format="pyarrow")))
+
+
+def _decode(sleep: float) -> Stage:
+    return Stage("decode", _Stamp, {"t_decode": "float"}, init_kwargs={"column": "t_decode", "sleep": sleep},
+                 batch_size=1)
+
+
+def _stamping_pool(name: str, **kw) -> Stage:
+    return Stage(name, _Stamp, {f"t_{name}": "float", f"t_{name}_ready": "float"}, kind="pool",
+                 init_kwargs={"column": f"t_{name}"}, batch_size=1, **kw)
+
+
+def _values(table: pa.Table, column: str) -> list[float]:
+    return table.column(column).to_pylist()
 
 
 @pytest.mark.ray
@@ -126,23 +148,27 @@ class _Stamp:
 def test_four_cpu_pools_stream_at_once_beside_an_actor_holding_a_cpu(ray_local):
     """On the session's 4-CPU Ray, an actor outside the stream holds one CPU (as an hf judge replica does) and
     four CPU pools follow a decode stage. At one CPU per pool actor only three pools could have an actor at a time
-    and the fourth would start only when an earlier one finished (or never, when it is the first): the last pool
-    must have handled a row before the last case was decoded."""
+    and the fourth would start only when an earlier one had finished every case (or never, when it is the first,
+    as in CI): every pool's actor must be up before the first pool handles its last case."""
     import ray
 
     holder = ray.remote(num_cpus=1)(_Stamp).remote("held")
     ray.get(holder.__ray_ready__.remote())
     try:
-        names = ["A", "B", "C", "D"]
-        stages = [Stage("decode", _Stamp, {"t_decode": "float"}, init_kwargs={"column": "t_decode", "sleep": 0.4},
-                        batch_size=1)]
-        stages += [Stage(n, _Stamp, {f"t_{n}": "float"}, kind="pool", init_kwargs={"column": f"t_{n}"},
-                         batch_size=1, workers=1) for n in names]
-        rows = [{"case_id": str(i), "variant": "base"} for i in range(12)]
-        schema = pa.schema([("case_id", pa.string()), ("variant", pa.string())])
-        ds = build_dataset(rows, stages, schema, len(rows), reserved={"CPU": 1.0, "GPU": 0.0})
-        table = pa.concat_tables(list(ds.iter_batches(batch_size=None, batch_format="pyarrow")))
+        table = _stream([_decode(0.4), *[_stamping_pool(n, workers=1) for n in "ABCD"]], 12,
+                        reserved={"CPU": 1.0, "GPU": 0.0})
     finally:
         ray.kill(holder)
     assert table.num_rows == 12
-    assert min(table.column("t_D").to_pylist()) < max(table.column("t_decode").to_pylist())
+    assert max(max(_values(table, f"t_{n}_ready")) for n in "ABCD") < max(_values(table, "t_A"))
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_two_gpu_pools_share_the_one_gpu_at_once(ray_local):
+    """The session's Ray has one (fake) GPU. Two pools of half a GPU each: sized alone, each asked for two actors
+    (the whole GPU), and the second pool got its first actor only once the first pool was done with every case.
+    Planned together they get one actor each, both up before the first pool handles its last case."""
+    table = _stream([_decode(0.4), _stamping_pool("G1", num_gpus=0.5), _stamping_pool("G2", num_gpus=0.5)], 10)
+    assert table.num_rows == 10
+    assert max(_values(table, "t_G2_ready")) < max(_values(table, "t_G1"))

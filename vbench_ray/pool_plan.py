@@ -5,8 +5,9 @@ for as long as the stream runs. Sized one pool at a time, the pools' minimums (p
 plus the decode tasks feeding the pools) can add up to more than the cluster has: then the actors Ray places last
 never start, and if they belong to the stream's first stage, nothing moves again (seen on 4 CPUs: four CPU model
 pools of one CPU each, a judge stage and an ``hf`` judge replica took 3.25 CPUs, and the first pool, into which Ray
-Data had fused the decode tasks, waited forever for one). One GPU shows the same with two GPU pools: each sized to
-every GPU slot it fits on, the first to start took the GPU and the other never got an actor.
+Data had fused the decode tasks, waited forever for one). GPUs likewise: sized alone, each GPU pool asked for every
+GPU slot it fits on, so on one GPU two pools of half a GPU asked for four halves, and the pool whose actors Ray
+placed second could start only when the first pool had finished (tests/test_pool_plan.py shows both).
 
 So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less what the judge engines hold:
 
