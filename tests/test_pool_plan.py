@@ -104,9 +104,13 @@ def test_stages_that_cannot_run_at_once_are_refused_up_front():
         plan_stages([cpu(), *[pool(f"P{i}") for i in range(30)]], {"CPU": 2.4, "GPU": 0})
 
 
-def test_no_gpu_yet_each_gpu_pool_waits_for_one_actor():
-    """An autoscaling cluster whose GPU nodes start on demand shows no GPU at first: one actor each, waiting."""
-    plans = plan_stages([cpu(), pool("AES", 0.25), pool("TQ", 0.25)], {"CPU": 8, "GPU": 0})
+def test_no_gpu_free_is_refused_unless_the_cluster_adds_nodes():
+    """A vLLM judge holding the one GPU leaves GPU pools none: a fixed cluster is refused; an autoscaling one whose
+    GPU nodes start on demand (or shows none yet) gets one actor per pool, waiting for the autoscaler."""
+    stages = [cpu(), pool("AES", 0.25), pool("TQ", 0.25)]
+    with pytest.raises(ConfigError, match="AES, TQ ask for GPUs.*none free of the judge engines"):
+        plan_stages(stages, {"CPU": 16, "GPU": 1}, reserved={"CPU": 0, "GPU": 1})
+    plans = plan_stages(stages, {"CPU": 8, "GPU": 0, "autoscales": True})
     assert (plans["AES"].min_size, plans["AES"].max_size) == (1, 1) == (plans["TQ"].min_size, plans["TQ"].max_size)
 
 

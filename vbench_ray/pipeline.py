@@ -207,12 +207,22 @@ def _actor_runner(stage: Stage) -> type:
     return StageActor
 
 
-def cluster_capacity() -> dict[str, float]:
-    """The cluster's CPUs and GPUs (what pool sizes default to)."""
+def cluster_capacity() -> dict[str, float | bool]:
+    """The cluster's CPUs and GPUs (what pool sizes default to), and whether it can add nodes (``autoscales``)."""
     import ray
 
     resources = ray.cluster_resources() if ray.is_initialized() else {}
-    return {"CPU": float(resources.get("CPU", 1.0)), "GPU": float(resources.get("GPU", 0.0))}
+    return {"CPU": float(resources.get("CPU", 1.0)), "GPU": float(resources.get("GPU", 0.0)),
+            "autoscales": ray.is_initialized() and _autoscales()}
+
+
+def _autoscales() -> bool:
+    try:  # Ray Data's own test (the cluster config's node groups); Ray internals: if they move, assume not
+        from ray.data._internal.cluster_autoscaler.util import is_autoscaling_enabled
+
+        return bool(is_autoscaling_enabled())
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def apply_stage(ds, stage: Stage, plan: StagePlan):

@@ -60,8 +60,9 @@ class StagePlan:
 
 def plan_stages(stages: list[Stage], capacity: dict[str, float],
                 reserved: dict[str, float] | None = None) -> dict[str, StagePlan]:
-    """Each stage's plan by name, for a cluster of ``capacity`` CPUs/GPUs of which the judge engines hold
-    ``reserved``. Raises ``ConfigError`` when the stages cannot all run at once (the stream would wait forever)."""
+    """Each stage's plan by name, for a cluster of ``capacity`` CPUs/GPUs (and ``autoscales``: whether it can add
+    nodes) of which the judge engines hold ``reserved``. Raises ``ConfigError`` when the stages cannot all run at
+    once (the stream would wait forever)."""
     reserved = reserved or {"CPU": 0.0, "GPU": 0.0}
     cpus = capacity["CPU"] - reserved.get("CPU", 0.0)
     gpus = max(0.0, capacity["GPU"] - reserved.get("GPU", 0.0))
@@ -74,7 +75,7 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
 
     task_cpus = max((s.num_cpus for s in stages if s.kind == "cpu"), default=0.0)
     fixed = task_cpus + sum(plans[s.name].min_size * s.num_cpus for s in judges)  # a decode task, the judge actors
-    sizes = _gpu_pool_sizes([s for s in pools if s.num_gpus], gpus)
+    sizes = _gpu_pool_sizes([s for s in pools if s.num_gpus], gpus, bool(capacity.get("autoscales")))
     sizes.update({s.name: (_min_override(s, 1), 0) for s in pools if not s.num_gpus})  # CPU pools' max: below
     starting = sum(sizes[s.name][0] * s.num_cpus for s in pools)  # the pools' starting actors at one CPU share
     left = cpus - fixed
@@ -99,14 +100,20 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
     return plans
 
 
-def _gpu_pool_sizes(pools: list[Stage], gpus: float) -> dict[str, tuple[int, int]]:
+def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False) -> dict[str, tuple[int, int]]:
     """``(min, max)`` actors of each GPU pool: an even share of ``gpus`` each to start (at least one actor), fewer
     where the starting actors do not pack onto the GPUs, then room to grow into what they leave."""
     if not pools:
         return {}
-    if gpus <= EPS:  # an autoscaling cluster may add GPU nodes when asked: each pool waits for one actor's share
-        log.warning("stages %s ask for GPUs but the cluster has none free of the judge engines: they wait for one",
-                    ", ".join(s.name for s in pools))
+    if gpus <= EPS:
+        names = ", ".join(s.name for s in pools)
+        if not autoscales:
+            raise ConfigError(f"the model pools {names} ask for GPUs, and the Ray cluster has none free of the judge "
+                              f"engines and adds no nodes: their actors would wait forever. Run them on the CPU "
+                              f"(metrics.<M>.device=cpu), give the judge fewer GPUs, or add GPUs")
+        # an autoscaling cluster adds GPU nodes when asked: each pool waits for one actor's share
+        log.warning("model pools %s ask for GPUs and the cluster has none free of the judge engines yet: they wait "
+                    "for the autoscaler to add some", names)
         return {s.name: (_min_override(s, 1), _min_override(s, 1)) for s in pools}
     share = gpus / len(pools)
     low = {}
