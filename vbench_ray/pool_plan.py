@@ -94,7 +94,7 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
         cpu = s.num_cpus * share
         if not s.num_gpus:  # a CPU pool grows into the CPUs the other pools' starting actors leave
             others = sum(sizes[o.name][0] * o.num_cpus * share for o in pools if o is not s)
-            fit = max(low, math.floor((left - others) / cpu + EPS))
+            fit = max(low, math.floor((left - others) / max(cpu, MIN_CPU_SHARE) + EPS))
             high = max(low, min(fit, s.workers) if s.workers else fit)
         plans[s.name] = StagePlan(num_cpus=cpu, min_size=low, max_size=high)
     return plans
