@@ -95,7 +95,7 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
         if not s.num_gpus:  # a CPU pool grows into the CPUs the other pools' starting actors leave
             others = sum(sizes[o.name][0] * o.num_cpus * share for o in pools if o is not s)
             fit = max(low, math.floor((left - others) / max(cpu, MIN_CPU_SHARE) + EPS))
-            high = max(low, min(fit, s.workers) if s.workers else fit)
+            high = max(low, _capped(fit, s))
         plans[s.name] = StagePlan(num_cpus=cpu, min_size=low, max_size=high)
     return plans
 
@@ -119,7 +119,7 @@ def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False) -
     low = {}
     for s in pools:
         even = max(1, math.floor(share / s.num_gpus + EPS))
-        low[s.name] = _min_override(s, min(even, s.workers) if s.workers else even)
+        low[s.name] = _min_override(s, _capped(even, s))
     while (free := _pack([s.num_gpus for s in pools for _ in range(low[s.name])], gpus)) is None:
         shrinkable = [s for s in pools if low[s.name] > 1 and s.min_workers is None]
         if not shrinkable:
@@ -134,7 +134,7 @@ def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False) -
     sizes = {}
     for s in pools:
         grow = low[s.name] + _more_fitting(s.num_gpus, free)
-        sizes[s.name] = (low[s.name], max(low[s.name], min(grow, s.workers) if s.workers else grow))
+        sizes[s.name] = (low[s.name], max(low[s.name], _capped(grow, s)))
     return sizes
 
 
@@ -170,3 +170,7 @@ def _more_fitting(amount: float, free: list[float]) -> int:
 def _min_override(stage: Stage, default: int) -> int:
     return max(1, int(stage.min_workers)) if stage.min_workers is not None else default
 
+
+def _capped(actors: int, stage: Stage) -> int:
+    """``actors``, or fewer where ``stage.workers`` (``ray.workers`` / ``ray.pools.<M>``'s max) caps the pool."""
+    return min(actors, stage.workers) if stage.workers else actors

@@ -119,8 +119,8 @@ def start_data_actors() -> None:
     Ray Data (2.60) budgets a run by what this actor reserves for it, and reads the reservation at most once a
     second: until the actor has started (a new worker process, 1-4 s on a busy machine) and answered, the stream
     runs only the one task Ray Data's liveness rule lets through, and an actor started with the stream put its
-    own start on the first case's path. The actor is named and detached; the
-    stream finds this one. Ray Data internals: if they move, the stream simply starts it itself, as before.
+    own start on the first case's path. The actor is named and detached; the stream finds this one. Ray Data
+    internals: if they move, the stream simply starts it itself, as before.
 
     One call to it now, answered whenever it is up (nothing waits for it): a process's first call to the actor
     took 0.09-0.14 s (reaching it) and its first reservation 0.04-0.07 s (its first request to the Ray
