@@ -37,10 +37,12 @@ except RuntimeError as exc:
 ray_start._init_ray = real_init
 
 import ray
+out["ray_data_before"] = "ray.data" in sys.modules
 out["began"] = ray_start.start_ray(cfg)
 out["up_at_return"] = ray.is_initialized()  # start_ray returned before ray.init finished
 out["began_twice"] = ray_start.start_ray(cfg)  # a second call while the first is under way starts nothing
 ray_start.ensure_ray(cfg)
+out["ray_data_after"] = "ray.data" in sys.modules  # imported by the starting thread, not the main one
 out["up"] = ray.is_initialized()
 out["cpus"] = ray.cluster_resources().get("CPU")
 handler = signal.getsignal(signal.SIGTERM)
@@ -87,6 +89,7 @@ def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp
     out = json.loads(line[len("@@RESULT@@ "):])
     assert out["began_broken"] is True and out["broken_raised"] == "no Ray today"
     assert out["began"] is True and out["up_at_return"] is False and out["began_twice"] is False
+    assert out["ray_data_before"] is False and out["ray_data_after"] is True
     assert out["up"] is True and out["cpus"] == 2.0
     assert out["sigterm_handler"] is True  # set from the main thread, as ray.init would have
     assert out["task"] == 49
@@ -94,3 +97,39 @@ def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp
     assert out["rows"] == 4 and out["first_budget_cpus"] == [2.0]  # ray_start._read_budget_before_stream_starts
     # ray.init outside the main thread warns that it set no SIGTERM handler: silenced, since one is set
     assert "SIGTERM handler is not set" not in proc.stderr
+
+
+# The CI failure of 2026-11-27: an import of ray.data that failed part-way in a background thread left its
+# submodules in sys.modules; the main thread's own import then made a ray.data they were never bound to.
+FAILED_IMPORT = r'''
+import importlib.abc, sys
+import vbench_ray.ray_start as ray_start
+
+class FailOnce(importlib.abc.MetaPathFinder):
+    """ray.data.dataset's import fails once, as a half-made module from another thread makes it fail."""
+    failed = False
+    def find_spec(self, name, path, target=None):
+        if name == "ray.data.dataset" and not FailOnce.failed:
+            FailOnce.failed = True
+            raise ImportError("cannot import name 'Dataset' from partially initialized module")
+        return None
+
+sys.meta_path.insert(0, FailOnce())
+ray_start.import_ray_data()  # swallows the failure, and takes out what it half-imported
+print("@@FAILED@@", FailOnce.failed, flush=True)
+import ray.data
+from ray.data._internal.utils.arrow_utils import _check_pyarrow_version  # noqa: F401
+ray.data._internal.util._check_pyarrow_version()  # reads ray.data._internal... off the package: bound?
+print("@@BOUND@@", ray.data.Dataset is sys.modules["ray.data.dataset"].Dataset, flush=True)
+'''
+
+
+def test_a_failed_background_import_of_ray_data_leaves_no_half_made_modules(tmp_path):
+    """Without the clean-up the last call raises ``module 'ray.data' has no attribute '_internal'`` (checked)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", FAILED_IMPORT], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=tmp_path)
+    assert "@@FAILED@@ True" in proc.stdout, proc.stdout + proc.stderr[-3000:]  # the failure did happen
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "@@BOUND@@ True" in proc.stdout

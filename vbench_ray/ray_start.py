@@ -3,9 +3,10 @@
 A fresh local Ray takes 4-8 s to start, nearly all of it Ray's own processes (GCS, dashboard head, raylet,
 agents); then Ray Data's first execution starts an actor of its own and reads a budget from it, and each new
 worker process imports the project and its libraries on its first task. Everything here moves one of those
-waits off the first case's path: ``start_ray`` starts Ray in a background thread while the runner loads the
-cases; ``start_data_actors`` starts Ray Data's autoscaling coordinator and has each stream start with the
-budget it reserved; ``prewarm`` has the workers import the CPU stages' modules while the stream is planned.
+waits off the first case's path: ``start_ray`` starts Ray (and imports Ray Data) in a background thread while
+the runner loads the cases; ``start_data_actors`` starts Ray Data's autoscaling coordinator and has each stream
+start with the budget it reserved; ``prewarm`` has the workers import the CPU stages' modules while the stream
+is planned.
 ``ensure_ray`` is the one call everything else makes before it needs Ray.
 """
 
@@ -36,6 +37,9 @@ def start_ray(cfg: Any) -> bool:
     (GCS, dashboard head, raylet, agents). The runner calls this as soon as the config has passed its checks, so
     the driver loads the cases, builds the case table and plans the stream meanwhile instead of before.
 
+    The same thread then imports Ray Data (``import_ray_data``), which the driver needs as soon as Ray is up: Ray's
+    modules are imported by this one thread until ``ensure_ray`` returns, never by two threads at once.
+
     The thread stays parked after ``ray.init`` until the process exits: Ray starts its GCS and raylet with
     ``PR_SET_PDEATHSIG``, which Linux ties to the parent *thread*, so they would be killed when it ended."""
     import ray
@@ -49,6 +53,8 @@ def start_ray(cfg: Any) -> bool:
             _init_ray(cfg)
         except BaseException as exc:  # noqa: BLE001  (handed to the main thread by ensure_ray)
             box["error"] = exc
+        else:
+            import_ray_data()
         box["done"].set()
         _PARK.wait()  # never set: see the docstring
 
@@ -81,6 +87,28 @@ def settle_ray_start() -> BaseException | None:
         # ray.init installs this only from the main thread: the same handler (exit, so atexit shuts Ray down)
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
     return error
+
+
+def import_ray_data() -> None:
+    """Import ``ray.data`` ahead of the main thread's first use (~0.3 s here, ~1.5 s on a cloud VM, overlapped).
+
+    Only from the thread that ran ``ray.init`` and before ``ensure_ray`` returns: the main thread imports nothing of
+    Ray meanwhile. Two threads importing overlapping packages can each be handed the other's half-made module
+    (Python breaks the lock cycle that way), and the import then fails part-way. That happened in CI (2026-11-27,
+    a job's driver, when this import ran in a thread of its own beside ``ray.init``): the failure was swallowed,
+    the half-imported submodules stayed in ``sys.modules``, and the main thread's later ``import ray.data`` made a
+    new ``ray.data`` to which they were never bound (``module 'ray.data' has no attribute '_internal'`` mid-run).
+    So a failure here also takes the modules it added out of ``sys.modules``: the main thread's own import then
+    starts clean, and raises there if the failure is real."""
+    import importlib
+
+    before = set(sys.modules)
+    try:
+        importlib.import_module("ray.data")
+    except Exception as exc:  # noqa: BLE001  (the main thread imports it again, from scratch, and raises)
+        for name in [m for m in sys.modules if m not in before and m.split(".")[0] == "ray"]:
+            del sys.modules[name]
+        log.debug("importing ray.data beside ray.init failed (the main thread imports it again): %r", exc)
 
 
 def _init_ray(cfg: Any) -> None:
@@ -207,8 +235,9 @@ def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
 
     A fresh worker pays for importing the project and its libraries (OpenCV, SciPy, scikit-image: 1-3 s)
     on its first task: the stage's module, and what its class declares in ``warm_modules(init_kwargs)`` (the
-    decode stage: its metrics' ``imports`` and the video reader); Ray reuses the same processes for Ray Data's tasks, so doing it here overlaps that
-    cost with the dataset's planning and start instead of adding it before the first row. Fire and forget:
+    decode stage: its metrics' ``imports`` and the video reader); Ray reuses the same processes for Ray Data's
+    tasks, so doing it here overlaps that cost with the dataset's planning and start instead of adding it before
+    the first row. Fire and forget:
     nothing waits for these tasks (their refs are returned), and a failure only means the stream's first task
     imports the module."""
     import ray

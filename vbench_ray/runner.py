@@ -8,10 +8,8 @@ The run directory (``output.dir``) holds ``config.yaml`` (the resolved config), 
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +80,6 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     start = time.perf_counter()
     timing = {"wall_start": time.time()}  # seconds since the start at each milestone -> summary.timing
     preflight.check(cfg)  # every config problem up front, before Ray, a video or a model (issue 14, items 12-13)
-    import_in_background(LATER_IMPORTS)
     bench = get_benchmark(cfg.benchmark)
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -138,26 +135,6 @@ def _run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, schema: p
         engines.stop()
     summary = finalize(run_dir, cfg, bench, table, judgments, judge_info, sweep_info, timing)
     return RunResult(run_dir, summary, computed, time.perf_counter() - start)
-
-
-# Modules the driver needs only once Ray is up (the stream's planning, the summary's statistics): imported while
-# Ray starts (issue 15's fixed overhead: ~1.5 s on a cloud VM that the start would otherwise wait for).
-LATER_IMPORTS = ("ray.data", "scipy.stats")
-
-
-def import_in_background(modules) -> threading.Thread:
-    """Import ``modules`` in a daemon thread, so the time overlaps what the main thread waits on (``ray.init`` waits
-    for Ray's processes to come up). A failure is left for the main thread's own import to report."""
-    def work():
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception as exc:  # noqa: BLE001  (the main thread imports it again and raises)
-                log.debug("background import of %s failed: %s", name, exc)
-
-    thread = threading.Thread(target=work, name="vbench-imports", daemon=True)
-    thread.start()
-    return thread
 
 
 def _needs_ray(stages: list[Stage], phases: list) -> bool:
