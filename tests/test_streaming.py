@@ -116,6 +116,22 @@ def test_a_judge_model_loads_once_per_replica_across_rounds_and_phases(ray_local
     assert len({(x["pid"], x["node"]) for x in loads}) == 2
 
 
+@pytest.mark.ray
+def test_a_stream_that_cannot_run_is_refused_before_its_judge_loads(ray_local, tiny_judge, cove_data, tmp_path):
+    """Four hf judge replicas hold the session Ray's 4 CPUs, leaving none for a decode task and the judge stage's
+    actor: ``pool_plan`` refuses the run, and it does so before a replica has loaded the model (with the engines
+    started first, as before, the replicas loaded and then the run was refused: ``engines.jsonl`` had a line)."""
+    from vbench_ray.config import ConfigError
+
+    out = tmp_path / "run"
+    cfg = load_config(COVE, cove_overrides(cove_data, out, "metrics.enabled=[SSIM,UAS]", "judge.backend=hf",
+                                           f"judge.model={tiny_judge}", "judge.hf.workers=4"))
+    with pytest.raises(ConfigError, match="the judge engines hold 4"):
+        run(cfg)
+    assert not (out / "engines.jsonl").exists(), (out / "engines.jsonl").read_text()
+    assert not list(out.glob("cases/*.parquet"))  # and no case computed
+
+
 def test_a_gpu_metric_gets_its_own_pool_and_decoding_asks_for_no_gpu(cove_data, tmp_path):
     from vbench_ray.benchmarks.cove import CoveBench
 

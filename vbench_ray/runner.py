@@ -25,6 +25,7 @@ from vbench_ray.config import ConfigError, to_dict, to_yaml
 from vbench_ray.editors import editor_stages
 from vbench_ray.judges.engines import EngineSet
 from vbench_ray.pipeline import Stage, build_dataset, cluster_capacity, iter_blocks
+from vbench_ray.pool_plan import plan_stages
 from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_data_actors, start_ray
 from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 
@@ -166,7 +167,7 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     stages = editor_stages(cfg) + list(bench.stages(cfg))
     if phases and _needs_ray(stages, phases):
         ensure_ray(cfg)
-        stages += _judge_stages(cfg, phases, engines, run_dir)
+        stages += _judge_stages(cfg, phases, engines, run_dir)  # their engines made, not yet loaded
     if not stages:  # nothing per case to compute (e.g. replay re-scoring only): record the cases as loaded
         written = 0
         while todo:  # chunk by chunk, each freed once written
@@ -174,9 +175,12 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
         return written
     ensure_ray(cfg)
     mark("ray_ready")
-    start_data_actors()
-    prewarm(stages, cluster_capacity())
     reserved = engines.reserved()
+    capacity = cluster_capacity()
+    plan_stages(stages, capacity, reserved)  # a stream that cannot run is refused before a judge model loads
+    engines.start()
+    start_data_actors()
+    prewarm(stages, capacity)
     _budget_without_engines(reserved)
     _progress_on_terminals()
     # `todo` (the case table's chunks) is emptied into the object store: no second copy stays in the driver
@@ -228,14 +232,14 @@ def _judge_stages(cfg: DictConfig, phases: list, engines: EngineSet, run_dir: Pa
     A vLLM judge (``ray.data.llm``, one engine per dataset) cannot: its phases run after the stream."""
     from vbench_ray.judges.stream import STATE_COLUMN, StreamJudge, start_log_actor
 
-    started = [engines.get(p.judge_cfg) for p in phases]
-    if not all(e.streams for e in started):
+    made = [engines.get(p.judge_cfg, start=False) for p in phases]  # started once the stream's plan is checked
+    if not all(e.streams for e in made):
         log.info("judge phases run after the stream: the %s backend keeps no engine across datasets",
-                 [e.name for e in started if not e.streams][0])
+                 [e.name for e in made if not e.streams][0])
         return []
     log_actor = start_log_actor(str(run_dir))
     stages = []
-    for phase, engine in zip(phases, started):
+    for phase, engine in zip(phases, made):
         replicas = int(phase.judge_cfg.hf.workers) if phase.judge_cfg.backend == "hf" else 1
         stages.append(Stage(
             name=f"judge_{phase.name}", fn=StreamJudge, kind="judge", batched=True, skip_failed=False,

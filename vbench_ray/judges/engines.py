@@ -212,8 +212,10 @@ class HFEngine(Engine):
         self.replicas = []
 
     def reserved(self) -> dict[str, float]:
-        on_gpu = str(self.worker_cfg["hf"].get("device", "cpu")).startswith("cuda")
-        return {"CPU": float(len(self.replicas)), "GPU": float(len(self.replicas)) if on_gpu else 0.0}
+        """One CPU per replica (and one GPU on cuda), from the config: known before the replicas start."""
+        hf = self.worker_cfg["hf"]
+        workers = float(int(hf.get("workers", 1)))
+        return {"CPU": workers, "GPU": workers if str(hf.get("device", "cpu")).startswith("cuda") else 0.0}
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         import pyarrow as pa
@@ -373,26 +375,32 @@ class ServeEngine(Engine):
 
 # ------------------------------------------------------------------------------------------------ factory
 
-def start_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
-    """The engine for ``judge_cfg``, started (replicas loaded) and ready for the stream's judge stages."""
+def make_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
+    """The engine for ``judge_cfg``, its config checked and its model path resolved, but nothing loaded yet: what it
+    will hold (``reserved``) is known before it starts, so the stream's plan is checked before a judge loads."""
     backend = judge_cfg.backend
     if backend == "hf":
-        return HFEngine(judge_cfg, run_dir).start()
+        return HFEngine(judge_cfg, run_dir)
     if backend == "http":
-        return LocalEngine(judge_cfg, direct_http_backend()).start()
+        return LocalEngine(judge_cfg, direct_http_backend())
     if backend == "replay":
         from vbench_ray.judges.backends.replay import ReplayBackend
 
-        return LocalEngine(judge_cfg, ReplayBackend).start()
+        return LocalEngine(judge_cfg, ReplayBackend)
     if backend == "vllm" and judge_cfg.vllm.serve:
-        return ServeEngine(judge_cfg, run_dir).start()
+        return ServeEngine(judge_cfg, run_dir)
     if backend == "vllm":
         from vbench_ray.judges.backends.vllm import VLLMBackend
 
-        engine = LocalEngine(judge_cfg, VLLMBackend).start()
+        engine = LocalEngine(judge_cfg, VLLMBackend)
         engine.streams = False
         return engine
     raise ValueError(f"judge.backend must be one of ['hf', 'http', 'replay', 'vllm'], got {backend!r}")
+
+
+def start_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
+    """The engine for ``judge_cfg``, started (replicas loaded) and ready for the stream's judge stages."""
+    return make_engine(judge_cfg, run_dir).start()
 
 
 class EngineSet:
@@ -401,12 +409,26 @@ class EngineSet:
     def __init__(self, run_dir: str | None = None):
         self.run_dir = run_dir
         self.engines: dict[str, Engine] = {}
+        self.started: set[str] = set()
 
-    def get(self, judge_cfg: Any) -> Engine:
+    def get(self, judge_cfg: Any, start: bool = True) -> Engine:
+        """The run's engine for ``judge_cfg``; ``start=False``: made (config checked) but not loaded yet."""
         key = engine_key(judge_cfg)
         if key not in self.engines:
-            self.engines[key] = start_engine(judge_cfg, self.run_dir)
+            self.engines[key] = make_engine(judge_cfg, self.run_dir)
+        if start:
+            self._start(key)
         return self.engines[key]
+
+    def start(self) -> None:
+        """Load every engine made and not yet started."""
+        for key in list(self.engines):
+            self._start(key)
+
+    def _start(self, key: str) -> None:
+        if key not in self.started:
+            self.engines[key].start()
+            self.started.add(key)
 
     def reserved(self) -> dict[str, float]:
         """What the run's engines hold, summed (the stream's budget excludes it)."""
@@ -422,4 +444,4 @@ class EngineSet:
                 engine.stop()
             except Exception as exc:  # shutting down must not hide the run's result
                 log.warning("stopping judge engine %s: %s", engine.name, exc)
-        self.engines = {}
+        self.engines, self.started = {}, set()
