@@ -271,14 +271,14 @@ def test_media_helpers(tmp_path):
 def test_top_k_reaches_the_server_only_when_set(fake, api_key):
     """judge.top_k in the body the server receives (vLLM's OpenAI server reads ``top_k``), through the engine the
     stream's judge actors call; unset, or with send_sampling=false, the body has none (the server's default)."""
-    from vbench_ray.judges.engines import start_engine
+    from vbench_ray.judges.engines import make_engine
 
     for top_k, send, expected in ((50, True, 50), (None, True, None), (50, False, None)):
         uid = f"topk{top_k}{send}"
         cfg = judge_cfg(backend="http", model="fake-judge", max_tokens=32, top_k=top_k,
                         http={"base_url": fake.base_url, "max_retries": 0, "send_sampling": send, "concurrency": 1,
                               "api_key_env": KEY_ENV})  # the module's server checks every request's key
-        (response,), = list(start_engine(cfg).generate([request("ok", uid)]))
+        (response,), = list(make_engine(cfg).start().generate([request("ok", uid)]))
         assert response.text == f"answer to {uid}"
         body = fake.bodies[uid]
         assert body.get("top_k") == expected and ("top_k" in body) == (expected is not None)
@@ -286,11 +286,11 @@ def test_top_k_reaches_the_server_only_when_set(fake, api_key):
 
 
 def test_top_k_must_be_a_positive_integer():
-    from vbench_ray.judges.engines import start_engine
+    from vbench_ray.judges.engines import make_engine
 
     for bad in (0, -1):
         with pytest.raises(ConfigError, match=r"judge\.top_k must be a positive integer or null"):
-            start_engine(judge_cfg(backend="http", model="m", top_k=bad, http={"base_url": "http://x/v1"}))
+            make_engine(judge_cfg(backend="http", model="m", top_k=bad, http={"base_url": "http://x/v1"})).start()
 
 
 # --------------------------------------------------------------------------------------------------------------

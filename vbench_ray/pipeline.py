@@ -249,9 +249,10 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
 
 
 def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelism: int,
-                  reserved: dict[str, float] | None = None):
+                  reserved: dict[str, float] | None = None, plans: dict[str, StagePlan] | None = None):
     """``rows`` through every stage, as one lazy ``ray.data.Dataset``, the stages sized together to the cluster
-    less what the judge engines hold (``reserved``; ``vbench_ray.pool_plan``).
+    less what the judge engines hold (``reserved``; ``vbench_ray.pool_plan``), or as ``plans`` says when the
+    caller has planned them already (the runner does, before its judge engines load).
 
     ``rows`` is a list of dicts (typed by ``schema``), or a list of Arrow tables with ``schema`` (the runner's
     case table in chunks, ``vbench_ray.case_table``). A list of tables is consumed: each table leaves the list
@@ -267,7 +268,8 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
         chunks = [pa.Table.from_pylist(rows, schema=schema)]
     n = sum(c.num_rows for c in chunks)
     capacity = cluster_capacity()
-    plans = plan_stages(stages, capacity, reserved)  # before any block is put: a plan that cannot run is refused
+    if plans is None:  # before any block is put: a plan that cannot run is refused
+        plans = plan_stages(stages, capacity, reserved)
     # one block per input slice: parallelism without a repartition task competing with the actors for CPUs
     sizes = block_sizes(n, int(capacity["CPU"]), stages[0].batch_size if stages else 1,
                         min(parallelism, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))

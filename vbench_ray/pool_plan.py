@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Protocol
 
 from vbench_ray.config import ConfigError
 
@@ -45,8 +45,8 @@ class Stage(Protocol):
     kind: str  # cpu | pool | judge
     num_cpus: float
     num_gpus: float
-    workers: Optional[int]  # cap on the pool's size
-    min_workers: Optional[int]  # the pool's starting size, if set
+    workers: int | None  # cap on the pool's size
+    min_workers: int | None  # the pool's starting size, if set
 
 
 @dataclass(frozen=True)

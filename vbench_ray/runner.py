@@ -177,14 +177,14 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     mark("ray_ready")
     reserved = engines.reserved()
     capacity = cluster_capacity()
-    plan_stages(stages, capacity, reserved)  # a stream that cannot run is refused before a judge model loads
+    plans = plan_stages(stages, capacity, reserved)  # a stream that cannot run is refused before a judge loads
     engines.start()
     start_data_actors()
     prewarm(stages, capacity)
     _budget_without_engines(reserved)
     _progress_on_terminals()
     # `todo` (the case table's chunks) is emptied into the object store: no second copy stays in the driver
-    ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo), reserved=reserved)
+    ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo), plans=plans)
     mark("stream_planned")
     written, buffered, last = 0, [], 0.0  # the first block is written at once
     # blocks as they finish; a shard when `shard_rows` rows are in or `shard_seconds` passed, so the first

@@ -398,11 +398,6 @@ def make_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
     raise ValueError(f"judge.backend must be one of ['hf', 'http', 'replay', 'vllm'], got {backend!r}")
 
 
-def start_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
-    """The engine for ``judge_cfg``, started (replicas loaded) and ready for the stream's judge stages."""
-    return make_engine(judge_cfg, run_dir).start()
-
-
 class EngineSet:
     """The run's engines, one per distinct judge config, started on first request and stopped together."""
 
