@@ -61,7 +61,9 @@ def test_rows_reach_the_sink_and_the_judge_while_cases_are_still_decoded(ray_loc
         out = tmp_path / "run"
         cfg = load_config(COVE, cove_overrides(
             cove_data, out, "metrics.enabled=[SSIM,MSM,MF,IFS]", "ray.workers=1", "ray.batch_size=1",
-            "ray.shard_rows=1", "judge.backend=http", f"judge.http.base_url=http://127.0.0.1:{server.server_port}/v1",
+            # a judge batch of one: the judge starts on the first decoded case, not once a second one is decoded
+            "ray.shard_rows=1", "ray.judge_batch_size=1", "judge.backend=http",
+            f"judge.http.base_url=http://127.0.0.1:{server.server_port}/v1",
             "judge.model=slow", "judge.max_retries=0", "judge.http.max_retries=0"))
         result = run(cfg)
     finally:
