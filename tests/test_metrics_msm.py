@@ -187,3 +187,73 @@ def test_flow_to_color():
     assert img.shape == (4, 6, 3) and img.dtype == np.uint8
     assert img[:, :3].max() == 0                    # no motion → black
     assert tuple(img[0, 4]) == (255, 0, 0)          # rightward (hue 0) at full magnitude → red
+
+
+def _raft_like(width: int, mask_predictor: bool) -> dict:
+    """A state dict with the two things that tell torchvision's RAFT variants apart (raft.py of
+    pytorch/vision@07a929e8): the feature encoder's 7x7 stem (64 channels in raft_large, 32 in raft_small) and the
+    mask predictor only raft_large has."""
+    import torch
+
+    state = {"feature_encoder.convnormrelu.0.weight": torch.zeros(width, 3, 7, 7),
+             "feature_encoder.conv.weight": torch.zeros(256, 128, 1, 1)}
+    if mask_predictor:
+        state["mask_predictor.conv.weight"] = torch.zeros(576, 256, 1, 1)
+    return state
+
+
+def test_raft_variant_is_read_from_the_weights_not_the_file_name(tmp_path):
+    """Files named for the other variant are read as what they hold; a file that is no RAFT state dict is one
+    message naming metrics.MSM.raft_weights at preflight (check_weights), before any compute."""
+    import torch
+
+    from vbench_ray.config import ConfigError
+    from vbench_ray.video.flow import raft_variant_of
+
+    large, small, other = tmp_path / "raft_small_C_T.pth", tmp_path / "raft_large.pth", tmp_path / "raft_large_x.pth"
+    torch.save(_raft_like(64, True), large)
+    torch.save(_raft_like(32, False), small)
+    torch.save({"backbone.conv.weight": torch.zeros(8, 3, 3, 3)}, other)
+    assert raft_variant_of(torch.load(large)) == "large" and raft_variant_of(torch.load(small)) == "small"
+    for path in (large, small):
+        assert MSM.check_weights(MSMConfig(flow="raft", raft_weights=str(path))) == []
+    problems = MSM.check_weights(MSMConfig(flow="raft", raft_weights=str(other)))
+    assert len(problems) == 1 and "metrics.MSM.raft_weights" in problems[0] and "not a torchvision RAFT" in problems[0]
+    with pytest.raises(ConfigError, match="metrics.MSM.raft_weights.*lacks the mask_predictor"):
+        raft_variant_of(_raft_like(64, False))
+
+
+def _torchvision_raft():
+    """torchvision's RAFT builders, or a skip where torchvision cannot be imported (the CPU stack has none that
+    works beside CPU torch; the GPU stack has it)."""
+    try:
+        from torchvision.models.optical_flow import raft_large, raft_small
+    except Exception as exc:  # ImportError, or torchvision's "operator torchvision::nms does not exist"
+        pytest.skip(f"torchvision's RAFT cannot be imported here: {exc}")
+    return raft_small, raft_large
+
+
+def test_torchvision_raft_weights_under_misleading_names_load_as_their_variant(tmp_path):
+    """torchvision raft_small and raft_large with random weights, each saved under the other's name: MSM loads
+    each as what it is and scores a video; a raft_large file with one tensor of the wrong shape is a ConfigError
+    naming metrics.MSM.raft_weights and the key (not a wall of size-mismatch lines)."""
+    import torch
+
+    from vbench_ray.config import ConfigError
+
+    raft_small, raft_large = _torchvision_raft()
+    torch.manual_seed(0)
+    paths = {"large": tmp_path / "raft_small.pth", "small": tmp_path / "raft_large.pth"}
+    torch.save(raft_large(weights=None).state_dict(), paths["large"])
+    torch.save(raft_small(weights=None).state_dict(), paths["small"])
+    video = translated_video([(2 * t, 0) for t in range(3)], size=128)
+    for variant, path in paths.items():
+        metric = MSM(MSMConfig(flow="raft", raft_weights=str(path), frames=3, size=128))
+        metric.setup()
+        assert metric._raft.variant == variant
+        assert 0.0 <= metric.compute(video) <= 1.0
+    state = raft_large(weights=None).state_dict()
+    state["update_block.flow_head.conv1.weight"] = state["update_block.flow_head.conv1.weight"][:, :64]
+    torch.save(state, tmp_path / "raft_large_bad.pth")
+    with pytest.raises(ConfigError, match=r"metrics\.MSM\.raft_weights.*update_block\.flow_head\.conv1\.weight"):
+        MSM(MSMConfig(flow="raft", raft_weights=str(tmp_path / "raft_large_bad.pth"), size=128)).setup()

@@ -37,10 +37,11 @@ from typing import Optional
 import numpy as np
 
 from vbench_ray.metrics.base import FrameMetric, VideoTooShortError, register_metric, require_weights, weights_problem
-from vbench_ray.video.flow import AreaResize, FrameView, Gray, farneback_flows, raft_variant_for
+from vbench_ray.video.flow import AreaResize, FrameView, Gray, farneback_flows
 
 FLOWS = ("farneback", "raft")
 FORMULAS = ("official", "paper_text")
+RAFT_KEY = "metrics.MSM.raft_weights"
 
 
 @dataclass
@@ -51,7 +52,7 @@ class MSMConfig:
     formula: str = "official"          # "official" (the repository's score; Table 3's numbers) or "paper_text" (App. F.2 jitter)
     motion_threshold: float = 0.05     # px; pixels moving less in both flows are outside M_t
     eps: float = 1e-6                  # keeps the ratios finite where both flows are zero
-    raft_weights: Optional[str] = None  # local torchvision RAFT state dict (.pth), for flow="raft"
+    raft_weights: Optional[str] = None  # local torchvision RAFT state dict (.pth), for flow="raft"; small or large, read from its keys
     device: str = "cpu"                # torch device for RAFT
 
 
@@ -138,17 +139,35 @@ class MSM(FrameMetric):
 
     @classmethod
     def check_weights(cls, cfg) -> list[str]:
-        return weights_problem(cfg.raft_weights, "metrics.MSM.raft_weights", "RAFT optical flow") if cfg.flow == "raft" else []
+        """For RAFT: the file exists and is a torchvision RAFT state dict of either variant (read from its keys and
+        shapes: ``vbench_ray.video.flow.raft_variant_of``), so a wrong file is one message before any compute."""
+        if cfg.flow != "raft":
+            return []
+        problems = weights_problem(cfg.raft_weights, RAFT_KEY, "RAFT optical flow")
+        if problems:
+            return problems
+        try:
+            import torch  # noqa: F401  (a driver without torch leaves the check to the pool actor's setup)
+        except ImportError:
+            return []
+        from vbench_ray.metrics.base import read_state_dict
+        from vbench_ray.video.flow import raft_variant_of
+
+        try:
+            raft_variant_of(read_state_dict(cfg.raft_weights, RAFT_KEY), RAFT_KEY, cfg.raft_weights)
+        except ValueError as exc:  # ConfigError included
+            return [str(exc)]
+        return []
 
     def setup(self) -> None:
         if self.cfg.flow != "raft":
             return
         # check the weights before importing torchvision, so a missing path fails with the config key
         # even where torchvision is not installed (the CPU stack)
-        weights = require_weights(self.cfg.raft_weights, "metrics.MSM.raft_weights", "RAFT optical flow")
+        weights = require_weights(self.cfg.raft_weights, RAFT_KEY, "RAFT optical flow")
         from vbench_ray.video.flow import RaftFlow
 
-        self._raft = RaftFlow(weights, raft_variant_for(weights), self.cfg.device)
+        self._raft = RaftFlow(weights, self.cfg.device, RAFT_KEY)  # small or large: read from the state dict
 
     def frame_view(self) -> FrameView:
         """Farneback: grayscale, then ``INTER_AREA`` to size x size (the official order); RAFT: RGB at size."""

@@ -5,7 +5,7 @@ Two estimators:
 * ``farneback_flow``: OpenCV's Farneback on grayscale frames, the CPU default. The parameters are the
   standard ones the CoVEBench MSM code uses (pyr_scale 0.5, levels 3, winsize 15, iterations 3,
   poly_n 5, poly_sigma 1.2), so scores are comparable with the official numbers.
-* ``RaftFlow``: torchvision's RAFT (small or large) on RGB frames, a GPU option. torchvision is
+* ``RaftFlow``: torchvision's RAFT (small or large, read from the weights) on RGB frames, a GPU option. torchvision is
   imported only when a ``RaftFlow`` is built, because the CPU stack has no working torchvision
   (STACK.md); weights come only from a local ``.pth`` (no downloads on cluster nodes).
 
@@ -110,16 +110,25 @@ class RaftFlow:
     ``rgb`` is uint8 ``(T, H, W, 3)`` with H and W multiples of 8 (RAFT's requirement; 224 is).
     """
 
-    def __init__(self, weights: str | Path, variant: str = "small", device: str = "cpu"):
+    def __init__(self, weights: str | Path, device: str = "cpu", config_key: str = "metrics.MSM.raft_weights"):
+        """The variant (small or large) is read from the state dict (``raft_variant_of``), never from the file's
+        name; a file that is not that variant's every key at its shape fails naming ``config_key``."""
         import torch
         from torchvision.models.optical_flow import raft_large, raft_small
 
-        builders = {"small": raft_small, "large": raft_large}
-        if variant not in builders:
-            raise ValueError(f"RAFT variant must be one of {sorted(builders)}, got {variant!r}")
-        model = builders[variant](weights=None, progress=False)
-        state = torch.load(str(weights), map_location="cpu", weights_only=True)
-        model.load_state_dict(state)
+        from vbench_ray.config import ConfigError
+        from vbench_ray.metrics.base import load_checked, read_state_dict
+
+        try:
+            state = read_state_dict(weights, config_key)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.variant = raft_variant_of(state, config_key, weights)
+        model = {"small": raft_small, "large": raft_large}[self.variant](weights=None, progress=False)
+        try:
+            model = load_checked(model, state, config_key, weights, f"torchvision RAFT-{self.variant}")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
         self.model = model.to(device).eval()
         self.device = device
         self._torch = torch
@@ -137,9 +146,31 @@ class RaftFlow:
         return flow.permute(0, 2, 3, 1).float().cpu().numpy()
 
 
-def raft_variant_for(weights: str | Path) -> str:
-    """Guess the RAFT variant from the weights file name (``raft_large_*.pth`` → large, else small)."""
-    return "large" if "large" in Path(weights).name.lower() else "small"
+# torchvision's RAFT (pytorch/vision@07a929e8b851242b1c75c9016ee06a8e502961d8,
+# torchvision/models/optical_flow/raft.py): the feature encoder's first conv is ``Conv2dNormActivation(3, layers[0],
+# kernel_size=7)`` with layers[0] = 64 in ``raft_large`` and 32 in ``raft_small``; only ``raft_large`` has a
+# ``mask_predictor`` (raft_small upsamples its flow bilinearly).
+RAFT_STEM_KEY = "feature_encoder.convnormrelu.0.weight"
+RAFT_STEM_WIDTH = {64: "large", 32: "small"}
+
+
+def raft_variant_of(state: dict, config_key: str = "metrics.MSM.raft_weights", path: str | Path = "") -> str:
+    """``"large"`` or ``"small"``: the torchvision RAFT variant whose state dict ``state`` is, from its keys and
+    shapes (the stem's width, and a mask predictor exactly when large). Anything else is a ``ConfigError``
+    naming ``config_key``."""
+    from vbench_ray.config import ConfigError
+
+    stem = state.get(RAFT_STEM_KEY)
+    shape = tuple(getattr(stem, "shape", ()))
+    if len(shape) != 4 or shape[1:] != (3, 7, 7) or shape[0] not in RAFT_STEM_WIDTH:
+        found = f"has {RAFT_STEM_KEY} of shape {shape}" if stem is not None else f"has no {RAFT_STEM_KEY}"
+        raise ConfigError(f"{config_key}={path}: not a torchvision RAFT state dict (raft_small or raft_large): it "
+                          f"{found}, where RAFT has (64, 3, 7, 7) (large) or (32, 3, 7, 7) (small)")
+    variant = RAFT_STEM_WIDTH[shape[0]]
+    if any(k.startswith("mask_predictor.") for k in state) != (variant == "large"):
+        raise ConfigError(f"{config_key}={path}: its stem is RAFT-{variant}'s, but it "
+                          f"{'lacks' if variant == 'large' else 'has'} the mask_predictor only RAFT-large has")
+    return variant
 
 
 def flow_to_color(flow: np.ndarray, max_magnitude: float | None = None) -> np.ndarray:
