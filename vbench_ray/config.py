@@ -17,6 +17,7 @@ that names it, then in the repository's ``configs/``; includes nest, and a cycle
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,75 @@ class ConfigError(ValueError):
     """A config that cannot be run: unknown key, missing required key, or invalid value."""
 
 
+# ----------------------------------------------------------------------------- numeric bounds
+
+BOUND = "vbench_ray.bound"  # dataclass field metadata key holding the field's ``Bound``
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range a numeric config field accepts (a ``None`` value always passes: null means "not set").
+
+    ``ge``/``gt`` bound it from below (>=, >), ``le``/``lt`` from above; ``note`` says what the value means.
+    NaN and infinity are refused wherever a bound applies."""
+
+    ge: Optional[float] = None
+    gt: Optional[float] = None
+    le: Optional[float] = None
+    lt: Optional[float] = None
+    note: str = ""
+
+    def problem(self, key: str, value: Any) -> Optional[str]:
+        """A message naming ``key`` when ``value`` is outside the range, else None."""
+        if value is None:
+            return None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = ok and (self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+        ok = ok and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt)
+        if ok:
+            return None
+        parts = [f"{op} {_num(v)}" for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
+                 if v is not None]
+        what = "an integer" if isinstance(value, int) and not isinstance(value, bool) else "a number"
+        return f"`{key}` = {value!r}: expected {what} {' and '.join(parts)}" + (f" ({self.note})" if self.note else "")
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+def bounded(default: Any, *, ge: Optional[float] = None, gt: Optional[float] = None, le: Optional[float] = None,
+            lt: Optional[float] = None, note: str = "") -> Any:
+    """A dataclass field with ``default`` whose value must lie in the given range (``check_bounds``)."""
+    return field(default=default, metadata={BOUND: Bound(ge=ge, gt=gt, le=le, lt=lt, note=note)})
+
+
+def check_bounds(node: Any, key: str = "") -> list[str]:
+    """Every field of ``node`` (a structured config, walked recursively) outside its ``bounded`` range, named by
+    its full key (``key`` is the node's own). Untyped mappings and lists are walked for typed nodes inside."""
+    import dataclasses
+
+    out: list[str] = []
+    if isinstance(node, DictConfig):
+        typ = OmegaConf.get_type(node)
+        bounds = ({f.name: f.metadata[BOUND] for f in dataclasses.fields(typ) if BOUND in f.metadata}
+                  if dataclasses.is_dataclass(typ) else {})
+        for name in node.keys():
+            sub = f"{key}.{name}" if key else str(name)
+            if OmegaConf.is_missing(node, name):
+                continue
+            value = node[name]
+            if name in bounds:
+                problem = bounds[name].problem(sub, value)
+                if problem:
+                    out.append(problem)
+            out += check_bounds(value, sub)
+    elif isinstance(node, ListConfig):
+        for i, value in enumerate(node):
+            out += check_bounds(value, f"{key}[{i}]")
+    return out
+
+
 @dataclass
 class OutputConfig:
     dir: str = MISSING  # the run directory: config.yaml, cases/, summary.json, report.html, wandb/
@@ -41,20 +111,21 @@ class OutputConfig:
 class RunConfig:
     name: Optional[str] = None  # defaults to the name of output.dir
     seed: int = 0  # seeds bootstrap resampling, synthetic data and perturbations
-    limit: Optional[int] = None  # evaluate only the first N cases (smoke runs)
+    # evaluate only the first N cases (smoke runs)
+    limit: Optional[int] = bounded(None, ge=0, note="the number of cases to evaluate; null: all")
     notes: List[str] = field(default_factory=list)  # lines shown in summary.json and the report
 
 
 @dataclass
 class RayConfig:
     address: Optional[str] = None  # null: RAY_ADDRESS if set, else a fresh local runtime; "auto": a `ray start` cluster
-    num_cpus: Optional[int] = None  # logical CPUs of a local runtime (null: Ray's default)
-    batch_size: int = 1  # cases per CPU-stage call (1: a case leaves the stage when done, the last tasks balance)
-    judge_batch_size: int = 2  # cases per judge-stage call: their requests reach the engine together
-    workers: Optional[int] = None  # cap on tasks per CPU stage and actors per pool (null: what the cluster holds)
+    num_cpus: Optional[int] = bounded(None, ge=1, note="null: Ray's default")  # logical CPUs of a local runtime (null: Ray's default)
+    batch_size: int = bounded(1, ge=1)  # cases per CPU-stage call (1: a case leaves the stage when done, the last tasks balance)
+    judge_batch_size: int = bounded(2, ge=1)  # cases per judge-stage call: their requests reach the engine together
+    workers: Optional[int] = bounded(None, ge=1, note="null: what the cluster holds")  # cap on tasks per CPU stage and actors per pool (null: what the cluster holds)
     pools: Dict[str, List[int]] = field(default_factory=dict)  # per pool stage [min, max] actors, e.g. {MSM: [2, 8]}
-    shard_rows: int = 32  # rows per parquet shard written as results stream in ...
-    shard_seconds: float = 5.0  # ... or fewer, once this long has passed since the last shard
+    shard_rows: int = bounded(32, ge=1)  # rows per parquet shard written as results stream in ...
+    shard_seconds: float = bounded(5.0, ge=0)  # ... or fewer, once this long has passed since the last shard
 
 
 @dataclass
@@ -64,8 +135,8 @@ class VideoConfig:
 
 @dataclass
 class StatsConfig:
-    bootstrap_samples: int = 1000  # resamples for 95% percentile bootstrap CIs
-    confidence: float = 0.95
+    bootstrap_samples: int = bounded(1000, ge=1, note="resamples for the CIs")  # resamples for 95% percentile bootstrap CIs
+    confidence: float = bounded(0.95, gt=0, lt=1, note="e.g. 0.95")
 
 
 @dataclass
@@ -81,7 +152,7 @@ class WandbConfig:
 @dataclass
 class ReportConfig:
     enabled: bool = True
-    n_strips: int = 3  # cases shown as sampled frame strips
+    n_strips: int = bounded(3, ge=0)  # cases shown as sampled frame strips
 
 
 @dataclass

@@ -3,10 +3,11 @@
 ``check(cfg)`` runs at the start of ``runner.run``, before Ray starts, a video is opened or a model is
 loaded, and raises one ``ConfigError`` listing every problem found, each naming its config key:
 
-* the run: ``run.limit`` >= 0, ``ray.workers`` / ``ray.batch_size`` / ``ray.judge_batch_size`` /
-  ``ray.shard_rows`` / ``ray.num_cpus`` >= 1,
-  ``stats.bootstrap_samples`` >= 1, ``stats.confidence`` strictly between 0 and 1, ``output.dir`` neither an
-  existing file nor one of the data folders;
+* every numeric field against the range its schema declares (``vbench_ray.config.bounded``): ``run.limit`` >= 0,
+  ``ray.workers`` / ``ray.batch_size`` / ``ray.shard_rows`` ... >= 1, ``ray.shard_seconds`` >= 0,
+  ``stats.confidence`` strictly between 0 and 1, ``judge.temperature`` >= 0, ``judge.max_tokens`` >= 1,
+  ``judge.video.fps`` > 0, ``judge.http.retry_wait_s`` >= 0 ... (each judge the run calls, too);
+* the run: ``output.dir`` neither an existing file nor one of the data folders;
 * metrics (the enabled ones): ``frames`` >= 1 (or null: every frame), weights that exist (each metric's
   own ``FrameMetric.check_weights``: RAFT, CoTracker, LPIPS, CLIP, DINO, NIQE ...), ``device: cuda`` only
   where a GPU is (this machine's torch, or the attached Ray cluster);
@@ -15,7 +16,7 @@ loaded, and raises one ``ConfigError`` listing every problem found, each naming 
   GPU is;
 * each judge the run will call (``judge``, ViDiC's ``model``, NRVBench's ``judges``): ``model`` set, a local
   model path that exists (vllm, hf), ``http.base_url`` set, the ``http.api_key_env`` variable set,
-  ``replay_path`` set and existing, ``max_retries`` >= 0, ``max_invalid_fraction`` in [0, 1];
+  ``replay_path`` set and existing, and its numeric ranges (``max_retries`` >= 0, ``max_invalid_fraction`` in [0, 1]);
 * NRVBench's ``agreement.human_scores``: readable, valid, finite scores.
 
 Per-case problems (a malformed task, an undecodable video) are not checked here: they become that case's
@@ -24,7 +25,6 @@ recorded failure (README, "Bad input").
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from vbench_ray.config import ConfigError
+from vbench_ray.config import ConfigError, check_bounds
 
 Problems = list[str]
 
@@ -40,7 +40,7 @@ Problems = list[str]
 def check(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later."""
     problems: Problems = []
-    for step in (_check_run, _check_output, _check_metrics, _check_editor, _check_judges,
+    for step in (_check_bounds, _check_output, _check_metrics, _check_editor, _check_judges,
                  BENCHMARK_CHECKS.get(cfg.benchmark)):
         if step is None:
             continue
@@ -48,6 +48,7 @@ def check(cfg: DictConfig) -> None:
             problems += step(cfg)
         except ConfigError as exc:  # a check that raises (e.g. a benchmark's own validation) is one problem
             problems.append(str(exc))
+    problems = list(dict.fromkeys(problems))  # a judge node is checked on its own and as part of the config
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(f"the config cannot run ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n{lines}")
@@ -68,17 +69,10 @@ def _int_at_least(cfg: Any, key: str, low: int, nullable: bool = True, what: str
 
 # ----------------------------------------------------------------------------- run, ray, stats, output
 
-def _check_run(cfg: DictConfig) -> Problems:
-    out = _int_at_least(cfg, "run.limit", 0, what=" (the number of cases to evaluate; null: all)")
-    for key in ("ray.batch_size", "ray.judge_batch_size", "ray.shard_rows"):
-        out += _int_at_least(cfg, key, 1, nullable=False)
-    for key in ("ray.workers", "ray.num_cpus"):
-        out += _int_at_least(cfg, key, 1, what=" (null: what the cluster holds)")
-    out += _int_at_least(cfg, "stats.bootstrap_samples", 1, nullable=False, what=" (resamples for the CIs)")
-    conf = _get(cfg, "stats.confidence")
-    if not isinstance(conf, (int, float)) or isinstance(conf, bool) or not math.isfinite(conf) or not 0 < conf < 1:
-        out.append(f"`stats.confidence` = {conf!r}: expected a number strictly between 0 and 1 (e.g. 0.95)")
-    return out
+def _check_bounds(cfg: DictConfig) -> Problems:
+    """Every numeric field outside the range its schema declares (``config.bounded``: ``run.limit``, ``ray.*``,
+    ``stats.*``, ``judge.*`` sampling, video, http and engine settings, ``editor.*`` resources ...)."""
+    return check_bounds(cfg)
 
 
 def _data_paths(cfg: DictConfig) -> dict[str, Path]:
@@ -203,12 +197,8 @@ def _check_judge(node: Any, key: str) -> Problems:
                        f"(a run directory or a JSONL of {{\"request_id\", \"text\"}} lines)")
         elif not Path(str(path)).exists():
             out.append(f"`{key}.replay_path` = {str(path)!r} does not exist")
-    retries = _get(node, "max_retries")
-    if isinstance(retries, int) and retries < 0:
-        out.append(f"`{key}.max_retries` = {retries}: expected an integer >= 0")
-    frac = _get(node, "max_invalid_fraction")
-    if frac is not None and (not isinstance(frac, (int, float)) or not math.isfinite(frac) or not 0 <= frac <= 1):
-        out.append(f"`{key}.max_invalid_fraction` = {frac!r}: expected a share between 0 and 1 (e.g. 0.05)")
+    if isinstance(node, DictConfig):  # its numeric ranges (NRVBench's `judges` entries are merged, not in the walk)
+        out += check_bounds(node, key)
     device = _get(node, "hf.device")
     if backend == "hf" and device and str(device).startswith("cuda"):
         out.append(f"__gpu__:{key}.hf.device")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
+from vbench_ray.config import bounded
 from vbench_ray.editors.frames import FrameRules, conform, effective_rules
 from vbench_ray.pipeline import Stage, format_exception
 from vbench_ray.safepaths import component, within
@@ -29,17 +30,19 @@ class EditorConfig:
     model: Optional[str] = None  # the model's name, for the record (configs/editors/<model>.yaml)
     output_dir: Optional[str] = None  # where edited videos go (null: RUN_DIR/edited)
     layout: str = "by_variant"  # by_variant: {output_dir}/{variant}/{id}.mp4 | flat: {output_dir}/{id}.mp4 (official)
-    num_gpus: float = 0.0  # GPUs per editor replica (fractions allowed)
-    replicas: Optional[int] = None  # editor pool size (null: as many as the cluster holds)
+    num_gpus: float = bounded(0.0, ge=0)  # GPUs per editor replica (fractions allowed)
+    # editor pool size (null: as many as the cluster holds)
+    replicas: Optional[int] = bounded(None, ge=1, note="null: as many as the cluster holds")
     seed: int = 0  # passed to the model ({seed}); the same seed gives the same video on the same hardware
     profile: Optional[str] = None  # table5: CoVEBench Table 5's cost profile (480x480, 41 frames) over frame_rules
     frame_rules: FrameRules = field(default_factory=FrameRules)  # Table 7's row (editors/frames.py)
     command: Optional[str] = None  # command backend: the inference command template ({source} {instruction} ...)
     workdir: Optional[str] = None  # command backend: where the command runs (the model's repository)
     env: dict = field(default_factory=dict)  # command backend: environment variables added
-    timeout_s: Optional[float] = None  # a case's edit taking longer fails: command killed, diffusers stopped at a step
-    stderr_tail_chars: int = 2000  # command backend: how much of stderr the case row keeps
-    gpu_poll_s: float = 0.5  # command backend: how often nvidia-smi is asked for the command's GPU memory
+    # a case's edit taking longer fails: command killed, diffusers stopped at a step
+    timeout_s: Optional[float] = bounded(None, gt=0, note="null: no limit")
+    stderr_tail_chars: int = bounded(2000, ge=0)  # command backend: how much of stderr the case row keeps
+    gpu_poll_s: float = bounded(0.5, gt=0)  # command backend: how often nvidia-smi is asked for the command's GPU memory
     weights: Optional[str] = None  # diffusers backend: the local model folder (model_index.json + components)
     pipeline: Optional[str] = None  # diffusers backend: the pipeline class, e.g. WanVACEPipeline (null: model_index.json's)
     dtype: str = "bf16"  # diffusers backend: bf16 | fp16 | fp32, the weights' dtype

