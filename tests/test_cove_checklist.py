@@ -168,20 +168,20 @@ SCORE_TEXT = ('[{"id": "Q5", "reasoning": "r", "final_score": 7.5}, {"id": "Q6",
               ' {"id": "Q7", "reasoning": "r", "final_score": 8}]')
 
 
-def judged_rows(tmp_path, parse):
+def judged_rows(tmp_path, parse, validity="question"):
     from vbench_ray.judges.log import JudgeLog
     from vbench_ray.judges.stage import JudgeStage
 
     c = case(TF_TASK, [])
-    stage = JudgeStage(Scripted({"Single-TF": TF_TEXT, "Score-MCQ": SCORE_TEXT}), JudgeLog(tmp_path / parse),
-                       max_retries=1)
-    results = stage.run(ck.build_requests(c, parse))
-    return results, ck.judgment_rows(c, results, parse)
+    stage = JudgeStage(Scripted({"Single-TF": TF_TEXT, "Score-MCQ": SCORE_TEXT}),
+                       JudgeLog(tmp_path / f"{parse}-{validity}"), max_retries=1)
+    results = stage.run(ck.build_requests(c, parse, validity))
+    return results, ck.judgment_rows(c, results, parse, validity=validity)
 
 
 def test_invalid_answers_keep_their_valid_siblings(tmp_path):
-    """Item 3: an invalid answer (no reasoning, a 7.5 or an 11) is re-asked, but the request's valid answers
-    are kept when it never becomes valid as a whole; it no longer turns its siblings wrong."""
+    """Issue 10 item 3, now ``score.validity=question``: an invalid answer (no reasoning, a 7.5 or an 11) is
+    re-asked, but the request's valid answers are kept when it never becomes valid as a whole."""
     results, rows = judged_rows(tmp_path, "official")
     assert results["cove/7/base/checklist/Single-TF"].status == "invalid"
     assert results["cove/7/base/checklist/Single-TF"].attempts == 2  # re-asked once (max_retries=1)
@@ -196,7 +196,8 @@ def test_invalid_answers_keep_their_valid_siblings(tmp_path):
 
 
 def test_official_parse_is_literal_and_drops_never_valid_answers(tmp_path):
-    """Item 6: official literal matching, dropped answers, the count of answers the modes score differently."""
+    """Issue 10 item 6 (with ``score.validity=question``): official literal matching, dropped answers, the count
+    of answers the modes score differently."""
     _, rows = judged_rows(tmp_path, "official")
     ifs = value("IFS", rows)
     # official: Q1 "Yes." wrong, Q2 "True" wrong, Q3 dropped, Q4 right -> 1/3

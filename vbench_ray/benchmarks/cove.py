@@ -33,10 +33,12 @@ from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplic
 from vbench_ray.benchmarks.json_array import NotAnArray, iter_json_array
 from vbench_ray.config import BaseConfig
 from vbench_ray.editors import EDITORS, EditorConfig
+from vbench_ray.editors.base import edited_name
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
 from vbench_ray.metrics import METRICS
 from vbench_ray.metrics.base import metric_choices, metrics_config
 from vbench_ray.pipeline import Stage
+from vbench_ray.safepaths import HASH_MARK
 from vbench_ray.metrics.pool import metric_pool_stages
 from vbench_ray.video.frames import FrameMetricsStage, decode_outputs, sink_outputs
 
@@ -152,19 +154,11 @@ def _validate_question(question: Any, where: str, seen: set) -> list[str]:
     elif qid in seen:
         errors.append(f"{where}.id: duplicate question id {qid!r}")
     seen.add(qid)
-    qtype = question.get("type")
-    if qtype not in QUESTION_TYPES:
-        errors.append(f"{where}.type: unknown question type {qtype!r} (expected one of {list(QUESTION_TYPES)})")
-    dim = question.get("dimension")
-    if dim is not None and dim not in DIMENSIONS:
-        errors.append(f"{where}.dimension: unknown dimension {dim!r} (expected one of {list(DIMENSIONS)})")
-    if qtype == "AB-MCQ" and not isinstance(question.get("options"), dict):
-        errors.append(f"{where}.options: AB-MCQ questions need options {{'A': ..., 'B': ...}}")
-    if "expected_answer" not in question:
-        errors.append(f"{where}.expected_answer: missing")
-    elif isinstance(question["expected_answer"], float) and not math.isfinite(question["expected_answer"]):
-        errors.append(f"{where}.expected_answer: {question['expected_answer']!r} is not a valid answer "
-                      "(NaN/Infinity in the JSON)")
+    # an unknown type, an unknown dimension or a gold answer under another key is no load error: the official
+    # code skips the type, routes by keywords and looks the gold up through its chain (cove_checklist)
+    gold = question.get("expected_answer")
+    if isinstance(gold, float) and not math.isfinite(gold):
+        errors.append(f"{where}.expected_answer: {gold!r} is not a valid answer (NaN/Infinity in the JSON)")
     return errors
 
 
@@ -202,14 +196,19 @@ def task_id_from_name(stem: str) -> str | None:
     return str(int(numbers[-1])) if numbers else None
 
 
-def index_edited_videos(edited_dir: Path) -> tuple[dict[str, Path], dict[str, list[Path]]]:
-    """Map task id -> edited video. An exact ``{id}.ext`` wins; other clashes are reported as ambiguous."""
+def index_edited_videos(edited_dir: Path) -> tuple[dict[str, Path], dict[str, list[Path]], dict[str, Path]]:
+    """``(index, ambiguous, by_name)``: task id -> edited video by the official patterns (an exact ``{id}.ext``
+    wins; other clashes are ambiguous), and every video by file name (``edited_name(id)``, what ``vbench-ray
+    edit`` writes, is looked up there first). Names with ``~`` are ``edited_name``'s one-to-one forms of odd ids:
+    never read as a number by the patterns (their hash digits would name another task)."""
     if not edited_dir.is_dir():
         raise DataError(f"data.edited_dir is not a directory: {edited_dir}")
     found: dict[str, list[Path]] = {}
+    by_name: dict[str, Path] = {}
     for path in sorted(edited_dir.iterdir()):
         if path.suffix.lower() in VIDEO_EXTS and path.is_file():
-            tid = task_id_from_name(path.stem)
+            by_name[path.name] = path
+            tid = None if HASH_MARK in path.stem else task_id_from_name(path.stem)
             if tid is not None:
                 found.setdefault(tid, []).append(path)
     index, ambiguous = {}, {}
@@ -219,7 +218,7 @@ def index_edited_videos(edited_dir: Path) -> tuple[dict[str, Path], dict[str, li
             index[tid] = exact[0] if exact else paths[0]
         else:
             ambiguous[tid] = paths
-    return index, ambiguous
+    return index, ambiguous, by_name
 
 
 # ----------------------------------------------------------------------------- exclusions
@@ -259,6 +258,7 @@ class CoveBench(Benchmark):
                                           if k.split(".", 1)[1] != "parse"}, "data.pair_mismatch": ("resample", "fail"),
                       "score.aggregation": ("pooled", "per_task"), "score.uas_unit": ("group", "task"),
                       "score.missing_output": checklist.MISSING_OUTPUT_RULES,
+                      "score.validity": checklist.VALIDITY_RULES, "score.sem_questions": checklist.SEM_QUESTION_RULES,
                       **metric_choices(OBJECTIVE_METRICS), "editor.name": ("precomputed", *sorted(EDITORS)),
                       "editor.layout": ("by_variant", "flat"), "editor.frame_rules.resolution_mode": ("exact", "max"),
                       "editor.profile": ("table5",)}
@@ -319,7 +319,9 @@ class CoveBench(Benchmark):
             if not cfg.data.edited_dir:
                 raise DataError("data.edited_dir is not set: the folder of edited videos ({id}.mp4), or run an "
                                 "editor with editor.name=... to make them")
-            edited, ambiguous = index_edited_videos(Path(cfg.data.edited_dir))
+            edited_root = Path(cfg.data.edited_dir)
+            edited, ambiguous, by_name = index_edited_videos(edited_root)
+            edited = (edited_root, edited, by_name)
         else:  # the editor stage makes them; the row's edited_path is filled in the stream
             edited, ambiguous = None, {}
         metrics = self.enabled_metrics(cfg)
@@ -364,12 +366,12 @@ class CoveBench(Benchmark):
             if case_id in ambiguous:
                 raise DataError(f"several edited videos match task {case_id}: {[p.name for p in ambiguous[case_id]]}")
             if edited is not None:  # else the editor stage makes it
-                if case_id not in edited:
-                    raise DataError(f"edited video for task {case_id} not found in data.edited_dir "
-                                    f"(expected {case_id}.mp4 or an official name pattern)")
-                row["edited_path"] = str(edited[case_id])
+                row["edited_path"] = str(_edited_path(case_id, *edited))
         except DataError as exc:
             row["error_load"] = str(exc)
+            if row.get("source_path") and (edited is not None or case_id in ambiguous):
+                # the model's output is missing, misnamed or refused: scored under score.missing_output
+                row["error_edited"] = str(exc)
         for metric, rule in rules.items():
             row[f"excluded_{metric}"] = exclusion_reason(case_id, row["categories"], row["categories_l2"], rule)
         return row
@@ -379,23 +381,24 @@ class CoveBench(Benchmark):
         phases = []
         if self.checklist_metrics(cfg):
             phases.append(JudgePhase("checklist", cfg.judge,
-                                     lambda cases, _: self.judge_requests(cases, cfg.judge.parse)))
+                                     lambda cases, _: self.judge_requests(cases, cfg.judge.parse, cfg.score.validity)))
         if self.vqr_enabled(cfg):  # VisualQuality-R1, one request per sampled frame (cove_vqr)
             phases.append(JudgePhase(vqr.STAGE, cfg.vqr, lambda cases, _: vqr.requests_of(cases)))
         return phases
 
     @staticmethod
-    def judge_requests(cases: list[dict], parse: str = "official") -> list[JudgeRequest]:
+    def judge_requests(cases: list[dict], parse: str = "official", validity: str = "request") -> list[JudgeRequest]:
         """Requests of the cases that loaded and whose edited video decodes (issue 14, item 7: a case
         without a usable edited video is not sent; ``score.missing_output`` scores it)."""
         return [r for case in cases if not case.get("error_load") and not unusable_edited(case)
-                for r in checklist.build_requests(case, parse)]
+                for r in checklist.build_requests(case, parse, validity)]
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
-        rows = [q for case in cases if not case.get("error_load") and self.checklist_metrics(cfg)
+        rows = [q for case in cases if scorable(case) and self.checklist_metrics(cfg)
                 for q in checklist.judgment_rows(case, results, cfg.judge.parse,
                                                  unusable=unusable_edited(case),
-                                                 missing_output=cfg.score.missing_output)]
+                                                 missing_output=cfg.score.missing_output,
+                                                 validity=cfg.score.validity)]
         if self.vqr_enabled(cfg):
             rows += [f for case in cases for f in vqr.frame_rows(case, results)]
         return pa.Table.from_pylist(rows, schema=checklist.JUDGMENT_SCHEMA)
@@ -407,7 +410,8 @@ class CoveBench(Benchmark):
         headline = {}
         for m in metrics:
             stats = {**checklist.aggregate(rows, m, *args), "higher_is_better": True}
-            judged = [r for r in checklist.metric_rows(rows, m) if r["status"] != checklist.NO_OUTPUT]
+            judged = [r for r in checklist.metric_rows(rows, m, cfg.score.sem_questions)
+                      if r["status"] != checklist.NO_OUTPUT]
             headline[m] = judge_availability(stats, judged, float(cfg.judge.max_invalid_fraction),
                                              what="checklist answers")
         return headline, checklist.by_category(rows, metrics, *args)
@@ -450,7 +454,7 @@ class CoveBench(Benchmark):
             summary["edit"] = edit_summary(rows, cfg.editor)
             summary.setdefault("report_tables", []).append(edit_report_table(summary["edit"]))
         if self.checklist_metrics(cfg):
-            unusable = sorted({r["case_id"] for r in rows if not r.get("error_load") and unusable_edited(r)},
+            unusable = sorted({r["case_id"] for r in rows if scorable(r) and unusable_edited(r)},
                               key=lambda c: (len(c), c))
             summary["missing_output"] = {"rule": cfg.score.missing_output, "n_cases": len(unusable),
                                          "cases": unusable[:50]}
@@ -461,6 +465,12 @@ def _task_id(task: Any, i: int) -> str:
     """A task's case id: its ``id`` (a number without leading zeros), else ``#i``."""
     case_id = str(task.get("id")) if isinstance(task, dict) and task.get("id") is not None else f"#{i}"
     return str(int(case_id)) if case_id.isdigit() else case_id
+
+
+def scorable(case: dict) -> bool:
+    """Whether a case's checklist is scored: it loaded, or only its edited video is missing (a missing
+    output counts under ``score.missing_output``, never silently out of the metrics)."""
+    return not case.get("error_load") or bool(case.get("error_edited") and case["error_load"] == case["error_edited"])
 
 
 def unusable_edited(case: dict) -> str | None:
@@ -504,6 +514,18 @@ def read_checklist(path: Path) -> Iterator[Any]:
         raise DataError(f"data.checklist {path} is not valid JSON: {exc}") from exc
     except NotAnArray as exc:
         raise DataError(f"data.checklist {path}: expected a JSON list of tasks, got {exc.type_name}") from None
+
+
+def _edited_path(case_id: str, root: Path, index: dict[str, Path], by_name: dict[str, Path]) -> Path:
+    """The case's edited video: ``edited_name(case_id)`` (what ``vbench-ray edit`` writes), else the official
+    patterns' match. Like a source video (``resolve_under``), a video that is a link to a file outside
+    ``data.edited_dir`` is refused: the case's ``error_load``."""
+    path = by_name.get(edited_name(case_id)) or index.get(case_id)
+    if path is None:
+        raise DataError(f"edited video for task {case_id} not found in data.edited_dir "
+                        f"(expected {edited_name(case_id)} or an official name pattern)")
+    resolve_under(root, path.name, f"data.edited_dir: the edited video of task {case_id}")
+    return path
 
 
 class _SourceIndex:

@@ -1,7 +1,7 @@
 """CoVEBench checklist judging and its metrics UAS, IFS, VRS, SEM.
 
-Spec: CoVEBench paper §3.1 and App. F.1 (IFS, VRS, UAS), App. F.3 (SEM); the judge's prompt rules
-(seeds/003 appendix) and the official request layout and aggregation (ANCHORS.md §1):
+Spec: CoVEBench paper §3.1 and App. F.1 (IFS, VRS, UAS), App. F.3 (SEM); the judge's prompt rules (paper
+appendix) and the official request layout and aggregation (NJU-LINK/CoVEBench, metrics/subjective/mllm_checklist):
 
 * one request per (task, question type), returning a JSON array; AB-MCQ and Single-TF see only the
   edited video (Video B), Dual-TF and Score-MCQ see the source (Video A) then the edited video; the
@@ -9,29 +9,37 @@ Spec: CoVEBench paper §3.1 and App. F.1 (IFS, VRS, UAS), App. F.3 (SEM); the ju
 * routing by the question's ``dimension``: Execution Accuracy -> IFS, Physical Logic -> VRS,
   Semantic Preservation -> SEM. Without one of these, the official code's keyword routing: Score-MCQ
   -> SEM; else keywords in the question's and its group's metadata (SEM words, then VRS words such as
-  "physics" or "artifact", then IFS words); else AB-MCQ / TF -> IFS (``route``).
-* ``judge.parse=official`` (default, issue 10): the official parse and literal matching (``"Yes."`` or
-  ``"Option A"`` is wrong), and a question never validly answered is dropped from the denominator, as
-  the official aggregation skips questions without ``model_answer``. ``lenient``: normalised answers,
-  and a never-valid question counts wrong (Score-MCQ: the lowest score, 1). Either way each answer is
-  valid on its own: one invalid answer no longer voids its siblings. Every metric reports
-  ``n_scored_differently`` (answers the two modes score differently) and its value under the other mode.
-* non-score questions: case-insensitive exact match with ``expected_answer``; Score-MCQ: the integer
-  1-10 itself (its ``expected_answer`` is a placeholder and ignored; 7.5 or 11 are off the paper's
-  scale and invalid for that question).
-* IFS, VRS: accuracy in percent; SEM: mean score x 10; UAS: an edit point (evaluation group) scores
-  1 only if all its Execution Accuracy and Physical Logic questions are correct; groups without such
-  questions are not counted.
-* aggregation ``pooled`` (paper, official README): over all questions / groups of the run;
-  ``per_task`` (official code at commit 31673ca): the mean of per-task means; as there, a task without
-  both IFS and VRS questions has no UAS and is left out of UAS's mean. ``uas_unit=task`` makes a whole
-  task the UAS unit (also the official code).
-* questions never validly answered are counted as ``n_invalid`` (see ``judge.parse`` for how they score).
+  "physics" or "artifact", then IFS words); else AB-MCQ / TF -> IFS (``route``). Questions of a type the
+  official code does not ask are skipped (status ``not_asked``), never a load failure.
+* ``judge.parse=official`` (default): the official extraction, validation and literal matching (``"Yes."``
+  or ``"Option A"`` is wrong; NJU-LINK/CoVEBench 4fe1c2f eval_checklist.py, 31673ca / db270d6a
+  aggregate_subjective.py). ``score.validity=request`` (default, official): a request failing validation
+  after its re-asks leaves all its questions unanswered; an answer's value is never checked ("Unclear" is
+  wrong); ids match as ``str`` without stripping. ``question``: each answer valid on its own (stripped ids,
+  Score-MCQ integers 1-10 only), valid siblings kept. A question without an answer is dropped from the
+  denominator, as the official aggregation skips questions without ``model_answer``. ``lenient``:
+  normalised answers, and an unanswered question counts wrong (Score-MCQ: the lowest score, 1). Every
+  metric reports ``n_scored_differently`` and its value under the other parse mode.
+* non-score questions: stripped, case-insensitive exact match with the gold answer found through the
+  official fallback chain (``expected_answer``, ``answer``, ``label``, ``ground_truth``, ``target_answer``,
+  ``correct_answer``, then ``options``); no gold: not scored. Score-MCQ: ``float()`` of the answer
+  (official: 7.5, 11 and ``true`` count; its ``expected_answer`` is a placeholder and ignored).
+* IFS, VRS: accuracy in percent; SEM: mean value x 10 of every question routed to SEM (a TF question
+  there counts 1 or 0, as the official code; ``score.sem_questions=score_mcq``: Score-MCQ only); UAS: an
+  edit point (evaluation group) scores 1 only if all its IFS and VRS questions are right; groups without
+  such questions are not counted.
+* aggregation ``pooled`` (paper, official README, code at db270d6a): over all questions / groups of the
+  run; ``per_task`` (official code at 31673ca): the mean of per-task means; as there, a task without both
+  IFS and VRS questions has no UAS and is left out of UAS's mean. ``uas_unit=task`` makes a whole task the
+  UAS unit (also the official per-task code). SEM is always reported x 10 (0-100); the official per-task
+  CSV defaults to the raw 1-10 scale (``scale_note`` says so).
+* an edited video that is missing, misnamed or undecodable is not judged: ``score.missing_output``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -41,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 
 from vbench_ray.judges.base import JudgeRequest, request_id
-from vbench_ray.judges.parsing import ANSWER_FORMS, PARSE_MODES, official_score_value
+from vbench_ray.judges.parsing import ANSWER_FORMS, PARSE_MODES
 from vbench_ray.stats import bootstrap_ci, ratio_ci
 
 STAGE = "checklist"  # the judge stage of every request id (cove/{case}/{variant}/checklist/{question type})
@@ -51,22 +59,29 @@ DIMENSION_METRIC = {"Execution Accuracy": "IFS", "Physical Logic": "VRS", "Seman
 CHECKLIST_METRICS = ("UAS", "IFS", "VRS", "SEM")
 LOWEST_SCORE = 1
 MISSING_OUTPUT_RULES = ("wrong", "exclude")
-NO_OUTPUT = "no_output"  # judgment status of a question whose edited video cannot be decoded (not judged)
+VALIDITY_RULES = ("request", "question")
+SEM_QUESTION_RULES = ("routed", "score_mcq")
+NO_OUTPUT = "no_output"  # judgment status of a question whose edited video is missing or cannot be decoded
+NOT_ASKED = "not_asked"  # judgment status of a question of a type the official code does not ask (skipped)
 
 
 @dataclass
 class CoveScoreConfig:
     aggregation: str = "pooled"  # pooled (paper, official README) | per_task (official code, commit 31673ca)
     uas_unit: str = "group"  # group: one edit point (paper) | task: the whole task (official code)
-    missing_output: str = "wrong"  # edited video cannot be decoded (not judged): wrong (all its questions wrong, Score-MCQ 1) | exclude
+    missing_output: str = "wrong"  # edited video missing, misnamed or undecodable (not judged): wrong (all its questions wrong, Score-MCQ 1) | exclude
+    validity: str = "request"  # request: official, a request failing validation loses all its answers | question: each answer on its own
+    sem_questions: str = "routed"  # routed: official, every question routed to SEM (TF: 0/1) | score_mcq: Score-MCQ only
 
 
 def system_prompt(qtype: str) -> str:
     return resources.files("vbench_ray.judges.prompts").joinpath("cove", f"{qtype}.txt").read_text()
 
 
-# Keyword routing of questions without a known dimension, in the official aggregation's order
-# (ANCHORS.md §1): looked for in the lower-cased metadata below with runs of other characters as "_".
+# Keyword routing of questions without a known dimension (CoVEBench 31673ca / db270d6a,
+# metrics/subjective/mllm_checklist/aggregate_subjective.py, ``category_text`` / ``classify_question``): the
+# group's then the question's values under these keys, each ``str()``-ed (a list: each element ``str()``-ed),
+# joined by spaces, lower-cased, runs of other characters than a-z0-9 made "_", then searched for these words.
 ROUTE_KEYS = ("metric", "dimension", "category", "score_type", "sub_category", "group", "name", "type", "tag",
               "tags", "question_type")
 ROUTE_KEYWORDS = (
@@ -76,32 +91,65 @@ ROUTE_KEYWORDS = (
 )
 
 
-def _words(value) -> list[str]:
-    """Keys and values of nested metadata, in order (what the official ``str()`` of it contains)."""
-    if isinstance(value, dict):
-        return [w for k, v in value.items() for w in [str(k), *_words(v)]]
-    if isinstance(value, (list, tuple)):
-        return [w for v in value for w in _words(v)]
-    return [] if value is None else [str(value)]
+def _route_text(group: dict, question: dict) -> str:
+    pieces: list[str] = []
+    for obj in (group, question):
+        for key in ROUTE_KEYS:
+            value = obj.get(key)
+            if isinstance(value, list):
+                pieces += [str(x) for x in value]
+            elif value is not None:
+                pieces.append(str(value))
+    return re.sub(r"[^a-z0-9]+", "_", " ".join(pieces).lower())
 
 
 def route(question: dict, group: dict | None = None) -> str | None:
     """IFS, VRS or SEM for a question (App. F.1, F.3), or None when nothing routes it (not scored).
 
-    By its ``dimension`` (case-insensitive); else a Score-MCQ is SEM; else by keywords in the
-    group's and the question's metadata fields ``ROUTE_KEYS``; else an AB-MCQ / TF question is IFS."""
-    dim = str(question.get("dimension") or "").strip().lower()
+    As the official ``classify_question``: by its ``dimension`` (case-insensitive, stripped); else a
+    Score-MCQ is SEM; else by keywords in the group's and the question's metadata (``ROUTE_KEYS``);
+    else an AB-MCQ / TF question is IFS. Any question type is routed; unknown ones are not asked."""
+    dim = str(question.get("dimension", "")).strip().lower()
     for name, metric in DIMENSION_METRIC.items():
         if dim == name.lower():
             return metric
     if question.get("type") == "Score-MCQ":
         return "SEM"
-    words = [w for obj in (group or {}, question) for key in ROUTE_KEYS for w in _words(obj.get(key))]
-    compact = re.sub(r"[^a-z0-9]+", "_", " ".join(words).lower())
+    compact = _route_text(group or {}, question)
     for metric, tokens in ROUTE_KEYWORDS:
         if any(t in compact for t in tokens):
             return metric
     return "IFS" if question.get("type") in ("AB-MCQ", "Single-TF", "Dual-TF") else None
+
+
+# the official gold answer's keys, tried in order with ``or`` (a falsy value such as "" falls through), then
+# the question's ``options`` dict under these keys (``score_question``, same file and commits as above)
+GOLD_KEYS = ("expected_answer", "answer", "label", "ground_truth", "target_answer", "correct_answer")
+GOLD_OPTION_KEYS = ("answer", "correct", "target")
+
+
+def gold_answer(question: dict):
+    """A non-Score question's gold answer through the official fallback chain, or None (not scored)."""
+    gold = next((question.get(k) for k in GOLD_KEYS if question.get(k)), None)
+    if gold is None:
+        gold = question.get(GOLD_KEYS[-1])  # ``a or ... or z`` is z when all are falsy
+    if gold is None and isinstance(question.get("options"), dict):
+        opts = question["options"]
+        gold = next((opts.get(k) for k in GOLD_OPTION_KEYS if opts.get(k)), None)
+        if gold is None:
+            gold = opts.get(GOLD_OPTION_KEYS[-1])
+    return gold
+
+
+def official_float(value) -> float | None:
+    """A Score-MCQ answer as the official ``as_float``: None or "" -> None, else ``float(value)`` (7.5,
+    11, ``true`` -> 1.0, "nan" -> NaN), None when that raises."""
+    if value is None or (isinstance(value, str) and value == ""):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def iter_questions(task: dict) -> Iterable[tuple[int, dict, dict]]:
@@ -116,17 +164,21 @@ def _video_part(path: str) -> dict:
     return {"type": "video_url", "video_url": {"url": Path(path).resolve().as_uri()}}
 
 
-def build_requests(case: dict, parse: str = "official") -> list[JudgeRequest]:
-    """One request per question type present in the task (official grouping); ``parse`` is
-    ``judge.parse`` (which parse decides validity and re-asks; both are recorded)."""
+def build_requests(case: dict, parse: str = "official", validity: str = "request") -> list[JudgeRequest]:
+    """One request per question type present in the task (official grouping; questions of other types are
+    not asked, as the official ``build_pending_tasks`` skips them); ``parse`` is ``judge.parse`` (which
+    parse decides validity and re-asks; both are recorded), ``validity`` is ``score.validity``."""
     if parse not in PARSE_MODES:
         raise ValueError(f"judge.parse must be one of {PARSE_MODES}, got {parse!r}")
+    if validity not in VALIDITY_RULES:
+        raise ValueError(f"score.validity must be one of {VALIDITY_RULES}, got {validity!r}")
     task = json.loads(case["annotations"])
     params = json.loads(case.get("variant_params") or "{}")
     video = {"fps": params["fps"]} if "fps" in params else None  # an fps sweep variant
     by_type: dict[str, list[dict]] = {}
     for _, _, q in iter_questions(task):
-        by_type.setdefault(q["type"], []).append(q)
+        if q.get("type") in TYPE_FORM:
+            by_type.setdefault(q["type"], []).append(q)
     requests = []
     for qtype, questions in by_type.items():
         listed = [{"id": q["id"], "question": q["question"], **({"options": q["options"]} if q.get("options") else {})}
@@ -147,7 +199,8 @@ def build_requests(case: dict, parse: str = "official") -> list[JudgeRequest]:
         requests.append(JudgeRequest.build(
             "cove", case["case_id"], case["variant"], STAGE, qtype,
             messages=[{"role": "system", "content": system_prompt(qtype)}, {"role": "user", "content": content}],
-            parser=f"checklist_{parse}", expected={"ids": [q["id"] for q in questions], "form": TYPE_FORM[qtype]},
+            parser=f"checklist_{parse}", expected={"ids": [q["id"] for q in questions], "form": TYPE_FORM[qtype],
+                                                   **({"validity": validity} if validity != "request" else {})},
             video=video))
     return requests
 
@@ -169,39 +222,50 @@ def _other(mode: str) -> str:
 def score_answer(question: dict, answer, mode: str) -> tuple[bool | None, float | None]:
     """(correct, score) of one answer under a parse mode; (None, None) when the question is dropped.
 
-    ``answer`` is the mode's own answer (None: never validly answered). official: literal,
-    case-insensitive match, a Score-MCQ answer as a float, unanswered dropped. lenient: normalised
-    match, unanswered wrong (Score-MCQ: the lowest score)."""
-    expected = str(question.get("expected_answer")).strip().lower()
-    if question["type"] == "Score-MCQ":
+    ``answer`` is the mode's own answer (None: never validly answered). official (``score_question`` of
+    the official aggregation): a Score-MCQ answer through ``float()``; else a stripped, case-insensitive
+    match with the gold answer of the fallback chain (``gold_answer``); no answer or no gold: dropped.
+    lenient: normalised match, unanswered wrong (Score-MCQ: the lowest score)."""
+    if question.get("type") == "Score-MCQ":
         if answer is None:
             return None, (None if mode == "official" else float(LOWEST_SCORE))
-        value = official_score_value(answer) if mode == "official" else ANSWER_FORMS["SCORE"][0](answer)
-        return None, (float(value) if value is not None else (None if mode == "official" else float(LOWEST_SCORE)))
+        if mode == "official":
+            return None, official_float(answer)
+        value = ANSWER_FORMS["SCORE"][0](answer)
+        return None, float(value if value is not None else LOWEST_SCORE)
+    gold = gold_answer(question)
+    if gold is None:
+        return None, None
+    expected = str(gold).strip().lower()
     if answer is None:
         return (None if mode == "official" else False), None
     if mode == "lenient":
-        answer = ANSWER_FORMS[TYPE_FORM[question["type"]]][0](answer)
+        answer = ANSWER_FORMS[TYPE_FORM.get(question.get("type"), "TF")][0](answer)
         if answer is None:
             return False, None
     return str(answer).strip().lower() == expected, None
 
 
 def judgment_rows(case: dict, results: dict, parse: str = "official", unusable: str | None = None,
-                  missing_output: str = "wrong") -> list[dict]:
+                  missing_output: str = "wrong", validity: str = "request") -> list[dict]:
     """One row per checklist question: the judge's answer, correctness and score under ``parse``
     (``correct`` / ``score``; None when the question is dropped) and under the other mode (``alt_*``).
 
-    ``unusable``: why the case's edited video cannot be decoded (it was not judged): every question gets
-    status ``no_output`` and is wrong (Score-MCQ: the lowest score) under ``missing_output=wrong``, or left
-    out of every metric under ``exclude`` (correct and score null); ``error`` holds the reason."""
+    ``validity=request`` (official): a request that never passed validation gives none of its questions an
+    answer; ``question`` keeps the valid answers of such a request. ``unusable``: why the case's edited
+    video is missing or cannot be decoded (it was not judged): every question gets status ``no_output``
+    and is wrong (Score-MCQ: the lowest score) under ``missing_output=wrong``, or left out of every metric
+    under ``exclude`` (correct and score null); ``error`` holds the reason. A question of a type the
+    official code does not ask gets status ``not_asked`` and no score."""
     task = json.loads(case["annotations"])
     other = _other(parse)
     rows = []
     for g, group, q in iter_questions(task):
-        rid = request_id("cove", case["case_id"], case["variant"], STAGE, q["type"])
-        result = None if unusable else results.get(rid)
-        value = result.value if result is not None and isinstance(result.value, dict) else {}
+        asked = q.get("type") in TYPE_FORM
+        rid = request_id("cove", case["case_id"], case["variant"], STAGE, str(q.get("type")))
+        result = None if unusable or not asked else results.get(rid)
+        usable = result is not None and (validity == "question" or result.status == "ok")
+        value = result.value if usable and isinstance(result.value, dict) else {}
         entry = value.get(str(q["id"]))
         entry = entry if isinstance(entry, dict) else {}
         answer, alt_answer = entry.get(parse), entry.get(other)
@@ -213,15 +277,19 @@ def judgment_rows(case: dict, results: dict, parse: str = "official", unusable: 
         correct, score = score_answer(q, answer, parse)
         alt_correct, alt_score = score_answer(q, alt_answer, other)
         error = result.error if result is not None and status != "ok" else None
-        if unusable:
+        if not asked:
+            status, error = NOT_ASKED, f"question type {q.get('type')!r} is not asked (the official code skips it)"
+            correct = alt_correct = score = alt_score = None
+        elif unusable:
             status, error = NO_OUTPUT, unusable
             wrong = missing_output == "wrong"
             is_score = q["type"] == "Score-MCQ"
             correct = alt_correct = (False if wrong and not is_score else None)
             score = alt_score = (float(LOWEST_SCORE) if wrong and is_score else None)
+        gold = gold_answer(q) if q.get("type") != "Score-MCQ" else q.get("expected_answer")
         row = {"case_id": case["case_id"], "variant": case["variant"], "group": g,
-               "target_element": group.get("target_element"), "question_id": q["id"], "type": q["type"],
-               "metric": route(q, group), "expected": str(q.get("expected_answer")),
+               "target_element": group.get("target_element"), "question_id": str(q["id"]),
+               "type": str(q.get("type")), "metric": route(q, group), "expected": None if gold is None else str(gold),
                "answer": None if answer is None else str(answer), "status": status, "request_id": rid,
                "correct": correct, "score": score, "parse": parse, "error": error,
                "alt_answer": None if alt_answer is None else str(alt_answer),
@@ -244,34 +312,54 @@ JUDGMENT_SCHEMA = pa.schema([
 
 # ----------------------------------------------------------------------------- metrics
 
-def _scored(r: dict, metric: str) -> bool:
-    return r["score"] is not None if metric == "SEM" else r["correct"] is not None
+def row_value(r: dict) -> float | None:
+    """A scored question's number as the official ``score_question`` gives it: a Score-MCQ's score, else
+    1.0 / 0.0 for right / wrong; None when dropped. May be NaN (a "nan" score)."""
+    if r["type"] == "Score-MCQ":
+        return r["score"]
+    return None if r["correct"] is None else float(r["correct"])
 
 
-def case_units(rows: list[dict], metric: str, uas_unit: str, per_task: bool = False) -> dict[str, list[tuple[float, float]]]:
+def _scored(r: dict, metric: str = "") -> bool:
+    return row_value(r) is not None
+
+
+def _sem_rule(score_cfg) -> str:
+    return getattr(score_cfg, "sem_questions", "routed")
+
+
+def case_units(rows: list[dict], metric: str, uas_unit: str, per_task: bool = False,
+               sem_questions: str = "routed") -> dict[str, list[tuple[float, float]]]:
     """Per case: (value, weight) pairs of the metric's scoring units, from scored questions only
-    (a question dropped under ``judge.parse=official`` is no unit).
+    (a dropped question is no unit). As the official aggregation (CoVEBench db270d6a pooled, 31673ca per
+    task; metrics/subjective/mllm_checklist/aggregate_subjective.py):
 
-    IFS/VRS: one unit per question (1 if correct); SEM: one per Score-MCQ question (score x 10);
-    UAS: one per evaluation group (or per task) holding scored Execution Accuracy or Physical Logic
-    questions. ``per_task``: a task gets UAS only if it has both IFS and VRS questions scored (official
-    per-task code)."""
+    IFS/VRS: one unit per question, pooled 100 if its value is 1.0 (a NaN counts wrong), per task its value
+    x 100 (NaN left out of the task's mean); SEM: every question routed to SEM (``sem_questions=score_mcq``:
+    Score-MCQ only), its value x 10, NaN left out; UAS: one per evaluation group (or per task) holding scored
+    IFS or VRS questions, 100 if all their values are 1.0. ``per_task``: a task gets UAS only if it has both
+    IFS and VRS questions scored (official per-task code)."""
     per_case: dict[str, list[tuple[float, float]]] = {}
     if metric in ("IFS", "VRS"):
         for r in rows:
-            if r["metric"] == metric and _scored(r, metric):
-                per_case.setdefault(r["case_id"], []).append((100.0 * bool(r["correct"]), 1.0))
+            v = row_value(r) if r["metric"] == metric else None
+            if v is None or (per_task and math.isnan(v)):
+                continue
+            per_case.setdefault(r["case_id"], []).append((100.0 * v if per_task else 100.0 * (v == 1.0), 1.0))
     elif metric == "SEM":
         for r in rows:
-            if r["metric"] == "SEM" and _scored(r, metric):
-                per_case.setdefault(r["case_id"], []).append((10.0 * r["score"], 1.0))
+            v = row_value(r) if r["metric"] == "SEM" else None
+            if v is None or math.isnan(v) or (sem_questions == "score_mcq" and r["type"] != "Score-MCQ"):
+                continue
+            per_case.setdefault(r["case_id"], []).append((10.0 * v, 1.0))
     elif metric == "UAS":
         units: dict[tuple, bool] = {}
         kinds: dict[str, set] = {}
         for r in rows:
-            if r["metric"] in ("IFS", "VRS") and _scored(r, r["metric"]):
+            v = row_value(r) if r["metric"] in ("IFS", "VRS") else None
+            if v is not None:
                 key = (r["case_id"], r["group"] if uas_unit == "group" else "task")
-                units[key] = units.get(key, True) and bool(r["correct"])
+                units[key] = units.get(key, True) and v == 1.0
                 kinds.setdefault(r["case_id"], set()).add(r["metric"])
         for (case_id, _), ok in units.items():
             if per_task and kinds[case_id] != {"IFS", "VRS"}:
@@ -280,9 +368,13 @@ def case_units(rows: list[dict], metric: str, uas_unit: str, per_task: bool = Fa
     return per_case
 
 
-def metric_rows(rows: list[dict], metric: str) -> list[dict]:
-    """The questions a metric is computed from (UAS: the IFS and VRS questions)."""
-    return [r for r in rows if (r["metric"] in ("IFS", "VRS") if metric == "UAS" else r["metric"] == metric)]
+def metric_rows(rows: list[dict], metric: str, sem_questions: str = "routed") -> list[dict]:
+    """The questions a metric is computed from (UAS: the IFS and VRS questions); not-asked ones left out."""
+    rows = [r for r in rows if r["status"] != NOT_ASKED]
+    if metric == "UAS":
+        return [r for r in rows if r["metric"] in ("IFS", "VRS")]
+    return [r for r in rows if r["metric"] == metric
+            and not (metric == "SEM" and sem_questions == "score_mcq" and r["type"] != "Score-MCQ")]
 
 
 def _value(per_case: dict, aggregation: str) -> float | None:
@@ -305,20 +397,26 @@ def aggregate(rows: list[dict], metric: str, score_cfg, seed: int, n_resamples: 
     (right in one and wrong or dropped in the other, a different score, or dropped vs counted wrong);
     ``other_parse``: the metric's value had the run used the other ``judge.parse`` mode."""
     per_task = score_cfg.aggregation == "per_task"
-    per_case = case_units(rows, metric, score_cfg.uas_unit, per_task)
+    sem_rule = _sem_rule(score_cfg)
+    per_case = case_units(rows, metric, score_cfg.uas_unit, per_task, sem_rule)
     cases = sorted(per_case)
-    mine = metric_rows(rows, metric)
+    mine = metric_rows(rows, metric, sem_rule)
     n_invalid = sum(1 for r in mine if r["status"] not in ("ok", NO_OUTPUT))
     n_dropped = sum(1 for r in mine if not _scored(r, r["metric"]) and r["status"] != NO_OUTPUT)
     differ = sum(1 for r in mine if (r["correct"], r["score"]) != (r.get("alt_correct"), r.get("alt_score")))
     parse = rows[0].get("parse") if rows else None
     out = {"value": None, "ci95": None, "n": sum(len(v) for v in per_case.values()), "n_cases": len(cases),
            "n_invalid": n_invalid, "n_dropped": n_dropped,
-           "n_missing_output": len({r["case_id"] for r in mine if r["status"] == NO_OUTPUT}), "scale": "percent" if metric != "SEM" else "0-100",
+           "n_missing_output": len({r["case_id"] for r in mine if r["status"] == NO_OUTPUT}),
+           "scale": "percent" if metric != "SEM" else "0-100",
            "parse": parse, "n_scored_differently": differ,
            "other_parse": {"parse": _other(parse) if parse in PARSE_MODES else None,
-                           "value": _value(case_units([_swap(r) for r in rows], metric, score_cfg.uas_unit, per_task),
-                                           score_cfg.aggregation)}}
+                           "value": _value(case_units([_swap(r) for r in rows], metric, score_cfg.uas_unit, per_task,
+                                                      sem_rule), score_cfg.aggregation)}}
+    if metric == "SEM":  # the official per-task code (31673ca) writes SEM on the raw 1-10 scale by default
+        out["scale_note"] = ("mean score x 10 (0-100)" + ("; the official per-task CSV (31673ca) is on the raw "
+                                                          "1-10 scale by default (--sem-scale raw): this / 10"
+                                                          if per_task else ""))
     if not cases:
         return out
     out["value"] = _value(per_case, score_cfg.aggregation)

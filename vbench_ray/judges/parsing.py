@@ -8,9 +8,13 @@ question type (the prompts demand it), so a "Maybe" is retried rather than silen
 
 ``judge.parse`` (issue 10) picks which of two parses decides validity for CoVEBench checklists:
 ``official`` (default; the official code's extraction and literal answers, so "Yes." or "Option A"
-score wrong and a missing ``reasoning`` key invalidates that answer) or ``lenient`` (the balanced-span
-extraction above and normalised answers: "True" -> Yes, "Option A" -> A). Both are computed on every
-answer so a run reports how many answers the two modes score differently.
+score wrong) or ``lenient`` (the balanced-span extraction above and normalised answers: "True" -> Yes,
+"Option A" -> A). Both are computed on every answer so a run reports how many answers the two modes
+score differently. ``expected["validity"]`` (``score.validity``, issue 24): ``request`` (default) is the
+official ``validate_llm_output`` (NJU-LINK/CoVEBench 4fe1c2f, metrics/subjective/mllm_checklist/
+eval_checklist.py): the whole request is valid or not, ids compared as ``str`` without stripping, the
+answer's value never checked; ``question`` judges each answer on its own (stripped ids, a Score-MCQ
+answer must be an integer 1-10).
 
 A parser returns ``Parsed(ok, value, error)``; ``error`` says what was wrong, in words a retry prompt
 can quote back to the judge. A failed parse may still carry the answers that were valid in ``value``.
@@ -178,6 +182,53 @@ def official_score_value(value: Any) -> float | None:
     return f if f.is_integer() and 1 <= f <= 10 else None
 
 
+def official_answer(item: dict) -> Any:
+    """The first non-null of ``final_answer`` / ``final_score`` / ``answer`` / ``score`` (official
+    ``extract_answer_from_dict``), else None."""
+    return next((item[k] for k in ANSWER_KEYS if item.get(k) is not None), None)
+
+
+def official_validate(data: Any, expected_ids: list) -> str | None:
+    """Why a parsed answer fails the official ``validate_llm_output`` (CoVEBench 4fe1c2f,
+    metrics/subjective/mllm_checklist/eval_checklist.py), or None when it passes: a list of objects, each
+    with a non-empty ``str(id)``, a ``reasoning`` key and a non-null answer; every expected id (as ``str``,
+    not stripped) among the answers' ids. The first failing item fails the whole request."""
+    if not isinstance(data, list):
+        return "Output is not a JSON array."
+    ids = []
+    for item in data:
+        if not isinstance(item, dict):
+            return "Item in array is not an object."
+        qid = str(item.get("id", ""))
+        if not qid:
+            return "Missing id in one answer."
+        if "reasoning" not in item:
+            return f"Missing reasoning for ID {qid}."
+        if official_answer(item) is None:
+            return f"Missing final answer/score for ID {qid}."
+        ids.append(qid)
+    missing = [str(i) for i in expected_ids if str(i) not in ids]
+    return f"Missing answers for IDs: {missing}" if missing else None
+
+
+def _official_request(text: str, wanted: list[str]) -> tuple[dict, list[str], str | None]:
+    """The official parse with whole-request validity: any validation failure is fatal; answers are
+    written back in array order to the question whose ``str(id)`` equals the answer's (a repeated id:
+    the last one wins; unknown ids ignored), as the official ``write_answers``."""
+    try:
+        data = official_extract(text)
+    except ValueError as exc:
+        return {}, [], str(exc)
+    problem = official_validate(data, wanted)
+    if problem:
+        return {}, [], problem
+    answers = {}
+    for item in data:
+        if str(item["id"]) in wanted:
+            answers[str(item["id"])] = official_answer(item)
+    return answers, [], None
+
+
 def _official_answers(text: str, form: str) -> tuple[dict, list[str], str | None]:
     """(valid literal answers by id, per-question problems, fatal error) of the official parse.
 
@@ -224,14 +275,16 @@ def parse_checklist(text: str, expected: dict, mode: str) -> Parsed:
     """Both parses of one CoVEBench checklist answer; ``mode`` decides validity (and so re-asks).
 
     ``value = {qid: {"official": literal answer | None, "lenient": normalised answer | None}}`` for
-    every expected id either parse answered. Each answer is valid or not on its own (issue 10): an
-    invalid or missing answer makes the request invalid (re-asked) but the valid siblings stay in
-    ``value``, and the judge stage keeps them if the request never becomes valid."""
+    every expected id either parse answered. An invalid or missing answer makes the request invalid
+    (re-asked); the valid siblings stay in ``value`` and the judge stage keeps them if the request never
+    becomes valid, for ``score.validity=question`` (under ``request`` the scoring ignores them)."""
     if mode not in PARSE_MODES:
         raise ValueError(f"judge.parse must be one of {PARSE_MODES}, got {mode!r}")
     form = expected["form"]
     wanted = [str(i) for i in expected["ids"]]
-    both = {"official": _official_answers(text, form), "lenient": _lenient_answers(text, form)}
+    official = (_official_answers(text, form) if expected.get("validity", "request") == "question"
+                else _official_request(text, wanted))
+    both = {"official": official, "lenient": _lenient_answers(text, form)}
     value = {}
     for qid in wanted:
         entry = {m: both[m][0].get(qid) for m in PARSE_MODES}
