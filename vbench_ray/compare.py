@@ -83,7 +83,10 @@ def _read_parquets(folder: Path) -> pd.DataFrame:
 def load_run(path: str | Path, variant: str = "base") -> Run:
     from omegaconf import OmegaConf
 
+    from vbench_ray.run_lock import check_not_in_progress
+
     path = Path(path)
+    check_not_in_progress(path, "compare")  # a run in progress: its summary.json is an earlier invocation's
     for name in ("summary.json", "config.yaml"):
         if not (path / name).is_file():
             raise CompareError(f"{path}: no {name} (not a finished run directory)")

@@ -37,7 +37,10 @@ def write_report(run_dir: str | Path, n_strips: int = 3, out: str | Path | None 
     ``n_strips`` frame strips are drawn from the first cases by case id that have both a source and
     an edited video and no load error; a video that cannot be decoded shows its error instead.
     """
+    from vbench_ray.run_lock import check_not_in_progress
+
     run_dir = Path(run_dir)
+    check_not_in_progress(run_dir, "report")  # a reader must not read half a run (the run's own call passes)
     summary = _load_summary(run_dir)
     cases = _load_cases(run_dir)
     page = _page(summary, cases, run_dir, n_strips)

@@ -27,6 +27,7 @@ from vbench_ray.judges.engines import EngineSet
 from vbench_ray.pipeline import Stage, build_dataset, cluster_capacity, iter_blocks
 from vbench_ray.pool_plan import plan_stages
 from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_data_actors, start_ray
+from vbench_ray.run_lock import RunLock
 from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,13 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     bench = get_benchmark(cfg.benchmark)
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    # one run per directory for the run's life (issue 30, item 1): a second one refuses here, writing nothing
+    with RunLock(run_dir):
+        return _locked_run(cfg, variants, bench, run_dir, start, timing)
+
+
+def _locked_run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, start: float,
+                timing: dict) -> RunResult:
     _check_resumable(run_dir, cfg)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
 
