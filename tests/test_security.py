@@ -232,6 +232,47 @@ def test_redaction_removes_the_key_in_any_case_and_any_8_character_piece(text, k
         assert KEY[i:i + 8].lower() not in low, (KEY[i:i + 8], out)
 
 
+def _echoes(key: str) -> dict[str, str]:
+    """The key as careless servers echo it (issue 23, item 2), each inside an encoded header or a sentence."""
+    import base64
+    import urllib.parse
+
+    header = f"Authorization: Bearer {key}".encode()
+    return {"base64": base64.b64encode(header).decode(), "base64, one byte on": base64.b64encode(b"x" + header).decode(),
+            "base64url": base64.urlsafe_b64encode(b"Bearer  " + key.encode()).decode(),
+            "hex": key.encode().hex(), "HEX": key.encode().hex().upper(),
+            "URL-encoded": urllib.parse.quote(f"Bearer {key}/é", safe=""),
+            "prefix...suffix": f"{key[:6]}...{key[-4:]}", "prefix…suffix": f"{key[:8]}…{key[-3:]}",
+            "masked prefix": f"{key[:5]}****{key[-2:]}"}
+
+
+def _leaks(text: str, key: str) -> list[str]:
+    """What of ``key`` is still in ``text``: an 8-character piece of the key or of any encoding of it, or the
+    ends of the key around a mask."""
+    import base64
+
+    raw = key.encode()
+    forms = [key, raw.hex()]
+    for pad in (b"", b"x", b"xx"):  # the key's bytes at each offset of a base64 quantum
+        enc = base64.b64encode(pad + raw).decode()
+        inner = enc[len(pad) * 4 // 3 + 1: len(enc) - 4] if pad else enc[:-4]
+        forms += [inner, inner.replace("+", "-").replace("/", "_")]
+    low = text.lower()
+    found = [f[i:i + 8] for f in forms for i in range(len(f) - 7) if f[i:i + 8].lower() in low]
+    return found + [m for m in (f"{key[:6]}...", f"{key[:8]}…", f"{key[:5]}****") if m.lower() in low]
+
+
+@pytest.mark.parametrize("shape", list(_echoes(KEY)))
+def test_redaction_removes_encoded_forms_and_named_ends_of_the_key(shape):
+    from vbench_ray.judges.backends.media import scrub
+
+    text = f"error: we got {_echoes(KEY)[shape]} from you"
+    assert _leaks(text, KEY)  # the check sees the echo ...
+    out = scrub(text, [KEY])
+    assert not _leaks(out, KEY), out  # ... and nothing of it is left
+    assert out.startswith("error: we got ") and out.endswith(" from you") and "***" in out
+
+
 def test_redaction_keeps_text_that_shares_less_than_8_characters_with_the_key():
     from vbench_ray.judges.backends.media import scrub
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
+import functools
 import json
 import logging
 import mimetypes
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, quote_plus, unquote, urlparse
 
 from vbench_ray.judges.base import JudgeRequest, JudgeResponse
 
@@ -73,16 +75,53 @@ def scrub(text: Optional[str], secrets: Iterable[str]) -> Optional[str]:
     """``text`` with every secret replaced by ``***`` (an API key must never reach a log or an error).
 
     Servers echo keys in other shapes than the one sent: upper-cased, masked to their last characters
-    (``...a1b2c3d4e5f6``), cut in the middle. So matching ignores case, and every run of 8 or more
-    characters that occurs in a secret is redacted, not only the whole key. A secret shorter than 8
-    characters is redacted only whole (ignoring case): its fragments would match ordinary words.
+    (``...a1b2c3d4e5f6``), cut in the middle, or encoded (issue 23, item 2: a header echoed base64-encoded,
+    hex, URL-encoded; a key named by its ends, ``sk-AbC...StUv``). So every encoded form of a secret
+    (``secret_forms``) is redacted like the secret, matching ignores case, every run of 8 or more characters
+    that occurs in a form is redacted, not only the whole of it, and a prefix and a suffix of the secret
+    joined by a mask (``...``, ``…``, ``***``) are redacted together. A secret shorter than 8 characters is
+    redacted only whole (ignoring case): its fragments would match ordinary words.
     """
     if text is None:
         return None
     for secret in secrets:
         if secret:
-            text = _redact_one(text, str(secret))
+            if len(str(secret)) >= MIN_FRAGMENT:  # first: a fragment redacted alone would break the pattern
+                ends, tail = _masked_ends(str(secret))
+                text = tail.sub(r"\1***", ends.sub("***", text))
+            for form in secret_forms(str(secret)):
+                text = _redact_one(text, form)
     return text
+
+
+@functools.lru_cache(maxsize=16)
+def secret_forms(secret: str) -> tuple[str, ...]:
+    """The secret and the forms a server may echo it in: hex; URL-encoding; base64 and base64url at each of the
+    three byte offsets it may sit at inside an encoded header (``Authorization: Bearer <key>`` encoded whole),
+    each cut to the characters that come from the secret's bytes alone."""
+    raw = secret.encode("utf-8")
+    forms = [secret, raw.hex(), quote(secret, safe=""), quote_plus(secret, safe="")]
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        first, end = -(-8 * offset // 6), (8 * (offset + len(raw))) // 6  # chars made of the secret's bits only
+        stable = encoded[first:end]
+        forms += [stable, stable.replace("+", "-").replace("/", "_")]
+    return tuple(dict.fromkeys(f for f in forms if f))
+
+
+MASK = r"(?:\.{2,}|…+|\*{2,}|•+|x{4,})"  # how APIs hide the middle of a key they name
+
+
+@functools.lru_cache(maxsize=16)
+def _masked_ends(secret: str) -> tuple["re.Pattern[str]", "re.Pattern[str]"]:
+    """A prefix (3+ characters) and a suffix (2+) of ``secret`` around a mask; a mask and a suffix of 4+ (the
+    mask kept)."""
+    low = secret.lower()
+    prefixes = "|".join(re.escape(low[:k]) for k in range(len(low), 2, -1))
+    suffixes = "|".join(re.escape(low[-k:]) for k in range(len(low), 1, -1))
+    long_suffixes = "|".join(re.escape(low[-k:]) for k in range(len(low), 3, -1))
+    return (re.compile(rf"(?:{prefixes})\s*{MASK}\s*(?:{suffixes})", re.IGNORECASE),
+            re.compile(rf"({MASK}\s*)(?:{long_suffixes})", re.IGNORECASE))
 
 
 def _redact_one(text: str, secret: str) -> str:
