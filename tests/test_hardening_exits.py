@@ -53,3 +53,58 @@ def test_item9_nrv_judges_entries_are_range_checked(tmp_path):
         f"judge.replay_path={answers}", "judges=[{name: a}, {name: b, temperature: -2}]"])
     with pytest.raises(ConfigError, match=r"`judges\[1\]\.temperature` = -2\.0: expected a number >= 0"):
         check(cfg)
+
+
+# ----------------------------------------------------------------------------- item 7: honest exit codes
+
+def test_item7_nothing_to_compute_is_refused_before_compute(cove_data, tmp_path, capsys):
+    """`metrics.enabled=[]` with no editor: exit 2 naming the key, nothing written."""
+    from vbench_ray.cli import main
+
+    out = tmp_path / "never"
+    assert main(["run", str(COVE), *cove_overrides(cove_data, out, "metrics.enabled=[]")]) == 2
+    assert "`metrics.enabled` is empty: the run would compute and score nothing" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.ray
+def test_item7_a_run_whose_every_case_failed_exits_non_zero(ray_local, cove_data, tmp_path, capsys):
+    """Edited videos named `{id}_v2.mp4`: no case loads. summary.json is written, the command exits 5 with the
+    reason and the first failure."""
+    import shutil
+    from pathlib import Path
+
+    from vbench_ray.cli import EXIT_ALL_FAILED, main
+
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    for video in Path(cove_data["edited_dir"]).glob("*.mp4"):
+        shutil.copy(video, edited / f"{video.stem}_v2.mp4")
+    out = tmp_path / "run"
+    code = main(["run", str(COVE), *cove_overrides({**cove_data, "edited_dir": str(edited)}, out,
+                                                   "metrics.enabled=[SSIM]")])
+    err = capsys.readouterr().err
+    assert code == EXIT_ALL_FAILED == 5
+    assert "error: every case failed (8 of 8" in err and "not found in data.edited_dir" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["failures"]["count"] == 8 and summary["metrics"]["SSIM"]["n"] == 0
+
+
+@pytest.mark.ray
+def test_item7_edit_whose_every_case_failed_at_load_exits_non_zero(ray_local, cove_copy, tmp_path, capsys):
+    """`edit` with no source video to edit: was "0 edited, 0 reused, 0 failed" and exit 0."""
+    from pathlib import Path
+
+    from vbench_ray.cli import EXIT_ALL_FAILED, main
+
+    for video in Path(cove_copy["source_dir"]).rglob("*.mp4"):
+        video.unlink()
+    editor = tmp_path / "identity.yaml"
+    editor.write_text("name: identity\n")
+    out = tmp_path / "edited"
+    code = main(["edit", str(editor), f"data.checklist={cove_copy['checklist']}",
+                 f"data.source_dir={cove_copy['source_dir']}", f"output.dir={out}", "wandb.mode=disabled",
+                 "report.enabled=false"])
+    captured = capsys.readouterr()
+    assert "0 edited, 0 reused, 0 failed" in captured.out
+    assert code == EXIT_ALL_FAILED and "error: every case failed (8 of 8; load: 8)" in captured.err

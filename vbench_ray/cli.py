@@ -35,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     result = run(cfg)
     _print_result(result)
-    return _unavailable_exit(result.summary)
+    return _run_exit(result.summary)
 
 
 def cmd_edit(args: argparse.Namespace) -> int:
@@ -68,13 +68,30 @@ def cmd_edit(args: argparse.Namespace) -> int:
           f"{'n/a' if spf is None else f'{spf:.3f}'} s/frame, peak {'n/a' if peak is None else f'{peak:,.1f}'} MB")
     for case_id, error in list(edit.get("failed", {}).items())[:10]:
         print(f"  failed {case_id}: {error}", file=sys.stderr)
-    return 1 if edit.get("n_failed") else 0
+    return _run_exit(result.summary) or (1 if edit.get("n_failed") else 0)
 
 
-# Exit statuses: 2 a config or data error (nothing ran), 3 a metric unavailable (a dead judge: summary.json
-# written, but the number is not a score), 4 no space left on device.
+# Exit statuses: 1 some edits failed (`edit`), 2 a config or data error (nothing ran), 3 a metric unavailable (a dead
+# judge: summary.json written, but the number is not a score), 4 no space left on device, 5 every case failed
+# (summary.json written, nothing scored).
 EXIT_UNAVAILABLE = 3
 EXIT_NO_SPACE = 4
+EXIT_ALL_FAILED = 5
+
+
+def _run_exit(summary: dict) -> int:
+    """The exit status of a finished run (issue 23, item 7): a run in which every case failed (videos that do not
+    load, an editor that made nothing) scored nothing, whatever its metrics say: say why, exit non-zero."""
+    code = _unavailable_exit(summary)
+    n, failures = summary.get("n_rows") or 0, summary.get("failures") or {}
+    if n and failures.get("count", 0) >= n:
+        first = (failures.get("examples") or [{}])[0]
+        stages = ", ".join(f"{stage}: {count}" for stage, count in (failures.get("by_stage") or {}).items())
+        print(f"error: every case failed ({n} of {n}; {stages}): nothing was scored. The first: case "
+              f"{first.get('case_id')!r}: {first.get('error')} (every failure is in summary.json's `failures`; "
+              f"fix the input and run the same command again: failed cases are computed again)", file=sys.stderr)
+        return EXIT_ALL_FAILED
+    return code
 
 
 def _unavailable_exit(summary: dict) -> int:
@@ -140,7 +157,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for variant, metrics in result.summary.get("by_variant", {}).items():
         values = ", ".join(f"{m}={s['value']:.4g}" for m, s in metrics.items() if s.get("value") is not None)
         print(f"  [{variant}] {values}")
-    return _unavailable_exit(result.summary)
+    return _run_exit(result.summary)
 
 
 def cmd_synth(args: argparse.Namespace) -> int:

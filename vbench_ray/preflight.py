@@ -7,7 +7,8 @@ loaded, and raises one ``ConfigError`` listing every problem found, each naming 
   ``ray.workers`` / ``ray.batch_size`` / ``ray.shard_rows`` ... >= 1, ``ray.shard_seconds`` >= 0,
   ``stats.confidence`` strictly between 0 and 1, ``judge.temperature`` >= 0, ``judge.max_tokens`` >= 1,
   ``judge.video.fps`` > 0, ``judge.http.retry_wait_s`` >= 0 ... (each judge the run calls, too);
-* the run: ``output.dir`` neither an existing file nor one of the data folders;
+* the run: ``output.dir`` neither an existing file nor one of the data folders; something to compute
+  (``metrics.enabled`` not empty, or an editor to run);
 * metrics (the enabled ones): ``frames`` >= 1 (or null: every frame), weights that exist (each metric's
   own ``FrameMetric.check_weights``: RAFT, CoTracker, LPIPS, CLIP, DINO, NIQE ...), ``device: cuda`` only
   where a GPU is (this machine's torch, or the attached Ray cluster);
@@ -40,7 +41,7 @@ Problems = list[str]
 def check(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later."""
     problems: Problems = []
-    for step in (_check_bounds, _check_output, _check_metrics, _check_editor, _check_judges,
+    for step in (_check_bounds, _check_output, _check_something_to_compute, _check_metrics, _check_editor, _check_judges,
                  BENCHMARK_CHECKS.get(cfg.benchmark)):
         if step is None:
             continue
@@ -85,6 +86,17 @@ def _data_paths(cfg: DictConfig) -> dict[str, Path]:
         if isinstance(value, str) and value not in ("???", "") and Path(value).exists():
             out[f"data.{key}"] = Path(value).resolve()
     return out
+
+
+def _check_something_to_compute(cfg: DictConfig) -> Problems:
+    """``metrics.enabled: []`` with no editor to run: the run would compute nothing and report no metric (issue 23,
+    item 7). (``vbench-ray edit`` empties it on purpose: its editor is the work.)"""
+    enabled = _get(cfg, "metrics.enabled")
+    editor = _get(cfg, "editor.name")
+    if enabled is not None and len(enabled) == 0 and editor in (None, "precomputed"):
+        return ["`metrics.enabled` is empty: the run would compute and score nothing; enable at least one metric "
+                "(e.g. metrics.enabled=[SSIM])"]
+    return []
 
 
 def _check_output(cfg: DictConfig) -> Problems:
