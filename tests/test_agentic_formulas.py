@@ -104,15 +104,26 @@ def test_sequencing_invalid_submissions_score_zero_with_reason(tmp_path, content
     assert v.status == ("missing" if content is None else "invalid")
 
 
-def test_sequencing_accepts_stems_and_a_bare_list(tmp_path):
-    task = _seq_task(tmp_path, ["a.mp4", "b.mp4", "c.mp4"])
+LENIENT = sequencing.SequencingConfig(names="lenient")
+
+
+def _seq_sub(tmp_path: Path) -> Path:
     sub = tmp_path / "sub"
     sub.mkdir()
+    (sub / "solution.mp4").write_bytes(b"\x00")  # the required deliverable is there (its content is not checked)
+    return sub
+
+
+def test_sequencing_accepts_stems_and_a_bare_list(tmp_path):
+    task = _seq_task(tmp_path, ["a.mp4", "b.mp4", "c.mp4"])
+    sub = _seq_sub(tmp_path)
     (sub / "solution.json").write_text(json.dumps(["a", "b.mp4", "c"]))
-    v = sequencing.verify(task, sub)
+    v = sequencing.verify(task, sub, LENIENT)
     assert v.reward == 1.0 and v.details["strict"] == 1
+    official = sequencing.verify(task, sub)  # the official judge: names as the key writes them, else 0
+    assert official.reward == 0.0 and "unknown clip" in official.details["reason"]
     (sub / "solution.json").write_text(json.dumps({"order": ["b", "a", "c"]}))
-    v = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted"))
+    v = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient"))
     m = sequencing.sequencing_metrics(["b.mp4", "a.mp4", "c.mp4"], ["a.mp4", "b.mp4", "c.mp4"])
     assert v.reward == pytest.approx(m["weighted"]) and v.details["adjusted"] == pytest.approx(m["adjusted"])
 
@@ -123,25 +134,26 @@ def test_sequencing_reads_the_official_segments_format(tmp_path, sources):
     """Issue 10 item 8: the official harness writes {"segments": [{"source": <clip number>, ...}]}."""
     clips = ["clip_03.mp4", "clip_01.mp4", "clip_04.mp4", "clip_02.mp4"]  # the true order
     task = _seq_task(tmp_path, clips)
-    sub = tmp_path / "sub"
-    sub.mkdir()
+    sub = _seq_sub(tmp_path)
     segments = [{"output": [float(i), i + 1.0], "source": s, "source_range": [0.0, 1.0]} for i, s in enumerate(sources)]
     (sub / "solution.json").write_text(json.dumps({"segments": segments}))
-    v = sequencing.verify(task, sub)
+    v = sequencing.verify(task, sub, LENIENT)
     # predicted 3,1,2,4 -> true ranks [0, 1, 3, 2]: ND = (0+0+1+1) / floor(16/2) = 0.25, LIS = 3/4,
     # ADJ = 1/3 (only 3->1 is a true successor pair); paper score 0.75 * 0.75 / 3 = 0.1875
     assert v.status == "ok" and v.details["predicted"] == ["clip_03.mp4", "clip_01.mp4", "clip_02.mp4", "clip_04.mp4"]
     assert (v.details["nd"], v.details["lis"], v.details["adj"]) == pytest.approx((0.25, 0.75, 1 / 3))
     assert v.reward == pytest.approx(0.1875)
-    weighted = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted"))
+    weighted = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient"))
     assert weighted.reward == pytest.approx(0.4 * 0.75 + 0.3 * 0.75 + 0.3 / 3)  # 0.625
 
 
 def test_sequencing_official_segments_perfect_and_malformed(tmp_path):
     task = _seq_task(tmp_path, ["1.mp4", "2.mp4", "3.mp4"])
-    sub = tmp_path / "sub"
-    sub.mkdir()
+    sub = _seq_sub(tmp_path)
     (sub / "solution.json").write_text(json.dumps({"segments": [{"source": "1"}, {"source": "2"}, {"source": "3"}]}))
+    assert sequencing.verify(task, sub, LENIENT).reward == 1.0
+    assert sequencing.verify(task, sub).reward == 0.0  # official: "1" is not the key's "1.mp4"
+    (sub / "solution.json").write_text(json.dumps({"segments": [{"source": f"{k}.mp4"} for k in (1, 2, 3)]}))
     assert sequencing.verify(task, sub).reward == 1.0
     (sub / "solution.json").write_text(json.dumps({"segments": "1,2,3"}))
     v = sequencing.verify(task, sub)
@@ -173,19 +185,22 @@ def _asm_submit(tmp_path: Path, content) -> Path:
     return sub
 
 
+SLOTS = assembly.AssemblyConfig(scheme="slots")  # the project's reading: plain accuracy, chance 1/k
+
+
 def test_assembly_perfect_one_wrong_and_chance(tmp_path):
     task = _asm_task(tmp_path)
     perfect = {"slots": {f"S{i + 1}": f"g{i}.mp4" for i in range(4)}}
-    assert assembly.verify(task, _asm_submit(tmp_path, perfect)).reward == 1.0
+    assert assembly.verify(task, _asm_submit(tmp_path, perfect), SLOTS).reward == 1.0
     one_wrong = {"slots": {**perfect["slots"], "S2": "d1_0.mp4"}}
-    v = assembly.verify(task, _asm_submit(tmp_path, one_wrong))
+    v = assembly.verify(task, _asm_submit(tmp_path, one_wrong), SLOTS)
     assert v.details["accuracy"] == 0.75 and v.reward == pytest.approx((0.75 - 1 / 3) / (2 / 3))
     # list form, stems, a missing slot and a clip from another slot's candidates all count wrong
     listed = {"slots": [{"slot": "S1", "clip": "g0"}, {"slot": "S2", "clip": "g0.mp4"}, {"slot": "S3", "clip": "d2_1"}]}
-    v = assembly.verify(task, _asm_submit(tmp_path, listed))
+    v = assembly.verify(task, _asm_submit(tmp_path, listed), SLOTS)
     assert v.details["n_correct"] == 1 and v.reward == 0.0  # r = 1/4 < 1/3: floored
     all_wrong = {f"S{i + 1}": f"d{i}_0.mp4" for i in range(4)}  # bare mapping
-    assert assembly.verify(task, _asm_submit(tmp_path, all_wrong)).reward == 0.0
+    assert assembly.verify(task, _asm_submit(tmp_path, all_wrong), SLOTS).reward == 0.0
 
 
 def test_assembly_random_selection_is_chance():
@@ -202,8 +217,10 @@ def test_assembly_random_selection_is_chance():
     (json.dumps({"slots": [["S1", "g0"]]}), "slots[0]"),
 ])
 def test_assembly_malformed_json_scores_zero(tmp_path, content, reason):
-    v = assembly.verify(_asm_task(tmp_path), _asm_submit(tmp_path, content))
+    v = assembly.verify(_asm_task(tmp_path), _asm_submit(tmp_path, content), SLOTS)
     assert v.reward == 0.0 and v.status == "invalid" and reason in v.details["reason"]
+    official = assembly.verify(_asm_task(tmp_path), _asm_submit(tmp_path, content))  # the task judge's reading
+    assert official.reward == 0.0 and official.status == "invalid" and official.details["reason"]
 
 
 def test_assembly_missing_solution_is_a_missing_rollout(tmp_path):

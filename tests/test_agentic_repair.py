@@ -314,20 +314,20 @@ def test_measure_sets_and_reward_json(tasks, tmp_path):
 
 # ----------------------------------------------------------------------------- item 10: the official scheme
 
-def test_official_localisation_and_deduction_formulas(tmp_path):
+def test_official_localisation_formulas(tmp_path):
+    from vbench_ray.agentic.verifiers import repair_official as RO
+
     report = tmp_path / "report.md"
     report.write_text("# Report\n\n## Diagnosis\n- type: colour shift\n- start: 00:01.500\n- end: 2.4\n\n"
                       "## Repair trajectory\n- start: 9\n", encoding="utf-8")
-    loc = repair.localization_score(report, (1.5, 2.5))
+    prof = RO.official_profile({"group": "visual", "defect": "colour_shift", "window": [1.5, 2.5]}, 4.0)
+    loc = RO.localization_score(report, prof)
     # hit 5 + start 10 exp(-3 * 0) + end 10 exp(-3 * 0.1) + IoU 10 * (0.9 / 1.0)
     assert loc["score"] == pytest.approx(5 + 10 + 10 * np.exp(-0.3) + 9.0)
     assert repair.parse_timestamp("01:02:03.5") == pytest.approx(3723.5)
     report.write_text("no diagnosis here\n", encoding="utf-8")
-    assert repair.localization_score(report, (1.5, 2.5))["score"] == 0.0
-    assert repair.localization_score(tmp_path / "none.md", (1.5, 2.5))["score"] == 0.0
-    # video budget 36: in-window shortfall 0.2 costs 2.5 * 36 * 0.2 = 18, outside 0.05 costs 1.8
-    assert repair._deduct(0.8, 0.95, 36.0) == pytest.approx(16.2)
-    assert repair._deduct(0.5, 1.0, 36.0) == 0.0  # capped at the budget, floored at 0
+    assert RO.localization_score(report, prof)["score"] == 0.0
+    assert RO.localization_score(tmp_path / "none.md", prof)["score"] == 0.0
     # audio: a copy 75 ms late scores its overlap share times the lag penalty 1 - 75/150
     x = np.random.default_rng(0).normal(size=32000)
     late = np.concatenate([np.zeros(1200), x[:-1200]])

@@ -50,9 +50,11 @@ def _write(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def _concat_clips(paths: list[Path], out: Path) -> None:
+def _concat_clips(paths: list[Path], out: Path) -> list[float]:
+    """Write the clips back to back to ``out``; their durations (frames / fps)."""
     media = [read_media(p, audio=False) for p in paths]
     write_media(out, np.concatenate([m.frames for m in media]), media[0].fps)
+    return [len(m.frames) / media[0].fps for m in media]
 
 
 def _clip_names(task: TaskBundle) -> list[str]:
@@ -74,8 +76,14 @@ def assembly_oracle(task: TaskBundle, out: Path, rng: np.random.Generator) -> di
 
 
 def _assembly_write(task, out: Path, board: dict, picks: dict, how: str) -> dict:
-    _write(out / "solution.json", {"slots": picks})
-    _concat_clips([task.input(f"clips/{picks[s['slot']]}") for s in board["slots"]], out / "solution.mp4")
+    """``solution.json`` in both shapes (the task judge's ``segments``, the ``slots`` mapping) and the
+    picked clips concatenated in slot order, each segment's place in ``solution.mp4`` declared."""
+    clips = [task.input(f"clips/{picks[s['slot']]}") for s in board["slots"]]
+    durations = _concat_clips(clips, out / "solution.mp4")
+    starts = np.concatenate([[0.0], np.cumsum(durations)])
+    segments = [{"slot": s["slot"], "source": picks[s["slot"]], "output": [float(starts[i]), float(starts[i + 1])],
+                 "source_range": [0.0, float(durations[i])]} for i, s in enumerate(board["slots"])]
+    _write(out / "solution.json", {"segments": segments, "slots": picks})
     return {"how": how}
 
 

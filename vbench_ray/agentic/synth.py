@@ -219,7 +219,9 @@ def _assembly_task(root: Path, seed: int, k: int, n_slots: int) -> dict:
         "variables (shot size, camera angle, camera movement), and names its candidate clips in `inputs/clips/`. "
         "For each slot exactly one candidate matches the storyboard; the others differ in one cinematic variable.\n\n"
         "Deliverables (in your output folder):\n"
-        "- `solution.json`: `{\"slots\": {\"S1\": \"<clip file name>\", ...}}`, one clip per slot;\n"
+        "- `solution.json`: `{\"segments\": [{\"source\": \"<clip file name>\", \"output\": [t0, t1], "
+        "\"source_range\": [s0, s1]}, ...]}`, one segment per slot in slot order: the clip picked, where it "
+        "sits in `solution.mp4` (seconds) and which part of the clip it shows;\n"
         "- `solution.mp4`: the selected clips concatenated in slot order.\n")
     write_task(root, {"task_id": task_id, "family": "assembly", "subtype": "storyboard",
                       "inputs": {"storyboard": "storyboard.json", "clips": "clips/"}, "spec": {"fps": FPS}},

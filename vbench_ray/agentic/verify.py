@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class VerifySettings:
+    assembly: assembly.AssemblyConfig = field(default_factory=assembly.AssemblyConfig)
     sequencing: sequencing.SequencingConfig = field(default_factory=sequencing.SequencingConfig)
     repair: repair.RepairConfig = field(default_factory=repair.RepairConfig)
     repurpose: repurpose.RepurposeConfig = field(default_factory=repurpose.RepurposeConfig)
@@ -48,11 +49,12 @@ def _build(cls, value: Any):
 
 
 def settings_from(node: Any = None) -> VerifySettings:
-    """``VerifySettings`` from the benchmark config (or any mapping with sequencing/repair/repurpose)."""
+    """``VerifySettings`` from the benchmark config (or any mapping with assembly/sequencing/repair/repurpose)."""
     if node is None:
         return VerifySettings()
     get = (lambda k: node.get(k)) if isinstance(node, dict) else (lambda k: getattr(node, k, None))
-    return VerifySettings(sequencing=_build(sequencing.SequencingConfig, get("sequencing")),
+    return VerifySettings(assembly=_build(assembly.AssemblyConfig, get("assembly")),
+                          sequencing=_build(sequencing.SequencingConfig, get("sequencing")),
                           repair=_build(repair.RepairConfig, get("repair")),
                           repurpose=_build(repurpose.RepurposeConfig, get("repurpose")))
 
@@ -76,7 +78,7 @@ def verify_rollout(task: TaskBundle, submission: Path, settings: VerifySettings 
     if family == "repurpose":
         return _repurpose_rollout(task, submission, settings.repurpose, frames_dir)
     if family == "assembly":
-        verdict = assembly.verify(task, submission)
+        verdict = assembly.verify(task, submission, settings.assembly)
     elif family == "sequencing":
         verdict = sequencing.verify(task, submission, settings.sequencing)
     else:

@@ -45,7 +45,10 @@ import pyarrow as pa
 from vbench_ray.agentic.bundle import FAMILIES, BundleError, find_reps, list_tasks, load_task
 from vbench_ray.agentic.verifiers import measures
 from vbench_ray.agentic.verifiers import repurpose as rp
-from vbench_ray.agentic.verifiers.repair import RANGE_SCORES, RepairConfig
+from vbench_ray.agentic.verifiers.assembly import SCHEMES as ASSEMBLY_SCHEMES
+from vbench_ray.agentic.verifiers.assembly import AssemblyConfig
+from vbench_ray.agentic.verifiers.repair import RANGE_SCORES, SCHEMES as REPAIR_SCHEMES
+from vbench_ray.agentic.verifiers.repair import RepairConfig
 from vbench_ray.agentic.verifiers.sequencing import SCORES as SEQUENCING_SCORES
 from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
 from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
@@ -81,6 +84,7 @@ class AgenticConfig(BaseConfig):
     benchmark: str = "agentic"
     data: AgenticDataConfig = field(default_factory=AgenticDataConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)  # agent.model set: run LLM rollouts (docs/agents.md)
+    assembly: AssemblyConfig = field(default_factory=AssemblyConfig)  # assembly.scheme: official | slots
     sequencing: SequencingConfig = field(default_factory=SequencingConfig)
     repair: RepairConfig = field(default_factory=RepairConfig)
     repurpose: rp.RepurposeConfig = field(default_factory=rp.RepurposeConfig)
@@ -126,9 +130,10 @@ def _plain(node) -> Any:
 class AgenticBench(Benchmark):
     name = "agentic"
     config_class = AgenticConfig
-    result_sections = ("sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
+    result_sections = ("assembly", "sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
     config_choices = {**JUDGE_CHOICES, "data.agent": AGENTS, "sequencing.score": SEQUENCING_SCORES,
-                      "repair.range_score": RANGE_SCORES, "repurpose.invert_negative": rp.INVERT_MODES}
+                      "repair.range_score": RANGE_SCORES, "repair.scheme": REPAIR_SCHEMES,
+                      "assembly.scheme": ASSEMBLY_SCHEMES, "repurpose.invert_negative": rp.INVERT_MODES}
 
     def case_fields(self, cfg) -> list[pa.Field]:
         return [pa.field(n, pa.string()) for n in ("task_id", "family", "subtype", "rep", "task_dir", "submission_dir")]
@@ -166,7 +171,7 @@ class AgenticBench(Benchmark):
         if cfg.data.agent:
             stages.append(Stage(name="agent", fn=functools.partial(agent_row, agent=cfg.data.agent, seed=cfg.run.seed),
                                 outputs={"agent_info": "str"}, **common))
-        settings = {k: _plain(getattr(cfg, k)) for k in ("sequencing", "repair", "repurpose")}
+        settings = {k: _plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
         frames_dir = str(Path(cfg.output.dir).resolve() / "judge_frames") if cfg.repurpose.judge_enabled else None
         stages.append(Stage(name="verify", fn=functools.partial(verify_row, settings=settings, frames_dir=frames_dir),
                             outputs={"reward": "float", "status": "str", "reason": "str", "details": "str",
@@ -206,7 +211,7 @@ class AgenticBench(Benchmark):
 
         ensure_ray(cfg)
         agent = OmegaConf.to_object(cfg.agent)
-        settings = {k: _plain(getattr(cfg, k)) for k in ("sequencing", "repair", "repurpose")}
+        settings = {k: _plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
         return run_rollouts(cfg.data.tasks_dir, Path(cfg.output.dir).resolve() / "agent", agent, k=cfg.data.reps,
                             families=list(cfg.data.families), verify_settings=settings)
 

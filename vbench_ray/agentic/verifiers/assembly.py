@@ -1,23 +1,50 @@
-"""Assembly verifier: chance-adjusted slot accuracy (paper §2.4 Eq. 1).
+"""Assembly verifier: chance-adjusted slot accuracy (paper §2.4 Eq. 1), as the task's own judge scores it.
 
-``score = (r - 1/k) / (1 - 1/k)``, floored at 0, where ``r`` is the fraction of storyboard slots whose
-selected clip is the golden one and ``k`` the number of candidate clips per slot (1 golden + k-1
-distractors; the paper's tasks have k=3, so the official ``adjusted = max(0, (acc - 1/3) * 1.5)``,
-ANCHORS.md §4). When slots have different ``k``, ``1/k`` is the mean chance level over slots.
+``assembly.scheme=official`` (default): the judge the official harness runs for every assembly task,
+PhiloLabs/agentic-vbench at commit 4ed7ffc, ``tasks/agentic_vbench_assembly/agentic-vbench-assembly-task1/
+steps/solve/tests/judge.py`` (the same judge in every assembly task, only ``CORRECT_PICKS`` changes),
+reimplemented:
 
-``solution.json`` maps slot ids to clip names: ``{"slots": {"S1": "c_ab12.mp4", ...}}``, a list
-``{"slots": [{"slot": "S1", "clip": "c_ab12.mp4"}, ...]}``, or the bare mapping ``{"S1": ...}``. A slot
-left out, or filled with a clip that is not one of its candidates, counts wrong; a missing or
-malformed ``solution.json`` scores 0 with the reason in ``details``. The assembled ``solution.mp4`` is
-a deliverable but not part of the score (the official verifier is per-slot accuracy, App. A.1).
+* ``solution.json`` is ``{"segments": [{"source": "<clip>", "output": [t0, t1], "source_range": [s0, s1]},
+  ...]}``, one segment per storyboard slot, in slot order; a clip name gets ``.mp4`` appended when it
+  lacks it and must then equal the golden clip's file name. Not a list of segments ("segments not a
+  list"; a ``slots``-only answer is one) or a number of segments other than the slots' ("slot count
+  mismatch") scores 0 with the reason.
+* A correctly picked slot counts only when ``solution.mp4`` shows that clip where the segment says: at
+  1/4, 2/4 and 3/4 of its ``output`` range and the matching points of its ``source_range``, five frames
+  read from 0.1 s before each point in both videos (longest side at most 360 px), the best pairwise
+  grey SSIM (11x11 Gaussian window, sigma 1.5) must reach 0.95. No ``solution.mp4``: 0.
+* ``reward = max(0, (p - 1/3) / (1 - 1/3))``, ``p`` the share of slots right and shown; chance is a fixed
+  1/3 whatever the number of candidates.
+
+``assembly.scheme=slots``: the project's own reading (paper §2.4 Eq. 1 with the task's ``k``): plain
+per-slot accuracy, ``solution.mp4`` not checked, chance ``1/k`` (the mean over slots when ``k`` differs).
+``solution.json`` is ``{"slots": {"S1": "c_ab12.mp4", ...}}``, a list ``{"slots": [{"slot", "clip"}]}``,
+the bare mapping, or the official ``segments`` list (read in slot order); names match with or without
+extension. A slot left out or filled with a clip that is not one of its candidates counts wrong; an
+answer naming none of the storyboard's slots scores 0 with the reason.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict, clip_index, clip_key, read_solution_json
+
+SCHEMES = ("official", "slots")
+CHANCE = 1.0 / 3.0  # judge.py CHANCE_LEVEL
+SSIM_THRESHOLD = 0.95
+N_SAMPLES = 3
+SSIM_MAX_SIDE = 360
+
+
+@dataclass
+class AssemblyConfig:
+    scheme: str = "official"  # official: the task judge (segments, mp4 check, chance 1/3) | slots: plain accuracy
 
 
 def chance_adjusted(r: float, chance: float) -> float:
@@ -27,8 +54,13 @@ def chance_adjusted(r: float, chance: float) -> float:
     return max(0.0, (r - chance) / (1.0 - chance))
 
 
-def parse_selection(solution: Any) -> dict[str, Any]:
-    """Slot id -> submitted clip name, from any of the accepted ``solution.json`` shapes."""
+def parse_selection(solution: Any, slot_ids: list[str] | None = None) -> dict[str, Any]:
+    """Slot id -> submitted clip name, from any of the shapes ``assembly.scheme=slots`` reads."""
+    if isinstance(solution, dict) and isinstance(solution.get("segments"), list) and "slots" not in solution:
+        segs = solution["segments"]
+        if slot_ids is None or not all(isinstance(s, dict) for s in segs):
+            raise InvalidSubmission("solution.json: segments must be objects with a 'source'")
+        return {sid: seg.get("source") for sid, seg in zip(slot_ids, segs)}
     slots = solution.get("slots", solution) if isinstance(solution, dict) else None
     if isinstance(slots, dict):
         return {str(k): v for k, v in slots.items()}
@@ -40,17 +72,28 @@ def parse_selection(solution: Any) -> dict[str, Any]:
             out[str(entry["slot"])] = entry.get("clip", entry.get("candidate"))
         return out
     raise InvalidSubmission('solution.json: expected {"slots": {slot_id: clip_name}} (or a list of '
-                            '{"slot", "clip"} objects)')
+                            '{"slot", "clip"} objects, or {"segments": [...]})')
 
 
-def verify(task, submission: Path, cfg: Any = None) -> Verdict:
+def verify(task, submission: Path, cfg: AssemblyConfig | None = None) -> Verdict:
+    cfg = cfg or AssemblyConfig()
+    if cfg.scheme not in SCHEMES:
+        raise ValueError(f"assembly.scheme={cfg.scheme!r}: expected one of {list(SCHEMES)}")
+    return _verify_official(task, Path(submission)) if cfg.scheme == "official" else _verify_slots(task, Path(submission))
+
+
+def _verify_slots(task, submission: Path) -> Verdict:
     slots = task.truth["slots"]
     ks = [len(s["candidates"]) for s in slots]
     chance = sum(1.0 / k for k in ks) / len(ks)
-    base = {"n_slots": len(slots), "k": ks[0] if len(set(ks)) == 1 else ks, "chance": chance,
-            "solution_mp4": (Path(submission) / "solution.mp4").is_file()}
+    base = {"scheme": "slots", "n_slots": len(slots), "k": ks[0] if len(set(ks)) == 1 else ks, "chance": chance,
+            "solution_mp4": (submission / "solution.mp4").is_file()}
+    ids = [s["slot"] for s in slots]
     try:
-        selection = parse_selection(read_solution_json(Path(submission)))
+        selection = parse_selection(read_solution_json(submission), ids)
+        if not set(selection) & set(ids):
+            raise InvalidSubmission(f"solution.json names none of the storyboard's slots {ids[:8]} "
+                                    f"(got {sorted(map(str, selection))[:8]})")
     except InvalidSubmission as exc:
         return Verdict.zero(exc, **base)
     per_slot = {}
@@ -61,7 +104,126 @@ def verify(task, submission: Path, cfg: Any = None) -> Verdict:
                                   "correct": picked == slot["golden"]}
     correct = sum(v["correct"] for v in per_slot.values())
     r = correct / len(slots)
-    extra = sorted(set(selection) - {s["slot"] for s in slots})
+    extra = sorted(set(selection) - set(ids))
     return Verdict(chance_adjusted(r, chance), "ok",
                    {**base, "accuracy": r, "n_correct": correct, "slots": per_slot,
                     **({"unknown_slots": extra[:20]} if extra else {})})
+
+
+# ----------------------------------------------------------------------------- the task judge
+
+def _normalize(source: Any) -> str:
+    s = str(source).strip()
+    return s if s.endswith(".mp4") else f"{s}.mp4"
+
+
+def _verify_official(task, submission: Path) -> Verdict:
+    golden = [s["golden"] for s in task.truth["slots"]]
+    n = len(golden)
+    base: dict[str, Any] = {"scheme": "official", "n_slots": n, "chance": CHANCE, "correct": golden}
+    try:
+        sol = read_solution_json(submission)
+        segments = sol.get("segments") if isinstance(sol, dict) else None
+        if not isinstance(segments, list):
+            raise InvalidSubmission("solution.json: segments not a list")
+        bad = [i for i, seg in enumerate(segments) if not isinstance(seg, dict)]
+        if bad:
+            raise InvalidSubmission(f"solution.json: segments[{bad[0]}] is not an object")
+        pred = [_normalize(seg.get("source", "")) for seg in segments]
+        base["pred"] = pred
+        if len(pred) != n:
+            raise InvalidSubmission(f"slot count mismatch: expected {n}, got {len(pred)}")
+        base["n_correct"] = sum(p == g for p, g in zip(pred, golden))
+        if not (submission / "solution.mp4").is_file():
+            raise InvalidSubmission("solution.mp4 is missing from the submission", status="missing")
+    except InvalidSubmission as exc:
+        return Verdict.zero(exc, **base, n_honest_correct=0)
+    per_slot, honest = [], 0
+    for i, (p, g) in enumerate(zip(pred, golden)):
+        slot: dict[str, Any] = {"slot": task.truth["slots"][i]["slot"], "pred": p, "expected": g, "match": p == g}
+        if p == g:
+            clip = task.input("clips") / p
+            if not clip.is_file():
+                slot.update(honest=False, honesty_reason=f"missing source clip {p}")
+            else:
+                ok, samples = check_shown(submission / "solution.mp4", clip, segments[i])
+                slot.update(honest=ok, samples=samples)
+                honest += ok
+        per_slot.append(slot)
+    p_rate = honest / n
+    return Verdict(max(0.0, (p_rate - CHANCE) / (1.0 - CHANCE)), "ok",
+                   {**base, "n_honest_correct": honest, "pass_rate": p_rate, "per_slot": per_slot})
+
+
+def _downscale(frame: np.ndarray) -> np.ndarray:
+    import cv2
+
+    h, w = frame.shape[:2]
+    if max(h, w) <= SSIM_MAX_SIDE:
+        return frame
+    scale = SSIM_MAX_SIDE / max(h, w)
+    return cv2.resize(frame, (int(round(w * scale)), int(round(h * scale))), interpolation=cv2.INTER_AREA)
+
+
+def ssim_gaussian(a_bgr: np.ndarray, b_bgr: np.ndarray) -> float:
+    """Mean SSIM of the grey frames with an 11x11 Gaussian window (sigma 1.5); ``b`` resized to ``a``."""
+    import cv2
+
+    if a_bgr.shape != b_bgr.shape:
+        b_bgr = cv2.resize(b_bgr, (a_bgr.shape[1], a_bgr.shape[0]), interpolation=cv2.INTER_AREA)
+    a = cv2.cvtColor(a_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    b = cv2.cvtColor(b_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+
+    def blur(x):
+        return cv2.GaussianBlur(x, (11, 11), 1.5)
+
+    mu_a, mu_b = blur(a), blur(b)
+    var_a, var_b, cov = blur(a * a) - mu_a * mu_a, blur(b * b) - mu_b * mu_b, blur(a * b) - mu_a * mu_b
+    num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
+    return float(np.mean(num / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))))
+
+
+def frames_from(path: Path, t_s: float, n: int = 5, pre_s: float = 0.10) -> list[np.ndarray]:
+    """Up to ``n`` consecutive frames read after seeking to ``t_s - pre_s`` (OpenCV, BGR, downscaled)."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            return []
+        cap.set(cv2.CAP_PROP_POS_MSEC, max(0.0, (t_s - pre_s) * 1000.0))
+        out = []
+        for _ in range(n):
+            ok, frame = cap.read()
+            if not ok:
+                break
+            out.append(_downscale(frame))
+        return out
+    finally:
+        cap.release()
+
+
+def check_shown(solution_mp4: Path, clip: Path, segment: dict) -> tuple[bool, list]:
+    """Whether ``solution.mp4`` shows ``clip`` where ``segment`` says (``output`` / ``source_range``)."""
+    try:
+        out_lo, out_hi = float(segment["output"][0]), float(segment["output"][1])
+        src_lo, src_hi = float(segment["source_range"][0]), float(segment["source_range"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return False, [{"reason": "malformed segment ranges"}]
+    d_out, d_src = out_hi - out_lo, src_hi - src_lo
+    if d_out <= 0 or d_src <= 0:
+        return False, [{"reason": f"non-positive duration out={d_out} src={d_src}"}]
+    samples = []
+    for j in range(1, N_SAMPLES + 1):
+        k = j / (N_SAMPLES + 1)
+        t_out, t_src = out_lo + k * d_out, src_lo + k * d_src
+        fa, fb = frames_from(solution_mp4, t_out), frames_from(clip, t_src)
+        if not fa or not fb:
+            samples.append({"k": k, "t_out_s": t_out, "t_src_s": t_src, "ssim": None, "reason": "frame read failed"})
+            return False, samples
+        ssim = max([0.0] + [ssim_gaussian(x, y) for x in fa for y in fb])
+        samples.append({"k": k, "t_out_s": t_out, "t_src_s": t_src, "ssim": ssim})
+        if ssim < SSIM_THRESHOLD:
+            return False, samples
+    return True, samples
