@@ -192,6 +192,7 @@ def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
     seq = _task(data, "sequencing_000")
     (subs / "sequencing_000" / "0").mkdir(parents=True)
     (subs / "sequencing_000" / "0" / "solution.json").write_text(json.dumps({"order": seq.truth["order"]}))
+    (subs / "sequencing_000" / "0" / "solution.mp4").write_bytes(b"\x00")  # required (issue 24 (b))
     (subs / "sequencing_000" / "1").mkdir()
     (subs / "sequencing_000" / "1" / "solution.json").write_text("{oops")
     # repair_002 (repeated frames): the broken input copied -> gated

@@ -87,6 +87,7 @@ def test_adversarial_submissions(data, tmp_path, ray_local):
     seq = load_task(tasks / "sequencing_000")
     (subs / "sequencing_000" / "r1").mkdir(parents=True)
     (subs / "sequencing_000" / "r1" / "solution.json").write_text(json.dumps({"order": seq.truth["order"]}))
+    (subs / "sequencing_000" / "r1" / "solution.mp4").write_bytes(b"\x00")  # required (issue 24 (b))
     (subs / "sequencing_000" / "r2").mkdir()
     (subs / "sequencing_000" / "r2" / "solution.json").write_text('{"order": [')  # malformed
     (subs / "sequencing_001").mkdir()  # no repetitions at all -> two missing rollouts

@@ -10,10 +10,17 @@ and predicted orders, and ``n`` clips:
 * ``strict = 1[predicted order == ground truth]`` (Eq. 7), reported beside the score.
 
 ``solution.json`` may be ``{"order": [...]}``, a bare list, or the official harness's
-``{"segments": [{"source": "<clip number or name>", ...}, ...]}`` (issue 10 item 8). A missing or
-malformed ``solution.json``, or one that is not a permutation of the provided clips, is
-invalid and scores 0 (App. H.2 "Invalid Submissions"; the continuous score is computed only for valid
-permutations), with the reason in ``details``.
+``{"segments": [{"source": "<clip>", ...}, ...]}`` (issue 10 item 8). A missing or malformed
+``solution.json``, or one that is not a permutation of the provided clips, is invalid and scores 0 (App.
+H.2 "Invalid Submissions"; the continuous score is computed only for valid permutations), with the reason
+in ``details``. A missing ``solution.mp4`` (a required deliverable) scores 0 too, the order's metrics kept
+in ``details``, as the task's own judge (PhiloLabs/agentic-vbench b241e7b,
+tasks/agentic_vbench_sequencing/*/steps/solve/tests/judge.py, ``score``).
+
+``sequencing.names=exact`` (default, official: that judge and AgentVBench 193db62
+verifiers/sequencing/score.py compare ``str(source)`` with the answer key's entries as written, so a clip
+given without its ``.mp4`` when the key has it scores 0); ``lenient`` also takes a name without extension,
+a path, or the clip's number.
 
 ``sequencing.score=official_weighted`` reports ``0.4 (1-ND) + 0.3 LIS + 0.3 ADJ`` instead (the
 official runner's ``final``, ANCHORS.md §4); the paper's multiplicative score is the default and is
@@ -31,11 +38,13 @@ from typing import Any
 from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict, clip_index, clip_key, read_solution_json
 
 SCORES = ("paper", "official_weighted")
+NAME_RULES = ("exact", "lenient")
 
 
 @dataclass
 class SequencingConfig:
     score: str = "paper"  # paper: (1-ND)*LIS*ADJ (Eq. 2) | official_weighted: 0.4(1-ND)+0.3LIS+0.3ADJ
+    names: str = "exact"  # exact: official, str(entry) must be a clip's name as the key writes it | lenient: stems, paths, clip numbers
 
 
 def lis_length(seq: list[int]) -> int:
@@ -95,16 +104,19 @@ def _order_entries(solution: Any) -> list:
     return [item.get("source") if isinstance(item, dict) else item for item in order]
 
 
-def parse_order(solution: Any, clips: list[str]) -> list[str]:
-    """The predicted order from ``solution.json`` (see ``_order_entries`` for the accepted shapes). An
-    entry names a clip by file name, by name without extension, or by its clip number (``"6"`` or ``6``,
-    as the official harness writes). Not a permutation of ``clips`` -> :class:`InvalidSubmission`."""
+def parse_order(solution: Any, clips: list[str], names: str = "exact") -> list[str]:
+    """The predicted order from ``solution.json`` (see ``_order_entries`` for the accepted shapes).
+    ``names=exact``: an entry's ``str()`` must be a clip's name exactly (official); ``lenient``: also by
+    name without extension or by its clip number (``"6"`` or ``6``). Not a permutation of ``clips`` ->
+    :class:`InvalidSubmission`."""
     order = _order_entries(solution)
-    known = clip_index(clips)
-    numbers = _clip_numbers(clips)
+    if names == "exact":
+        order = ["" if item is None else str(item) for item in order]
+    known = {c: c for c in clips} if names == "exact" else clip_index(clips)
+    numbers = {} if names == "exact" else _clip_numbers(clips)
     mapped, unknown = [], []
     for item in order:
-        key = clip_key(item if isinstance(item, str) else None, known)
+        key = known.get(item) if names == "exact" else clip_key(item if isinstance(item, str) else None, known)
         if key is None and not isinstance(item, bool) and isinstance(item, (int, str)) and str(item).strip().isdigit():
             key = numbers.get(int(str(item).strip()))
         (mapped if key else unknown).append(key or item)
@@ -122,12 +134,17 @@ def parse_order(solution: Any, clips: list[str]) -> list[str]:
 
 def verify(task, submission: Path, cfg: SequencingConfig | None = None) -> Verdict:
     cfg = cfg or SequencingConfig()
+    if cfg.names not in NAME_RULES:
+        raise ValueError(f"sequencing.names must be one of {NAME_RULES}, got {cfg.names!r}")
     truth = list(task.truth["order"])
     base = {"n_clips": len(truth), "solution_mp4": (Path(submission) / "solution.mp4").is_file()}
     try:
-        order = parse_order(read_solution_json(Path(submission)), sorted(truth))
+        order = parse_order(read_solution_json(Path(submission)), sorted(truth), cfg.names)
     except InvalidSubmission as exc:
         return Verdict.zero(exc, **base, strict=0)
     m = sequencing_metrics(order, truth)
+    if not base["solution_mp4"]:  # a required deliverable: no number for an order without its video
+        return Verdict.zero(InvalidSubmission("solution.mp4 is missing from the submission", status="missing"),
+                            **base, **m, score_formula=cfg.score, predicted=order)
     reward = m["adjusted"] if cfg.score == "paper" else m["weighted"]
     return Verdict(reward, "ok", {**base, **m, "score_formula": cfg.score, "predicted": order})
