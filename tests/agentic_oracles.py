@@ -425,3 +425,75 @@ def score_task(fixed: Path, report: Path, source: Path, profile: dict, variant: 
     norm = [min(1.0, max(0.0, fmt / 5)), min(1.0, max(0.0, loc / 35)), min(1.0, max(0.0, edt / 60))]
     return {"format": fmt, "localization": loc, "edit": edt,
             "final": (norm[0] * 5 + norm[1] * 35 + norm[2] * 60) / 100}
+
+
+# ----------------------------------------------------------------------------- repurpose pillar 0
+# PhiloLabs/agentic-vbench at 3fad058, tasks/agentic_vbench_repurpose/boxing/steps/solve/tests/judge.py:
+# infer_format_check (the ID-prefix rules), _check_duration, _check_resolution, _check_container,
+# _check_audio_present. The rubric's ``criterion`` is the project's item ``text``.
+
+def format_kind(item: dict) -> str:
+    iid = (item.get("id") or "").upper()
+    for kind, tags in (("audio_present", ("AUDIO-PRESENT", "AUDIO_PRESENT")), ("fps", ("FRAMERATE", "FPS")),
+                       ("resolution", ("RES", "VERTICAL", "HORIZONTAL", "LANDSCAPE", "PORTRAIT", "ASPECT")),
+                       ("video_codec", ("VIDEO-CODEC", "VIDEO_CODEC")), ("audio_codec", ("AUDIO-CODEC", "AUDIO_CODEC")),
+                       ("container", ("CONTAINER",)), ("duration", ("DUR", "RUNTIME"))):
+        if any(t in iid for t in tags):
+            return kind
+    return ""
+
+
+def check_duration(dur: float, text: str) -> bool:
+    t = text.lower()
+    rng = re.search(r"(\d+(?:\.\d+)?)\s*(?:s\b|sec\b|seconds?\b)\s*(?:[–-]|\s+and\s+|\s+to\s+)\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)", t) \
+        or re.search(r"(\d+(?:\.\d+)?)\s*(?:[–-]|\s+and\s+|\s+to\s+)\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)", t)
+    if rng and 1 < float(rng.group(1)) < float(rng.group(2)) < 600:
+        return float(rng.group(1)) <= dur <= float(rng.group(2))
+    pm = re.search(r"(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)\s*[±+\-]\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)?", t)
+    if pm:
+        return abs(dur - float(pm.group(1))) <= float(pm.group(2))
+    plausible = [float(m) for m in re.findall(r"(\d+(?:\.\d+)?)[\s-]*(?:s\b|sec\b|seconds?\b)", t) if 5 < float(m) < 600]
+    if plausible:
+        return abs(dur - max(plausible)) <= 2.0
+    return 58.0 <= dur <= 62.0
+
+
+def check_resolution(w: int, h: int, sar: str, text: str) -> bool:
+    try:
+        n, d = sar.split(":") if ":" in sar else ("1", "1")
+        ratio = float(n) / float(d) if float(d) > 0 else 1.0
+    except ValueError:
+        ratio = 1.0
+    square = sar in ("0:1", "") or abs(ratio - 1.0) < 0.02
+    targets = [(int(a), int(b)) for a, b in re.findall(r"(\d{3,4})\s*[x×]\s*(\d{3,4})", text)]
+    if targets:
+        return (w, h) in targets and square
+    low = text.lower()
+    if "aspect ratio" in low or "width-to-height" in low or "width to height" in low:
+        m = re.search(r"(\d+(?:\.\d+)?)\s*(?:[–-]|\s+and\s+|\s+to\s+)\s*(\d+(?:\.\d+)?)", text)
+        if m and w > 0 and h > 0 and 0.1 < float(m.group(1)) < float(m.group(2)) < 10:
+            return float(m.group(1)) <= w / h <= float(m.group(2)) and square
+    return (w, h) == (1920, 1080) and square
+
+
+def pillar0(item: dict, path: Path) -> bool:
+    """The official pillar-0 verdict of one format item on the deliverable at ``path``."""
+    import av
+
+    with av.open(str(path)) as c:
+        v = c.streams.video[0] if c.streams.video else None
+        has_audio = bool(c.streams.audio)
+        fmt, dur = c.format.name, (c.duration or 0) / 1e6
+        w, h = (v.codec_context.width, v.codec_context.height) if v else (0, 0)
+        sar = v.sample_aspect_ratio if v is not None else None
+    sar_s = f"{sar.numerator}:{sar.denominator}" if sar else "1:1"
+    kind = format_kind(item)
+    if kind == "duration":
+        return check_duration(dur, item["text"])
+    if kind == "resolution":
+        return check_resolution(w, h, sar_s, item["text"])
+    if kind == "container":
+        return "mp4" in fmt.lower() or "mov" in fmt.lower()
+    if kind == "audio_present":
+        return has_audio
+    return False  # "no deterministic check wired"

@@ -120,7 +120,7 @@ def test_verify_cli_with_a_replayed_judge(task, good, tmp_path):
                                                                   "max_retries=0"])
     assert out["reward"] == pytest.approx((12 - 2 - 2) / 14)
     statuses = {it["item_id"]: it["status"] for it in out["details"]["items"]}
-    assert statuses["V1"] == "invalid" and statuses["F1"] == "programmatic"
+    assert statuses["V1"] == "invalid" and statuses["F-DUR"] == "programmatic"
 
 
 def test_without_a_judge_only_the_format_pillar_counts(task, good, tmp_path):
