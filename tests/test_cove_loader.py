@@ -31,7 +31,7 @@ def test_official_edited_name_patterns(name, expected):
 def test_exact_name_wins_and_clashes_are_ambiguous(tmp_path):
     for name in ("3.mp4", "video_3.mp4", "task_4_output.mp4", "video_4.mp4", "notes.txt"):
         (tmp_path / name).write_bytes(b"x")
-    index, ambiguous = index_edited_videos(tmp_path)
+    index, ambiguous, _ = index_edited_videos(tmp_path)
     assert index["3"].name == "3.mp4"
     assert set(ambiguous) == {"4"}
 

@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent("""
     write_video(output, np.clip(src.astype(int) + noise, 0, 255).astype(np.uint8), fps=8)
 """)
 COMMAND = (f"{sys.executable} {{script}} {{source}} {{output}} {{frames}} {{height}} {{width}} {{seed}} "
-           f"{{instruction}}")
+           f"--prompt={{instruction}}")
 
 
 # ----------------------------------------------------------------------------- Table 7 / § G.1, by hand
@@ -96,9 +96,9 @@ def test_conform_writes_the_resampled_input(tmp_path):
 
 def test_the_command_template_is_never_a_shell():
     evil = 'make it "red"; rm -rf / $(touch pwned) `id` & echo'
-    argv = build_argv("python infer.py --prompt {instruction} --out '{output}' -n {frames}",
+    argv = build_argv("python infer.py --prompt={instruction} --out '{output}' -n {frames}",
                       {"instruction": evil, "output": "/o/a b.mp4", "frames": 17})
-    assert argv == ["python", "infer.py", "--prompt", evil, "--out", "/o/a b.mp4", "-n", "17"]
+    assert argv == ["python", "infer.py", f"--prompt={evil}", "--out", "/o/a b.mp4", "-n", "17"]
     with pytest.raises(ValueError, match="unknown placeholder"):
         build_argv("run {prompt}", {})
 

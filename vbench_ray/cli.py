@@ -50,8 +50,10 @@ def cmd_edit(args: argparse.Namespace) -> int:
     if not out:
         raise ConfigError("vbench-ray edit needs output.dir=DIR (where the edited videos {id}.mp4 go)")
     editor = Path(args.editor).expanduser()
-    if not editor.is_file() and (REPO_CONFIGS / args.editor).is_file():
-        editor = REPO_CONFIGS / args.editor
+    for bundled in (REPO_CONFIGS.parent / args.editor, REPO_CONFIGS / args.editor,
+                    REPO_CONFIGS / "editors" / f"{args.editor}.yaml"):
+        if not editor.is_file() and bundled.is_file():  # configs/editors/vace.yaml from elsewhere, or just `vace`
+            editor = bundled
     cfg = load_config(REPO_CONFIGS / "cove.yaml", [
         f"editor.include={editor.resolve()}", "metrics.enabled=[]", f"editor.output_dir={Path(out[-1]).resolve()}",
         "editor.layout=flat", *args.overrides])
@@ -256,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("edit", help="edit CoVEBench's cases with one editing model ({id}.mp4 in output.dir)")
-    p.add_argument("editor", help="editor YAML, e.g. configs/editors/vace.yaml")
+    p.add_argument("editor", help="editor YAML, e.g. configs/editors/vace.yaml, or a bundled one's name (vace, identity)")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. data.checklist=... output.dir=...")
     p.set_defaults(fn=cmd_edit)
 

@@ -514,8 +514,20 @@ def csv_rows(board: dict) -> list[dict]:
     return rows
 
 
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")  # a cell starting with one is a formula to a spreadsheet
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV cell a spreadsheet will not run: text starting with ``= + - @``, a tab or a CR gets a
+    leading ``'`` (OWASP's CSV-injection rule), so a run named ``=HYPERLINK(...)`` shows as text. Numbers stay
+    numbers (``-0.5`` is a value, not a formula)."""
+    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
+        return "'" + value
+    return value
+
+
 def _write_csv(board: dict, path: Path) -> Path:
-    rows = csv_rows(board)
+    rows = [{csv_cell(k): csv_cell(v) for k, v in r.items()} for r in csv_rows(board)]
     fields = list(dict.fromkeys(k for r in rows for k in r))
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as fh:

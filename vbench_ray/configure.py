@@ -104,7 +104,7 @@ def _apply_overrides(user: DictConfig, overrides: list[str], config_dir: Path | 
 
 # `KEY=NAME` picks a bundled file for a whole block: `editor=vace` is `editor.include=editors/vace.yaml`.
 CONFIG_GROUPS = {"editor": "editors"}
-BUILTIN_EDITORS = ("precomputed", "identity")  # editor names with no file: `editor=identity` is `editor.name=identity`
+BUILTIN_EDITORS = ("precomputed",)  # editor names with no file: `editor=precomputed` is `editor.name=precomputed`
 
 
 def _expand_group(item: str) -> str:

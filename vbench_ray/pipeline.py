@@ -75,6 +75,7 @@ class Stage:
     batched: bool = False  # fn takes the batch's rows (a list) and returns one dict per row (judges batch requests)
     transient: tuple[str, ...] = ()  # outputs that only later stages read: never written to the case table
     runtime_env: dict | None = None
+    cpu_setting: str | None = None  # the override that runs this pool without a GPU, for messages (metrics: device=cpu)
     token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False)  # identity across processes
 
     def __post_init__(self):

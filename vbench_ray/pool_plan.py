@@ -108,9 +108,11 @@ def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False) -
     if gpus <= EPS:
         names = ", ".join(s.name for s in pools)
         if not autoscales:
+            settings = ", ".join(dict.fromkeys(getattr(s, "cpu_setting", None) or f"metrics.{s.name}.device=cpu"
+                                               for s in pools))
             raise ConfigError(f"the model pools {names} ask for GPUs, and the Ray cluster has none free of the judge "
                               f"engines and adds no nodes: their actors would wait forever. Run them on the CPU "
-                              f"(metrics.<M>.device=cpu), give the judge fewer GPUs, or add GPUs")
+                              f"({settings}), give the judge fewer GPUs, or add GPUs")
         # an autoscaling cluster adds GPU nodes when asked: each pool waits for one actor's share
         log.warning("model pools %s ask for GPUs and the cluster has none free of the judge engines yet: they wait "
                     "for the autoscaler to add some", names)

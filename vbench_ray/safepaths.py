@@ -13,11 +13,14 @@ the run. Two checks, used together:
   hold odd characters (CoVE, ViDiC, NRV case ids) are not rejected at load; their path joins go through
   :func:`within` (or :func:`component`) instead, so one bad id becomes that case's error.
 
-:func:`component` maps any text onto a harmless single path component (for names that are only labels).
+:func:`component` maps any text onto a harmless single path component (for names that are only labels);
+:func:`unique_component` does the same one-to-one, for files that stand for a case (an edited video): two ids
+never share a file, and whoever writes and whoever reads the file name it with this one function.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -73,3 +76,21 @@ def component(text: object, default: str = "_") -> str:
     if name.startswith("-"):
         name = "_" + name[1:]
     return name
+
+
+HASH_MARK = "~"  # never in component()'s output: a hashed name can never equal a name kept as it was
+HASH_DIGITS = 16
+
+
+def unique_component(text: object) -> str:
+    """``text`` as one harmless path component, one-to-one: the text itself when it already is one (official
+    ids such as ``204`` keep the official name ``204.mp4``), else its :func:`component` form, ``~`` and 16 hex
+    digits of the text's SHA-256 (``a b`` -> ``a_b~...``, distinct from ``a_b`` and, short of a 64-bit hash
+    collision, from any other id). ``component`` alone maps ``a b`` and ``a_b`` to one file: the second case
+    would be scored on the first case's edited video."""
+    text = str(text)
+    name = component(text)
+    if name == text:
+        return name
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_DIGITS]
+    return f"{name[:MAX_ID_LEN - HASH_DIGITS - 1]}{HASH_MARK}{digest}"

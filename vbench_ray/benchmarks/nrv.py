@@ -334,11 +334,13 @@ class NRVBench(Benchmark):
                "variant_params": None, "FPS": timing.get(iid), "control_eligible": eligible, "error_load": None}
         errors = list(inst["errors"])
         if not errors:
-            video = edited_video(folder, iid)
-            if video is None:
-                errors.append(f"edited video for {iid} of method {method!r} not found: expected {folder}/{iid}.mp4")
-            else:
+            try:  # flat: the folder is data.edited_dir; else one of its method folders
+                video = edited_video(folder, iid, folder if flat else folder.parent)
+                if video is None:
+                    raise DataError(f"edited video for {iid} of method {method!r} not found: expected {folder}/{iid}.mp4")
                 row["edited_path"] = str(video)
+            except DataError as exc:
+                errors.append(str(exc))
         if errors:
             row["error_load"] = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
         return row

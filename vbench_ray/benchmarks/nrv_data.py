@@ -17,7 +17,7 @@ import numpy as np
 
 from vbench_ray.benchmarks import nrv_scoring as scoring
 from vbench_ray.benchmarks.base import DataError
-from vbench_ray.benchmarks.cove import VIDEO_EXTS
+from vbench_ray.benchmarks.cove import VIDEO_EXTS, resolve_under
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +143,15 @@ def discover_methods(edited_dir: Path, wanted: list[str], flat_name: str | None)
     return [(name, edited_dir)], True
 
 
-def edited_video(folder: Path, instance_id: str) -> Path | None:
+def edited_video(folder: Path, instance_id: str, root: Path | None = None) -> Path | None:
+    """``folder/{instance_id}.ext``, or None. A video that resolves outside ``root`` (``data.edited_dir``; default
+    ``folder``), such as a link to a file elsewhere, raises ``DataError``: the rule of source videos under
+    ``data.root`` (``resolve_under``)."""
+    root = folder if root is None else root
     for ext in VIDEO_EXTS:
         p = folder / f"{instance_id}{ext}"
         if p.parent == folder and p.is_file():  # an id like ../x or /x names no file of this folder
+            resolve_under(root, str(p.relative_to(root)), "data.edited_dir: the edited video")
             return p
     return None
 

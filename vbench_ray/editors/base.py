@@ -2,7 +2,8 @@
 
 ``Editor.edit(source, instruction, annotations, output)`` writes the edited video to ``output`` and returns
 what it wants recorded. The stage (``EditorPool``: the model loaded once per actor in ``setup``) names
-each output ``{case_id}.mp4`` (the official layout) under ``editor.output_dir``, skips cases whose output
+each output ``edited_name(case_id)`` (``{case_id}.mp4``, the official layout, for ids that are plain file names)
+under ``editor.output_dir``, skips cases whose output
 already exists (resumable), and records ``edit_seconds``, ``edit_seconds_per_frame`` and ``edit_peak_mb`` (with
 ``edit_peak_from``, the measure behind it).
 A failed edit is the case's ``error_edit``; the other cases go on.
@@ -21,7 +22,7 @@ from typing import Any, ClassVar, Optional
 from vbench_ray.config import bounded
 from vbench_ray.editors.frames import FrameRules, conform, effective_rules
 from vbench_ray.pipeline import Stage, format_exception
-from vbench_ray.safepaths import component, within
+from vbench_ray.safepaths import unique_component, within
 
 
 @dataclass
@@ -38,7 +39,7 @@ class EditorConfig:
     frame_rules: FrameRules = field(default_factory=FrameRules)  # Table 7's row (editors/frames.py)
     command: Optional[str] = None  # command backend: the inference command template ({source} {instruction} ...)
     workdir: Optional[str] = None  # command backend: where the command runs (the model's repository)
-    env: dict = field(default_factory=dict)  # command backend: environment variables added
+    env: dict = field(default_factory=dict)  # command backend: variables beyond PATH, HOME, locale, GPU ones (null: this process's value)
     # a case's edit taking longer fails: command killed, diffusers stopped at a step
     timeout_s: Optional[float] = bounded(None, gt=0, note="null: no limit")
     stderr_tail_chars: int = bounded(2000, ge=0)  # command backend: how much of stderr the case row keeps
@@ -83,6 +84,9 @@ class Editor:
     """Base class: ``setup()`` loads the model once per actor; ``edit`` makes one edited video."""
 
     name: ClassVar[str] = ""
+    # True: the edited video is the source itself (identity): no frame rules or profile resample it, and the
+    # stage asks for no GPU, whatever the editor block it was switched onto says (editor.name=identity on VACE's)
+    keeps_source: ClassVar[bool] = False
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
@@ -110,6 +114,13 @@ def register_editor(cls: type[Editor]) -> type[Editor]:
     return cls
 
 
+def edited_name(case_id: str) -> str:
+    """The file an editor writes for ``case_id`` and the one ``data.edited_dir`` is searched for first:
+    ``{id}.mp4`` (the official layout) when the id is a harmless file name, else a one-to-one safe form
+    (``safepaths.unique_component``: ``a b`` and ``a_b`` never share a video)."""
+    return f"{unique_component(case_id)}.mp4"
+
+
 class EditorPool:
     """Row -> ``{edited_path, edit_seconds, edit_seconds_per_frame, edit_peak_mb, ...}`` (see ``EDIT_OUTPUTS``)."""
 
@@ -122,13 +133,13 @@ class EditorPool:
         self.output_dir = Path(output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.inputs_dir = Path(inputs_dir) if inputs_dir else self.output_dir / ".inputs"
-        self.rules = effective_rules(self.cfg)
+        self.rules = None if self.editor.keeps_source else effective_rules(self.cfg)
         self.flat = self.cfg.get("layout", "by_variant") == "flat"
         self.stamp = {"edit_seed": int(self.cfg.seed), "editor_hash": self.cfg.get("config_hash") or editor_config_hash(self.cfg)}
 
     def _path(self, root: Path, row: dict) -> Path:
-        name = f"{component(row['case_id'])}.mp4"
-        return within(root, name) if self.flat else within(root, component(row["variant"]), name)
+        return within(root, edited_name(row["case_id"])) if self.flat else \
+            within(root, unique_component(row["variant"]), edited_name(row["case_id"]))
 
     def __call__(self, row: dict) -> dict:
         from vbench_ray.video.io import VideoReader
@@ -222,4 +233,5 @@ def editor_stages(cfg: Any) -> list[Stage]:
                                "inputs_dir": str(run_dir / "edit_inputs")},
                   inputs=("source_path", "instruction", "annotations"),
                   outputs=dict(EDIT_OUTPUTS),
-                  num_cpus=1.0, num_gpus=float(editor.num_gpus), workers=editor.replicas, batch_size=1)]
+                  num_cpus=1.0, num_gpus=0.0 if EDITORS[editor.name].keeps_source else float(editor.num_gpus),
+                  workers=editor.replicas, batch_size=1, cpu_setting="editor.num_gpus=0")]
