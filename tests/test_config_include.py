@@ -191,3 +191,23 @@ def test_include_inside_an_override_value_and_errors(tmp_path, monkeypatch):
     _write(tmp_path / "my_judge.yaml", "include: judges/default.yaml\nbackend: replay\nreplay_path: /runs/a\n")
     cfg = load_config(CONFIGS / "cove.yaml", [*COVE_REQ, "judge.include=my_judge.yaml"])
     assert cfg.judge.backend == "replay" and cfg.judge.replay_path == "/runs/a" and cfg.judge.max_tokens == 4096
+
+
+def test_readme_nrv_block_composes_two_judges_from_included_files():
+    """The README's NRVBench command, split as bash splits it: its `judges=[...]` parses, and each entry is the
+    included judge file with the keys beside it on top (the file's max_invalid_fraction 1.0, not nrv.yaml's 0.05)."""
+    import re
+    import shlex
+
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"```bash\n(vbench-ray synth nrv --out data/nrv\n.*?)```", text, re.S).group(1)
+    words = shlex.split(block.replace("\\\n", " "), comments=True)
+    run_at = words.index("run")
+    assert words[run_at - 1] == "vbench-ray" and words[run_at + 1] == "configs/nrv.yaml"
+    overrides = [w for w in words[run_at + 2:] if "=" in w]
+    assert any(w.startswith("judges=") for w in overrides)
+    cfg = load_config(REPO / words[run_at + 1], overrides)
+    assert cfg.judge.max_invalid_fraction == 0.05 and cfg.judge.backend == "vllm"  # nrv.yaml's own judge
+    specs = BENCHMARKS["nrv"]().judge_specs(cfg)
+    assert [(label, s.backend, s.max_invalid_fraction, s.max_tokens, s.model) for label, s in specs] == [
+        ("tiny-a", "hf", 1.0, 48, "runs/demo/tiny-judge"), ("tiny-b", "hf", 1.0, 32, "runs/demo/tiny-judge")]

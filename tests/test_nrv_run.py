@@ -180,3 +180,54 @@ def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
     assert first["phy"]["prompt_tokens"] > 2 * 16 and first["temp"]["prompt_tokens"] > 16  # image tokens counted
     assert first["instr"]["prompt_tokens"] > 2 * 16  # two video frames
     assert Path(json.loads(cases[0]["nrve_roi"])[0]).is_file()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_each_judge_is_held_to_the_max_invalid_fraction_of_its_included_file(tmp_path, ray_local):
+    """Issue 23 item 13: judge a answers every request, judge b (a `judges` entry including a file that sets
+    `max_invalid_fraction: 1.0`) none; nrv.yaml's own judge says 0.05. Half of all answers are unusable: held
+    to 0.05 (the top-level judge's value, as before) every NRVE metric was unavailable; held to each judge's
+    own limit, a passes (0 %) and b passes (100 % <= 100 %). The same run re-summarized with b's file at 0.5
+    makes b's scores, and the cross-judge ones, unavailable, naming b."""
+    data = synth_nrv(tmp_path / "data", n=2, seed=0)
+    out = tmp_path / "run"
+    args = [f"data.annotations={data['annotations']}", f"data.edited_dir={data['edited_dir']}", f"output.dir={out}",
+            "wandb.mode=disabled", "report.enabled=false", "data.methods=[coherent]", "stats.bootstrap_samples=50",
+            "metrics.enabled=[NRVE_Acc]"]
+    bench = NRVBench()
+    rows = bench.load_cases(load_config(NRV, args))
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"request_id": S.request_id(r["case_id"], r["variant"], c, j),
+                                           "text": {"instr": "Answer: A", "phy": "Rating: 4", "temp": "Rating: 3"}[c]
+                                           if j == "a" else "I cannot judge this."}) + "\n"
+                               for j in ("a", "b") for r in rows for c in S.COMPONENTS))
+    for name, limit in (("lenient", 1.0), ("strict", 0.5)):
+        (tmp_path / f"{name}.yaml").write_text(f"include: judges/default.yaml\nbackend: replay\n"
+                                               f"replay_path: {answers}\nmax_invalid_fraction: {limit}\n")
+
+    def judges(b_file: str) -> str:
+        return (f"judges=[{{name: a, backend: replay, replay_path: {answers}}}, "
+                f"{{include: {tmp_path / b_file}, name: b}}]")
+
+    cfg = load_config(NRV, args + [judges("lenient.yaml")])
+    assert cfg.judge.max_invalid_fraction == 0.05
+    summary = run(cfg).summary
+    n = len(rows)
+    assert summary["by_judge"]["b"]["n_invalid"] == 3 * n and summary["by_judge"]["a"]["n_invalid"] == 0
+    for m in ("NRVE_Acc", "S_instr", "S_phy", "S_temp"):
+        stats = summary["metrics"][m]
+        assert "unavailable" not in stats and stats["value"] is not None, (m, stats)
+        assert stats["invalid_fraction"] == pytest.approx(0.5)
+        assert summary["by_judge"]["b"][m]["invalid_fraction"] == 1.0 and "unavailable" not in summary["by_judge"]["b"][m]
+        assert summary["by_judge"]["a"][m]["invalid_fraction"] == 0.0
+
+    from vbench_ray.sinks import CaseSink
+
+    strict = load_config(NRV, args + [judges("strict.yaml")])
+    again = bench.summarize(CaseSink(out, bench.schema(strict)).read_all(), strict,
+                            pq.read_table(out / "judgments.parquet"))
+    for m in ("NRVE_Acc", "S_instr", "S_phy", "S_temp"):
+        assert again["by_judge"]["b"][m]["value"] is None and "judge 'b'" in again["by_judge"]["b"][m]["unavailable"]
+        assert "unavailable" not in again["by_judge"]["a"][m] and again["by_judge"]["a"][m]["value"] is not None
+        assert again["metrics"][m]["value"] is None and "judge 'b'" in again["metrics"][m]["unavailable"]

@@ -51,13 +51,13 @@ from omegaconf import OmegaConf
 from vbench_ray import controls as ctl
 from vbench_ray.benchmarks import nrv_scoring as scoring
 from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
-                                        judge_availability, register_benchmark)
+                                        register_benchmark)
 from vbench_ray.benchmarks.cove import resolve_under
 from vbench_ray.benchmarks.nrv_data import (discover_methods, edited_video, normalized_record, read_annotations,
                                             read_timing, validate_record)
 from vbench_ray.benchmarks.nrv_media import NRVFrameStage
 from vbench_ray.benchmarks.nrv_summary import (_by_judge, _cross_judge, _is_control, _metric_block, _status_counts,
-                                               report_tables, sanity_section, sanity_tables)
+                                               judges_availability, report_tables, sanity_section, sanity_tables)
 from vbench_ray.config import BaseConfig, ConfigError
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.metrics.base import METRICS, metric_choices, metrics_config
@@ -387,13 +387,6 @@ class NRVBench(Benchmark):
             "methods": sorted({r["method"] for r in scored if r.get("method")}), "judges": labels,
             "normalize": cfg.score.normalize, "metrics": {}}
         summary["metrics"] = _metric_block(scored, cross, judged, frame_metrics, with_fps, stats, self.judged(cfg))
-        if self.judged(cfg):  # a dead judge is not a score (issue 14, item 6): every judge's answers count
-            base_judged = [j for j in judged if j["variant"] == "base"] or judged
-            for m in scoring.NRVE_METRICS:
-                comp = {v: k for k, v in scoring.COMPONENT_METRIC.items()}.get(m)
-                members = [j for j in base_judged if comp is None or j["component"] == comp]
-                judge_availability(summary["metrics"][m], members, float(cfg.judge.max_invalid_fraction),
-                                   what="judge answers")
         for key, column in (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_method", "method")):
             summary[key] = {}
             for value in sorted({r.get(column) for r in scored} - {None}):
@@ -405,6 +398,9 @@ class NRVBench(Benchmark):
         if labels:
             summary["by_judge"] = _by_judge(instances, judged, labels, stats)
             summary["cross_judge"] = _cross_judge(instances, labels)
+        if self.judged(cfg):  # each judge against its own max_invalid_fraction (a `judges` entry's include's too)
+            judges_availability(summary["metrics"], summary.get("by_judge"), judged,
+                                {label: float(spec.max_invalid_fraction) for label, spec in self.judge_specs(cfg)})
         variants = {r["variant"] for r in rows}  # the sanity section comes from summarize_variants
         if cfg.agreement.human_scores and labels and "base" in variants:
             summary["agreement"] = self._agreement(instances, scored, cfg)

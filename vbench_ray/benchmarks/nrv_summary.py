@@ -10,6 +10,7 @@ import numpy as np
 
 from vbench_ray import controls as ctl
 from vbench_ray.benchmarks import nrv_scoring as scoring
+from vbench_ray.benchmarks.base import judge_availability
 from vbench_ray.metrics.base import METRICS
 from vbench_ray.stats import bootstrap_ci, describe, finite
 
@@ -73,6 +74,34 @@ def _by_judge(instances, judged, labels, stats) -> dict:
         out[label] = {m: _describe([r[m] for r in mine], stats) for m in scoring.NRVE_METRICS}
         out[label]["n_invalid"] = sum(1 for j in judged if j["judge"] == label and not j["valid"])
     return out
+
+
+def judges_availability(metrics: dict, by_judge: dict | None, judged: list[dict], limits: dict[str, float]) -> None:
+    """A dead judge is not a score (issue 14, item 6), each judge held to its own ``max_invalid_fraction``
+    (``limits``: label -> the value of its ``judges`` entry, of the file that entry includes, else of ``judge``).
+
+    For each NRVE metric: ``base.judge_availability`` over each judge's base-variant answers to the metric's
+    component (all three for NRVE_Acc) against that judge's limit, written into its ``by_judge`` block; the
+    cross-judge value (``metrics``) is unavailable when any judge's is (its mean holds that judge's fallback
+    lowest scores), and its ``invalid_fraction`` is the share over all judges.
+    """
+    base = [j for j in judged if j["variant"] == "base"] or judged
+    component_of = {v: k for k, v in scoring.COMPONENT_METRIC.items()}
+    for m in scoring.NRVE_METRICS:
+        comp = component_of.get(m)
+        members = [j for j in base if comp is None or j["component"] == comp]
+        stats = metrics[m]
+        if len(limits) == 1:  # one judge: the run's own rows, whatever their label
+            judge_availability(stats, members, next(iter(limits.values())), what="judge answers")
+            continue
+        stats["invalid_fraction"] = judge_availability({}, members, 1.0)["invalid_fraction"]
+        for label, limit in limits.items():
+            mine = (by_judge or {}).get(label, {}).get(m, {})
+            judge_availability(mine, [j for j in members if j.get("judge") == label], limit,
+                               what=f"judge {label!r} answers")
+            if mine.get("unavailable") and not stats.get("unavailable"):
+                stats.update(unavailable=mine["unavailable"], unavailable_errors=mine["unavailable_errors"],
+                             value=None, ci95=None)
 
 
 def _judge_means(instances, labels, metric, percent: bool) -> dict:
