@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,7 +73,6 @@ def test_item7_a_run_whose_every_case_failed_exits_non_zero(ray_local, cove_data
     """Edited videos named `{id}_v2.mp4`: no case loads. summary.json is written, the command exits 5 with the
     reason and the first failure."""
     import shutil
-    from pathlib import Path
 
     from vbench_ray.cli import EXIT_ALL_FAILED, main
 
@@ -93,8 +93,6 @@ def test_item7_a_run_whose_every_case_failed_exits_non_zero(ray_local, cove_data
 @pytest.mark.ray
 def test_item7_edit_whose_every_case_failed_at_load_exits_non_zero(ray_local, cove_copy, tmp_path, capsys):
     """`edit` with no source video to edit: was "0 edited, 0 reused, 0 failed" and exit 0."""
-    from pathlib import Path
-
     from vbench_ray.cli import EXIT_ALL_FAILED, main
 
     for video in Path(cove_copy["source_dir"]).rglob("*.mp4"):
@@ -108,3 +106,104 @@ def test_item7_edit_whose_every_case_failed_at_load_exits_non_zero(ray_local, co
     captured = capsys.readouterr()
     assert "0 edited, 0 reused, 0 failed" in captured.out
     assert code == EXIT_ALL_FAILED and "error: every case failed (8 of 8; load: 8)" in captured.err
+
+
+# ----------------------------------------------------------------------------- item 10: messages, not tracebacks
+
+def test_item10_a_flow_override_that_is_not_yaml_names_the_override(capsys):
+    """`metrics.enabled=[SSIM,${...}]` was a yaml ParserError traceback."""
+    from vbench_ray.cli import main
+
+    with pytest.raises(ConfigError) as info:
+        load_config(COVE, ["metrics.enabled=[SSIM,${oc.env:HOME}]"])
+    msg = str(info.value)
+    assert msg.startswith("override 'metrics.enabled=[SSIM,${oc.env:HOME}]': the value is not valid YAML")
+    assert "must be quoted" in msg and "refused anyway" in msg
+    assert main(["run", str(COVE), "output.dir=x", "metrics.enabled=[SSIM"]) == 2
+    assert "error: override 'metrics.enabled=[SSIM': the value is not valid YAML" in capsys.readouterr().err
+    # quoted, it parses, and the resolver check refuses it by its key
+    with pytest.raises(ConfigError, match=r"`metrics.enabled\[1\]`.*interpolation, which is not allowed"):
+        load_config(COVE, ['metrics.enabled=[SSIM,"${oc.env:HOME}"]'])
+
+
+def test_item10_a_model_index_whose_class_name_is_a_list(tmp_path):
+    """diffusers' `_class_name` as a list was a TypeError (unhashable list) out of the preflight."""
+    from vbench_ray.editors.diffusers_editor import DiffusersEditor
+
+    (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": ["diffusers", "WanVACEPipeline"]}))
+    problems = DiffusersEditor.check_weights({"weights": str(tmp_path)})
+    assert any("`_class_name` = ['diffusers', 'WanVACEPipeline']: expected the pipeline class's name" in p
+               for p in problems), problems
+
+
+def test_item10_verify_on_a_bundle_with_a_bad_task_id(tmp_path, capsys):
+    """`verify agentic` on a bundle whose task_id is '../..': exit 2 and the message, no BundleError traceback."""
+    import shutil
+
+    from vbench_ray.agentic import synth_agentic
+    from vbench_ray.cli import main
+
+    tasks = Path(synth_agentic(tmp_path / "ag", seed=0)["tasks_dir"])
+    task = tmp_path / "bad"
+    shutil.copytree(sorted(p for p in tasks.iterdir() if p.is_dir())[0], task)
+    spec = json.loads((task / "task.json").read_text())
+    spec["task_id"] = "../.."
+    (task / "task.json").write_text(json.dumps(spec))
+    (tmp_path / "sub").mkdir()
+    assert main(["verify", "agentic", "--task", str(task), "--submission", str(tmp_path / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the task bundle {task} cannot be used: ") and "'../..' cannot be used" in err
+
+
+def test_item10_a_2x2_video_is_too_small_not_an_opencv_error(tmp_path):
+    """A 2x2 px edited video: the case fails saying the video is too small (decoded for real, both decoders)."""
+    import numpy as np
+
+    from vbench_ray.video.encode import write_video
+    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.video.io import VideoError, VideoReader
+
+    tiny = write_video(tmp_path / "tiny.mp4", np.full((6, 2, 2, 3), 128, np.uint8), fps=8)
+    for backend in ("auto", "decord", "pyav"):
+        with pytest.raises(VideoError, match=r"video is too small \(2x2 px; at least 16 px a side is needed\)"):
+            VideoReader(tiny, backend)
+    stage = FrameMetricsStage({"SSIM": {"frames": 4}})
+    with pytest.raises(VideoError, match="too small"):
+        stage({"case_id": "1", "edited_path": str(tiny), "source_path": str(tiny)})
+    ok = write_video(tmp_path / "ok.mp4", np.full((6, 16, 32, 3), 128, np.uint8), fps=8)
+    assert VideoReader(ok, "pyav").info.height == 16  # 16 px is enough
+
+
+@pytest.fixture(scope="module")
+def tiny_vace(tmp_path_factory) -> Path:
+    """A tiny random Wan-VACE diffusers folder (tests/tiny/wan_vace.py)."""
+    pytest.importorskip("diffusers")
+    from tiny.wan_vace import build_tiny_wan_vace
+
+    return build_tiny_wan_vace(tmp_path_factory.mktemp("tiny_models") / "wan_vace")
+
+
+def test_item10_weights_check_loads_the_editor_as_edit_will(tiny_vace, cove_data, tmp_path, capsys):
+    """A diffusers folder whose files pass every check but whose transformer weights are gone: `weights check`
+    said "weights ok" and `edit` then failed in every actor; now `weights check` loads it with the editor's own
+    loader and exits 2 naming the error. The intact folder loads."""
+    import shutil
+
+    from vbench_ray import preflight
+    from vbench_ray.cli import main
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_vace, broken)
+    gone = [f for f in (broken / "transformer").iterdir() if f.name != "config.json"]
+    assert gone
+    for f in gone:
+        f.unlink()
+    base = cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM]", "editor=vace", "editor.dtype=fp32",
+                          "editor.vae_dtype=fp32")
+    preflight.check(load_config(COVE, base + [f"editor.weights={broken}"]))  # the file checks pass
+    assert main(["weights", "check", str(COVE), *base, f"editor.weights={broken}"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: editor (diffusers, editor.weights={broken}): the model does not load: " in err
+    assert main(["weights", "check", str(COVE), *base, f"editor.weights={tiny_vace}"]) == 0
+    out = capsys.readouterr().out
+    assert "editor (diffusers): loaded in" in out and "weights ok: editor (diffusers)" in out

@@ -3,7 +3,7 @@
     vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
     vbench-ray edit EDITOR.yaml [key=value ...]  edit CoVEBench's cases with one editing model (configs/editors/)
                                                  into output.dir/{id}.mp4; resumable; Table 5 cost in summary.json
-    vbench-ray weights check CONFIG [key=value]  every enabled metric's weights exist and load (keys named)
+    vbench-ray weights check CONFIG [key=value]  every enabled metric's weights and the editor's model exist and load
     vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
     vbench-ray synth cove|vidic|nrv|agentic --out DIR  write a synthetic mini benchmark in the official layout
     vbench-ray verify agentic --task T --submission S   score one AgenticVBench submission, write reward.json
@@ -126,7 +126,8 @@ def _print_result(result) -> None:
 
 
 def cmd_weights(args: argparse.Namespace) -> int:
-    """Every enabled model-backed metric's weights: present (the config key named when not) and loadable."""
+    """Every enabled model-backed metric's weights, and the editor's model: present (the config key named when not)
+    and loadable, by the loaders the run uses."""
     import time
 
     from vbench_ray import preflight
@@ -145,7 +146,23 @@ def cmd_weights(args: argparse.Namespace) -> int:
             print(f"error: metrics.{name}: the weights do not load: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
         print(f"{name}: loaded in {time.perf_counter() - start:.1f} s")
-    print(f"weights ok: {', '.join(models) if models else 'no enabled metric needs weights'}")
+    editor = cfg.get("editor")
+    if editor is not None and editor.name not in ("precomputed", "identity"):
+        # what `edit` will do: its own loader (diffusers' from_pretrained reads every component; a folder that
+        # preflight's file checks pass can still fail here), not a guess at it (issue 23, item 10)
+        from vbench_ray.editors import EDITORS
+
+        start = time.perf_counter()
+        try:
+            EDITORS[editor.name](editor).setup()
+        except Exception as exc:
+            text = " ".join(str(exc).split())[:600]
+            print(f"error: editor ({editor.name}, editor.weights={editor.get('weights')}): the model does not load: "
+                  f"{type(exc).__name__}: {text}", file=sys.stderr)
+            return 2
+        print(f"editor ({editor.name}): loaded in {time.perf_counter() - start:.1f} s")
+        models.append(f"editor ({editor.name})")
+    print(f"weights ok: {', '.join(models) if models else 'no enabled metric or editor needs weights'}")
     return 0
 
 
@@ -182,9 +199,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """AgenticVBench: score one submission folder against its task bundle, write reward.json."""
-    from vbench_ray.agentic import verify_cli
+    from vbench_ray.agentic import BundleError, verify_cli
 
-    reward = verify_cli(Path(args.task), Path(args.submission), out_path=args.out, judge=args.judge or None)
+    try:
+        reward = verify_cli(Path(args.task), Path(args.submission), out_path=args.out, judge=args.judge or None)
+    except BundleError as exc:  # the task bundle itself is malformed: nothing to score against (exit 2)
+        print(f"error: the task bundle {args.task} cannot be used: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(reward, indent=2, default=str))
     return 0
 

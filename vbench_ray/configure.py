@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -98,8 +99,25 @@ def _apply_overrides(user: DictConfig, overrides: list[str], config_dir: Path | 
     try:
         parsed = OmegaConf.to_container(OmegaConf.from_dotlist(plain), resolve=False)
         return OmegaConf.merge(user, OmegaConf.create(resolve_includes(parsed, dirs, (), "the overrides")))
+    except yaml.YAMLError:
+        raise _yaml_error(plain) from None
     except OmegaConfBaseException as exc:
         raise ConfigError(f"cannot parse overrides {overrides}: {exc}") from exc
+
+
+def _yaml_error(items: list[str]) -> ConfigError:
+    """The override whose value is not YAML, named, with the parser's complaint in one line (issue 23, item 10:
+    was a ``yaml.parser.ParserError`` traceback, e.g. for ``metrics.enabled=[SSIM,${...}]``)."""
+    for item in items:
+        try:
+            OmegaConf.from_dotlist([item])
+        except yaml.YAMLError as exc:
+            reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            hint = (" A `${...}` inside [...] or {...} must be quoted to parse (\"${...}\"), and a resolver call such as "
+                    "${oc.env:...} is refused anyway: give a secret's environment variable *name* to a `*_env` key."
+                    if "${" in item else "")
+            return ConfigError(f"override {item!r}: the value is not valid YAML ({reason}).{hint}")
+    return ConfigError(f"cannot parse overrides {items}")
 
 
 # `KEY=NAME` picks a bundled file for a whole block: `editor=vace` is `editor.include=editors/vace.yaml`.

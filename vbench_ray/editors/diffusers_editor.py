@@ -62,6 +62,9 @@ def read_model_index(folder: str | Path) -> dict:
         raise ValueError(f"{path} cannot be read: {exc}") from None
     if not isinstance(index, dict) or "_class_name" not in index:
         raise ValueError(f"{path} does not name its pipeline class (`_class_name`)")
+    if not isinstance(index["_class_name"], str) or not index["_class_name"]:
+        raise ValueError(f"{path}: `_class_name` = {index['_class_name']!r}: expected the pipeline class's name "
+                         f"(a string such as \"WanVACEPipeline\")")
     return index
 
 

@@ -27,7 +27,13 @@ BACKENDS = ("auto", "decord", "pyav")
 
 
 class VideoError(ValueError):
-    """A video that cannot be used: missing, unreadable, or without frames. The message names the file."""
+    """A video that cannot be used: missing, unreadable, too small or without frames. The message names the file."""
+
+
+# The smallest side a video may have: below it the window and flow metrics are undefined (SSIM's 11-px Gaussian
+# window, the optical-flow pyramids) and the decoders fail with messages of their own (OpenCV "Bad number of
+# channels", decord's buffer-size check), so a tiny video is refused when opened, as that case's failure.
+MIN_SIDE = 16
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,9 @@ class VideoReader:
             raise VideoError(f"cannot decode video {self.path}: " + "; ".join(errors))
         if self._impl.num_frames <= 0:
             raise VideoError(f"video has no frames: {self.path}")
+        h, w = self._impl.shape
+        if min(h, w) < MIN_SIDE:
+            raise VideoError(f"video is too small ({w}x{h} px; at least {MIN_SIDE} px a side is needed): {self.path}")
         if errors:
             log.debug("opened %s with %s after: %s", self.path, self.backend, errors)
 
