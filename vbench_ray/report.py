@@ -102,8 +102,13 @@ def _num(value: Any) -> float | None:
 
 
 def _scale_bounds(scale: Any) -> tuple[float, float] | None:
-    """``"[0,1]"`` -> ``(0.0, 1.0)``; anything that is not an interval -> None."""
-    m = re.fullmatch(r"\s*[\[(]\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\s*[\])]\s*", str(scale or ""))
+    """A metric's own axis: ``"[0,1]"`` (or ``"~[1,10]"``) -> ``(0.0, 1.0)``, ``"0-100"`` -> ``(0.0, 100.0)``,
+    ``"percent"`` -> ``(0.0, 100.0)``; anything that is not an interval -> None (the values decide)."""
+    text = str(scale or "").strip()
+    if text.lower() == "percent":
+        return 0.0, 100.0
+    m = (re.fullmatch(r"~?\s*[\[(]\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\s*[\])]", text)
+         or re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)", text))
     if not m:
         return None
     lo, hi = _num(m.group(1)), _num(m.group(2))

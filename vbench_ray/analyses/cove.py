@@ -312,13 +312,17 @@ def category_levels(run, seed: int = 0, n_resamples: int = 1000) -> dict:
     uas_unit_task = (run.config.get("score") or {}).get("uas_unit") == "task"
     if uas_unit_task:
         return {"note": "score.uas_unit=task: category levels need edit-point units"}
+    uas = ((run.summary or {}).get("metrics") or {}).get("UAS") or {}
+    if uas.get("unavailable") or (uas and uas.get("value") is None):
+        return {"note": "UAS has no value in this run (no valid judge answers): no category levels"}
     ok: dict[tuple[str, int], bool] = {}
     for r in j.to_dict("records"):
         if r.get("metric") in OBJECTIVE:
+            correct = r["correct"]
+            if correct is None or (isinstance(correct, float) and np.isnan(correct)):
+                continue  # a dropped question (no answer, or no gold) is no part of its edit point, as in UAS
             key = (str(r["case_id"]), int(r["group"]))
-            correct = r["correct"] is not None and not (isinstance(r["correct"], float) and np.isnan(r["correct"])) \
-                and bool(r["correct"])
-            ok[key] = ok.get(key, True) and correct
+            ok[key] = ok.get(key, True) and bool(correct)
     levels: dict[str, dict[str, dict[str, list[float]]]] = {"level1": {}, "subject_level2": {}}
     for rec in run.cases.to_dict("records"):
         try:

@@ -202,6 +202,17 @@ def judge_availability(stats: dict, rows: list[dict], max_fraction: float,
     return stats
 
 
+def blank_unavailable(summary: dict, keys: tuple[str, ...] = ("by_category", "by_difficulty", "by_method")) -> None:
+    """No number where none was earned (issue 24): a metric the headline reports unavailable (a dead judge) is
+    null in every breakdown too (``value`` and ``ci95`` None, ``unavailable`` True), never its fallback scores."""
+    dead = [m for m, stats in (summary.get("metrics") or {}).items() if isinstance(stats, dict) and stats.get("unavailable")]
+    for key in keys:
+        for block in (summary.get(key) or {}).values():
+            for m in dead:
+                if isinstance(block, dict) and isinstance(block.get(m), dict):
+                    block[m].update(value=None, ci95=None, unavailable=True)
+
+
 def unavailable_metrics(summary: dict) -> dict[str, str]:
     """``{metric: reason}`` of every metric a summary reports unavailable (also per judge, ``by_judge``)."""
     out = {}

@@ -28,8 +28,9 @@ import pyarrow as pa
 
 from vbench_ray.benchmarks import cove_checklist as checklist
 from vbench_ray.benchmarks import cove_vqr as vqr
-from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report, group_rows,
-                                        judge_availability, metric_stats, register_benchmark)
+from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, blank_unavailable, duplicate_ids,
+                                        failure_report, group_rows, judge_availability, metric_stats,
+                                        register_benchmark)
 from vbench_ray.benchmarks.json_array import NotAnArray, iter_json_array
 from vbench_ray.config import BaseConfig
 from vbench_ray.editors import EDITORS, EditorConfig
@@ -442,6 +443,7 @@ class CoveBench(Benchmark):
             summary["metrics"].update(headline)
             for category, values in categories.items():
                 summary["by_category"].setdefault(category, {}).update(values)
+            blank_unavailable(summary)
         if self.vqr_enabled(cfg):
             judged = judgments.to_pylist() if judgments is not None else []
             summary["metrics"][vqr.METRIC], categories = vqr.summarize(rows, judged, cfg)

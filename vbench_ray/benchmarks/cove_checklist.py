@@ -419,6 +419,10 @@ def aggregate(rows: list[dict], metric: str, score_cfg, seed: int, n_resamples: 
                                                           if per_task else ""))
     if not cases:
         return out
+    if not any(r["status"] in ("ok", NO_OUTPUT) for r in mine):
+        # every unit is a fallback (never-valid answers counted wrong under judge.parse=lenient): no number
+        out["note"] = "no valid judge answer: no number"
+        return out
     out["value"] = _value(per_case, score_cfg.aggregation)
     if per_task:
         means = np.array([np.mean([v for v, _ in per_case[c]]) for c in cases])
