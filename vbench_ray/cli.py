@@ -119,7 +119,9 @@ def _print_result(result) -> None:
         print(f"  {name:<8} {value:>8}  95% CI {ci_txt:<20} n={m.get('n', 0)}"
               + (f" excluded={m['n_excluded']}" if m.get("n_excluded") else "")
               + (f" failed={m['n_failed']}" if m.get("n_failed") else "")
-              + (f" invalid-judge-answers={m['n_invalid']}" if m.get("n_invalid") else ""))
+              + (f" invalid-judge-answers={m['n_invalid']}" if m.get("n_invalid") else "")
+              + (f" ({m.get('note') or m.get('unavailable')})" if m.get("value") is None
+                 and (m.get("note") or m.get("unavailable")) else ""))
     failures = result.summary.get("failures", {})
     if failures.get("count"):
         print(f"  {failures['count']} case(s) failed: {failures['by_stage']} (details in summary.json)")

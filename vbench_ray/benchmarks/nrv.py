@@ -401,6 +401,7 @@ class NRVBench(Benchmark):
         if self.judged(cfg):  # each judge against its own max_invalid_fraction (a `judges` entry's include's too)
             judges_availability(summary["metrics"], summary.get("by_judge"), judged,
                                 {label: float(spec.max_invalid_fraction) for label, spec in self.judge_specs(cfg)})
+        _blank_unavailable(summary)
         variants = {r["variant"] for r in rows}  # the sanity section comes from summarize_variants
         if cfg.agreement.human_scores and labels and "base" in variants:
             summary["agreement"] = self._agreement(instances, scored, cfg)
@@ -434,6 +435,18 @@ class NRVBench(Benchmark):
                                 cfg.score.epsilon, categories)
         out["human_scores"] = str(cfg.agreement.human_scores)
         return out
+
+
+def _blank_unavailable(summary: dict) -> None:
+    """No number where none was earned (issue 24): a metric the headline reports unavailable is null in
+    ``by_category`` / ``by_difficulty`` / ``by_method`` and in the cross-judge table's methods too."""
+    from vbench_ray.benchmarks.base import blank_unavailable
+
+    blank_unavailable(summary)
+    for per in ((summary.get("cross_judge") or {}).get("by_method") or {}).values():
+        for m, stats in per.items():
+            if isinstance(stats, dict) and (summary["metrics"].get(m) or {}).get("unavailable"):
+                stats.update(mean=None, std=None, unavailable=True)
 
 
 def _media_of(row: dict) -> dict:
