@@ -68,13 +68,66 @@ def test_endpoint_down_is_recorded_not_raised(tmp_path):
     assert results["a"].status == "error" and "refused" in results["a"].error and results["a"].attempts == 3
 
 
-def test_restart_resends_only_unanswered_requests(tmp_path):
-    first = Scripted({"a": [GOOD], "b": [RuntimeError("engine died")]})
-    JudgeStage(first, JudgeLog(tmp_path), max_retries=0).run([req("a"), req("b")])
-    second = Scripted({"a": [GOOD], "b": [GOOD]})
-    results = JudgeStage(second, JudgeLog(tmp_path), max_retries=0).run([req("a"), req("b")])
-    assert second.sent == [("b", 0)]  # "a" came from the log
-    assert results["a"].status == results["b"].status == "ok"
+def test_restart_resends_only_unanswered_requests_within_their_budget(tmp_path):
+    first = Scripted({"a": [GOOD], "b": [RuntimeError("engine died")], "c": [GOOD]})
+    JudgeStage(first, JudgeLog(tmp_path), max_retries=1).run([req("a"), req("b")])  # "c": killed before it was sent
+    assert sorted(first.sent) == [("a", 0), ("b", 0), ("b", 1)]
+    second = Scripted({"a": [GOOD], "b": [GOOD], "c": [GOOD]})
+    results = JudgeStage(second, JudgeLog(tmp_path), max_retries=1).run([req("a"), req("b"), req("c")])
+    # "a" came from the log; "b" spent its budget of two in the first run (issue 30, item 2): not sent again
+    assert second.sent == [("c", 0)]
+    assert results["a"].status == results["c"].status == "ok"
+    assert results["b"].status == "error" and results["b"].attempts == 2 and "engine died" in results["b"].error
+    # a larger budget on the resume asks it again, numbered after what was sent
+    third = Scripted({"b": [GOOD]})
+    results = JudgeStage(third, JudgeLog(tmp_path), max_retries=2).run([req("b")])
+    assert third.sent == [("b", 2)] and results["b"].status == "ok"
+
+
+def test_one_budget_across_passes_and_attempts_numbered_in_order(tmp_path):
+    """The stream's pass and the scoring pass after it (two JudgeStage runs on one log) share a request's budget;
+    failed and invalid attempts both spend it; after a transport failure the re-ask is attempt 2, with one
+    prompt per attempt number in the log (issue 30, items 2 and 5)."""
+    script = {"a": [TimeoutError("timeout"), "gibberish", TimeoutError("timeout"), GOOD],
+              "b": [TimeoutError("timeout")] * 9}
+    stream = Scripted(script)
+    JudgeStage(stream, JudgeLog(tmp_path), max_retries=2).run([req("a"), req("b")])
+    assert sorted(stream.sent) == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)]
+    after = Scripted(script)
+    results = JudgeStage(after, JudgeLog(tmp_path), max_retries=2).run([req("a"), req("b")])
+    assert after.sent == []  # 3 sends each in all, not 3 per pass
+    assert results["a"].status == "error" and results["a"].attempts == 3
+    assert results["b"].status == "error" and results["b"].attempts == 3
+    records = [r for r in read_records(tmp_path) if r["request_id"] == "a"]
+    assert [r["attempt"] for r in records] == [0, 1, 2]
+    assert [r["parse_status"] for r in records] == ["error", "invalid", "error"]
+    # attempt 0 and 1 sent the same prompt (a transport failure is repeated as it was), attempt 2 the re-ask
+    assert records[0]["attempt_hash"] == records[1]["attempt_hash"] != records[2]["attempt_hash"]
+    # a resume with one more re-ask continues the chain: attempt 3, the same re-ask prompt as attempt 2
+    more = Scripted(script)
+    results = JudgeStage(more, JudgeLog(tmp_path), max_retries=3).run([req("a")])
+    assert more.sent == [("a", 3)] and results["a"].status == "ok" and results["a"].attempts == 4
+    last = [r for r in read_records(tmp_path) if r["request_id"] == "a"][-1]
+    assert last["attempt"] == 3 and last["attempt_hash"] == records[2]["attempt_hash"]
+
+
+def test_a_request_never_sent_spends_nothing_and_the_engine_starts_only_to_send(tmp_path):
+    class Down(Scripted):
+        def generate(self, requests):
+            yield [JudgeResponse(r.request_id, error="http: not sent: the endpoint is down", sent=False)
+                   for r in requests]
+
+    starts = []
+    results = JudgeStage(Down({}), JudgeLog(tmp_path), max_retries=1,
+                         before_send=lambda: starts.append(1)).run([req("a")])
+    assert results["a"].status == "error" and "endpoint is down" in results["a"].error and starts == [1]
+    assert list(read_records(tmp_path)) == []  # nothing logged: a later run asks it with its whole budget
+    up = Scripted({"a": [GOOD]})
+    JudgeStage(up, JudgeLog(tmp_path), max_retries=1, before_send=lambda: starts.append(2)).run([req("a")])
+    assert up.sent == [("a", 0)] and starts == [1, 2]
+    JudgeStage(Scripted({"a": [GOOD]}), JudgeLog(tmp_path), max_retries=1,
+               before_send=lambda: starts.append(3)).run([req("a")])
+    assert starts == [1, 2]  # everything answered in the log: the engine is not started
 
 
 def test_restart_continues_the_reask_chain(tmp_path):

@@ -346,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from vbench_ray.benchmarks.base import DataError
     from vbench_ray.config import ConfigError
+    from vbench_ray.judges.base import JudgeUnavailable
 
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
@@ -354,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except JudgeUnavailable as exc:  # the judge endpoint is not there: rows and answers so far are kept
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except Exception as exc:
         full = _no_space(exc)
         if full is None:

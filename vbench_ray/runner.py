@@ -275,12 +275,11 @@ def _judge(bench, cfg: DictConfig, phases: list, rows: list[dict], run_dir: Path
         requests = phase.build(rows, results)
         if not requests:
             continue
-        if phase.judge_cfg.backend != "replay":
-            ensure_ray(cfg)
         phase_results: dict = {}
         for judge_cfg, group in _by_video_override(phase.judge_cfg, requests):
-            engine = engines.get(judge_cfg)
-            phase_results.update(JudgeStage(engine, judge_log, judge_cfg.max_retries).run(group))
+            engine = engines.get(judge_cfg, start=False)
+            stage = JudgeStage(engine, judge_log, judge_cfg.max_retries, before_send=_starter(cfg, judge_cfg, engines))
+            phase_results.update(stage.run(group))
         results.update(phase_results)
         info[phase.name] = {"backend": phase.judge_cfg.backend, "model": engine.model_label,
                             **judge_stats(phase_results, requests, judge_log)}
@@ -288,6 +287,16 @@ def _judge(bench, cfg: DictConfig, phases: list, rows: list[dict], run_dir: Path
     if judgments is not None:
         pq.write_table(judgments, run_dir / "judgments.parquet")
     return judgments, (info[phases[0].name] if len(phases) == 1 and info else info)
+
+
+def _starter(cfg: DictConfig, judge_cfg, engines: EngineSet):
+    """Ray and the engine for ``judge_cfg``, started when a request is about to be sent, not before: a run
+    whose judge log answers everything (a resume with nothing left) loads no model (issue 30, item 3)."""
+    def start() -> None:
+        if judge_cfg.backend != "replay":
+            ensure_ray(cfg)
+        engines.get(judge_cfg).check()  # started by the stream, it may have found the endpoint down since
+    return start
 
 
 def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list]]:

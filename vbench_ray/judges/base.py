@@ -156,6 +156,12 @@ class JudgeResponse:
     prompt_tokens: Optional[int] = None
     completion_tokens: Optional[int] = None
     model: Optional[str] = None
+    sent: bool = True  # False: never sent (the endpoint was found down): no attempt spent, nothing to log
+
+
+class JudgeUnavailable(Exception):
+    """The judge cannot be reached at all (its endpoint refuses connections): the run stops, exit status 3,
+    with the endpoint's own error; what was computed and answered is kept, and running again resumes."""
 
 
 class JudgeBackend:

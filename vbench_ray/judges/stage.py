@@ -7,8 +7,13 @@ One generic loop for every benchmark (DESIGN.md, "Judges"):
 3. A response that fails to parse or validate is re-asked, alone, up to ``judge.max_retries`` times.
    The re-ask repeats the request with a short note quoting what was wrong (deterministic: the same
    failure gives the same re-ask).
-4. A transport or engine failure (timeout, 5xx, dead engine) is also retried; after a restart such
-   requests are simply unanswered and are sent again, while valid answers are kept.
+4. A transport or engine failure (timeout, 5xx, dead engine) is also retried, from the same budget.
+5. One budget per request per run (issue 30, item 2): every attempt in the judge log counts, failed or
+   invalid, whichever pass or invocation sent it (the stream, the scoring pass after it, a resume), so a
+   request is sent at most ``judge.max_retries + 1`` times in all; raising ``judge.max_retries`` on a resume
+   grants more. Attempts are numbered in the order sent (a re-ask after a transport failure is attempt 2,
+   not a second attempt 1). A request that was never sent (``JudgeResponse.sent`` False: the endpoint was
+   found down) spends nothing and is not logged: a later run asks it.
 
 The result per request is ``JudgeResult(status, value, attempts, error)``: ``ok`` with the parsed
 value, ``invalid`` (answered, never usable) or ``error`` (never answered).
@@ -50,10 +55,13 @@ def retry_request(request: JudgeRequest, reason: str) -> JudgeRequest:
 
 
 class JudgeStage:
-    def __init__(self, backend, judge_log: JudgeLog, max_retries: int = 3):
+    def __init__(self, backend, judge_log: JudgeLog, max_retries: int = 3, before_send=None):
+        """``before_send``: called once, before the first request is sent (not at all when the log answers
+        everything): where the runner starts the engine, so a finished run loads no model (issue 30, item 3)."""
         self.backend = backend
         self.log = judge_log
         self.max_retries = max_retries
+        self.before_send = before_send
         self.judge = backend.identity() if hasattr(backend, "identity") else None
 
     def run(self, requests: list[JudgeRequest]) -> dict[str, JudgeResult]:
@@ -70,6 +78,8 @@ class JudgeStage:
                 pending.append(resumed)
         if len(pending) < len(requests):
             log.info("judge: %d of %d requests answered in the judge log", len(requests) - len(pending), len(requests))
+        if pending and self.before_send is not None:
+            self.before_send()
         while pending:
             pending = self._round(pending, base_hash, results)
         return results
@@ -95,12 +105,18 @@ class JudgeStage:
                 parsed = parse(request.parser, record["text"], request.expected)
                 if parsed.ok:
                     return JudgeResult(request.request_id, "ok", parsed.value, record["attempt"] + 1), request
+        history = sorted(history, key=lambda r: r.get("attempt", 0))
         invalid = [r for r in history if r["parse_status"] == "invalid"]
-        if len(invalid) > self.max_retries:
-            return JudgeResult(request.request_id, "invalid", self._partial(request, invalid), len(invalid),
-                               invalid[-1]["parse_error"]), request
-        for record in invalid:  # rebuild the re-ask chain so prompts match what was asked before
-            request = retry_request(request, record["parse_error"] or "invalid")
+        if len(history) > self.max_retries:  # its budget is spent (failed attempts count too): as its last answer
+            last = history[-1]
+            status = "invalid" if last["parse_status"] == "invalid" else "error"
+            return JudgeResult(request.request_id, status, self._partial(request, invalid), len(history),
+                               last.get("parse_error") or last.get("error")), request
+        for record in history:  # rebuild the chain so prompts and attempt numbers continue what was sent
+            if record["parse_status"] == "invalid":
+                request = retry_request(request, record["parse_error"] or "invalid")
+            else:
+                request = replace(request, attempt=request.attempt + 1)
         return None, request
 
     def _round(self, pending: list[JudgeRequest], base_hash: dict, results: dict) -> list[JudgeRequest]:
@@ -126,6 +142,10 @@ class JudgeStage:
         for response in batch:
             request = by_id[response.request_id]
             seen.add(response.request_id)
+            if not response.sent:  # never sent: no attempt spent, nothing to log; this invocation gives up on it
+                results[request.request_id] = JudgeResult(request.request_id, "error", None, request.attempt,
+                                                          response.error)
+                continue
             record, result, again = self._judge(request, response, base_hash[request.request_id])
             records.append(record)
             if again is not None:

@@ -89,6 +89,26 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
         return None  # an HTTP date: use our own backoff
 
 
+ERROR_DETAIL = 200  # characters of an error body kept (scrubbed of the key by the caller)
+
+
+def error_detail(body: str) -> str:
+    """What an error response says, short: the JSON ``error.message`` (or ``error`` / ``detail`` / ``message``)
+    when there is one, else the start of the body. Never the whole body: a server may quote the request's
+    headers in it (issue 23, item 2), and the callers scrub what is kept."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return short(body, ERROR_DETAIL)
+    if isinstance(data, dict):
+        err = data.get("error")
+        for value in ((err.get("message") or err.get("type")) if isinstance(err, dict) else err,
+                      data.get("detail"), data.get("message")):
+            if isinstance(value, str) and value:
+                return short(value, ERROR_DETAIL)
+    return short(body, ERROR_DETAIL)
+
+
 _HTTP_UDF = None
 
 
@@ -136,7 +156,7 @@ def row_isolating_http_udf():
                     if 200 <= status < 300:
                         out.update(http_body=text, http_error="")
                         return out
-                    error = f"HTTP {status}: {short(text, 300)}"
+                    error = f"HTTP {status}: {error_detail(text)}"
                     if status not in RETRY_STATUS:
                         break
                     wait = _retry_after(retry_after)
@@ -175,7 +195,7 @@ def _postprocess(row: dict) -> dict:
     try:
         body = json.loads(row.get("http_body") or "")
     except ValueError:
-        return response_row(idx, error=f"http: response is not JSON: {short(row.get('http_body') or '', 200)}",
+        return response_row(idx, error=f"http: response is not JSON: {short(row.get('http_body') or '', 120)}",
                             latency_s=latency)
     try:
         choice = body["choices"][0]
@@ -183,7 +203,7 @@ def _postprocess(row: dict) -> dict:
     except (KeyError, IndexError, TypeError, AttributeError):
         detail = body.get("error") if isinstance(body, dict) else None
         return response_row(idx, latency_s=latency, error="http: no choices[0].message in the response: "
-                                                          f"{short(json.dumps(detail or body), 300)}")
+                                                          f"{short(json.dumps(detail or body), ERROR_DETAIL)}")
     if text is None:
         return response_row(idx, error=f"http: the response has no message content "
                                        f"(finish_reason={choice.get('finish_reason')!r})", latency_s=latency)
