@@ -25,7 +25,8 @@ project task's profile is read from its ``truth.json`` (:func:`official_profile`
 * shot swap: two regions, the two exchanged stretches where they sit in the broken clip, each worth
   half the localisation points (``v03_scene_swap/localize.py``); the package's edit window for this
   variant reads ``scene_1.original_start_s`` and ``scene_4.original_end_s``, which its own swap profiles
-  do not have, so its edit scores every sample as outside the window; so does this one.
+  do not have, so its edit scores every sample as outside the window; so does this one. A swap without
+  ``segments`` is scored as one region, its ``window``.
 
 Media are read as the package reads them: frames with OpenCV (seek per 10 s chunk, BGR); audio mono,
 resampled to 48 kHz, 16-bit (the package shells out to ``ffmpeg -ac 1 -ar 48000 pcm_s16le``; here PyAV's
@@ -76,6 +77,10 @@ def official_profile(truth: dict, golden_duration: float) -> dict:
     scenes = [(float(s), float(e)) for s, e in truth.get("scenes") or [[0.0, golden_duration]]]
     prof: dict[str, Any] = {"variant": variant or f"(none: {defect})", "duration_s": float(golden_duration),
                             "scoring": {**EDIT_DEFAULTS, **VARIANT_SCORING.get(variant or "", {})}}
+    if group == "shot_swap" and not truth.get("segments"):  # no stretches given: one region, the window
+        s, e = (float(x) for x in truth["window"])
+        prof.update(regions=[(s, e)], region_scenes=[[scenes[_scene_of(scenes, s, e)]]], edit_window=None)
+        return prof
     if group == "shot_swap":
         (a, b), (_, c) = truth["segments"]
         first = (float(a), float(a) + (float(c) - float(b)))  # the later stretch, moved first
