@@ -291,3 +291,12 @@ def test_repurpose_format_items_map_to_the_official_pillar0_checks(repurpose_tas
         assert {r["item_id"]: r["pass"] for r in rows}["F-DUR"] is False
         _, rows = rp.evaluate_format(task, subs["wide"])
         assert {r["item_id"]: r["pass"] for r in rows}["F-RES"] is False
+
+
+def test_swap_without_segments_is_scored_as_one_region(bundles, tmp_path):
+    base = bundles["shot_swap"]
+    truth = {k: v for k, v in base.truth.items() if k != "segments"}  # segments are optional in a bundle
+    task = TaskBundle(root=base.root, meta=base.meta, truth=truth)
+    sub = _sub(tmp_path / "w", copy=task.truth_file("golden.mp4"), report=_report(*truth["window"]))
+    v = repair.verify(task, sub, repair.RepairConfig(scheme="official"))
+    assert v.details["official"]["localization"]["score"] == pytest.approx(35.0)
