@@ -207,3 +207,45 @@ def test_item10_weights_check_loads_the_editor_as_edit_will(tiny_vace, cove_data
     assert main(["weights", "check", str(COVE), *base, f"editor.weights={tiny_vace}"]) == 0
     out = capsys.readouterr().out
     assert "editor (diffusers): loaded in" in out and "weights ok: editor (diffusers)" in out
+
+
+def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_starts(cove_copy, tmp_path,
+                                                                                    monkeypatch):
+    """Both were found by the loader, which runs while Ray starts: the error came after Ray's 7-15 s start.
+    `start_ray` is replaced by a tripwire: the run must stop before it is called, within a second or so."""
+    from vbench_ray import runner
+    from vbench_ray.benchmarks.base import DataError
+    from vbench_ray.benchmarks.nrv import NRVBench
+    from vbench_ray.benchmarks.vidic import VidicBench
+
+    def tripwire(cfg):
+        raise AssertionError("Ray was started before the data was checked")
+
+    monkeypatch.setattr(runner, "start_ray", tripwire)
+    checklist = Path(cove_copy["checklist"])
+    tasks = json.loads(checklist.read_text())
+    tasks[3]["id"] = tasks[0]["id"]
+    checklist.write_text(json.dumps(tasks))
+    for data, match in ((cove_copy, rf"duplicate task ids: '{tasks[0]['id']}' \(2x\)"),
+                        ({**cove_copy, "checklist": str(tmp_path / "none.json")}, "data.checklist not found")):
+        out = tmp_path / "never"
+        start = time.perf_counter()
+        with pytest.raises(DataError, match=match):
+            runner.run(load_config(COVE, cove_overrides(data, out, "metrics.enabled=[SSIM]")))
+        assert time.perf_counter() - start < 5 and not out.exists()
+
+    # ViDiC and NRVBench check the same before Ray (ids only: no video is looked at)
+    vidic = tmp_path / "vidic.json"
+    vidic.write_text(json.dumps([{"index": 1}, {"index": 2}, {"index": "1"}]))
+    cfg = load_config(REPO / "configs" / "vidic.yaml", [f"data.checklist={vidic}", f"output.dir={tmp_path / 'v'}",
+                                                        "data.video_root=.", "model.backend=replay",
+                                                        f"model.replay_path={vidic}", "judge.backend=replay",
+                                                        f"judge.replay_path={vidic}"])
+    with pytest.raises(DataError, match=r"duplicate indexes: '1' \(2x\)"):
+        VidicBench().check_data(cfg)
+    annotations = tmp_path / "nrv.jsonl"
+    annotations.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "a"}\n')
+    cfg = load_config(REPO / "configs" / "nrv.yaml", [f"data.annotations={annotations}", "data.edited_dir=e",
+                                                      f"output.dir={tmp_path / 'n'}"])
+    with pytest.raises(DataError, match=r"duplicate instance ids: 'a' \(2x\)"):
+        NRVBench().check_data(cfg)

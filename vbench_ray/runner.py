@@ -83,6 +83,7 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     timing = {"wall_start": time.time()}  # seconds since the start at each milestone -> summary.timing
     preflight.check(cfg)  # every config problem up front, before Ray, a video or a model (issue 14, items 12-13)
     bench = get_benchmark(cfg.benchmark)
+    bench.check_data(cfg)  # a missing data file, duplicate ids: before Ray starts (issue 23, item 10)
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     # one run per directory for the run's life (issue 30, item 1): a second one refuses here, writing nothing

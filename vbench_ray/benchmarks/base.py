@@ -64,6 +64,11 @@ class Benchmark:
         """Rows with the ``CASE_FIELDS`` (plus benchmark columns); bad cases carry ``error_load``."""
         raise NotImplementedError
 
+    def check_data(self, cfg) -> None:
+        """Raise ``DataError`` for whole-data problems found cheaply (ids only, no video opened): a data file that
+        does not exist, duplicate ids. The runner calls it before Ray starts, so such a run stops in about a
+        second instead of after Ray's start (issue 23, item 10); the loader still checks the same while it reads."""
+
     def iter_cases(self, cfg) -> Iterator[dict]:
         """``load_cases``' rows one at a time; what the runner reads. A benchmark whose data can be large
         streams them (CoVEBench), so the driver never holds every case as dicts (issue 16)."""

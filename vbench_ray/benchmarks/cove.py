@@ -303,6 +303,16 @@ class CoveBench(Benchmark):
         return [decode] + metric_pool_stages(built, specs, cfg.ray)
 
     # -- loading
+    def check_data(self, cfg) -> None:
+        """The checklist and the source folder exist, and no task id repeats (the checklist streamed, ids kept)."""
+        checklist = Path(cfg.data.checklist)
+        if not checklist.exists():
+            raise DataError(f"data.checklist not found: {checklist}")
+        if not Path(cfg.data.source_dir).is_dir():
+            raise DataError(f"data.source_dir is not a directory: {cfg.data.source_dir}")
+        duplicate_ids([_task_id(task, i) for i, task in enumerate(read_checklist(checklist))], "task ids",
+                      f"data.checklist {checklist}")
+
     def load_cases(self, cfg) -> list[dict]:
         return list(self.iter_cases(cfg))
 

@@ -252,6 +252,13 @@ class NRVBench(Benchmark):
         return stages + metric_pool_stages(built, specs, cfg.ray)
 
     # -- loading
+    def check_data(self, cfg) -> None:
+        """The annotations file exists and parses, and no instance id repeats."""
+        path = Path(cfg.data.annotations)
+        records = read_annotations(path)
+        duplicate_ids([str(rec["id"]) for _, rec in records if isinstance(rec, dict) and rec.get("id") is not None],
+                      "instance ids", f"data.annotations {path}")
+
     def load_cases(self, cfg) -> list[dict]:
         self.enabled(cfg)
         if self.judged(cfg):

@@ -164,6 +164,12 @@ class VidicBench(Benchmark):
         return [] if "variant_params" in have else [pa.field("variant_params", pa.string())]
 
     # -- loading
+    def check_data(self, cfg) -> None:
+        """The checklist exists and is a list, and no index repeats."""
+        checklist = Path(cfg.data.checklist)
+        items = read_checklist(checklist)
+        duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
+
     def load_cases(self, cfg) -> list[dict]:
         checklist = Path(cfg.data.checklist)
         items = read_checklist(checklist)
