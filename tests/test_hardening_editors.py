@@ -77,7 +77,7 @@ def test_two_ids_with_one_safe_form_get_two_videos_and_the_loader_finds_each(cov
 
 def test_a_hashed_name_is_never_read_as_another_tasks_number(cove_data, tmp_path):
     """The official patterns read the last number of a file name as its task id: a hashed name's hex digits must
-    not give case 5 the video of case `a b`."""
+    not give a numbered case the video of case `a b`."""
     from vbench_ray.benchmarks import get_benchmark
     from vbench_ray.editors.base import edited_name
 
@@ -184,7 +184,8 @@ def test_trust_remote_code_is_off_unless_a_config_turns_it_on(cove_data, tmp_pat
     from vbench_ray.judges.base import JudgeConfig
 
     assert JudgeConfig().vllm.trust_remote_code is False
-    assert yaml.safe_load((REPO / "configs" / "judges" / "default.yaml").read_text())["vllm"]["trust_remote_code"] is False
+    default = yaml.safe_load((REPO / "configs" / "judges" / "default.yaml").read_text())
+    assert default["vllm"]["trust_remote_code"] is False
     cfg = load_config(COVE, cove_overrides(cove_data, tmp_path / "run"))
     assert cfg.judge.vllm.trust_remote_code is False and cfg.vqr.vllm.trust_remote_code is False
     for path in (REPO / "configs").rglob("*.yaml"):  # no bundled model needs it

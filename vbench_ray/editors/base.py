@@ -39,7 +39,7 @@ class EditorConfig:
     frame_rules: FrameRules = field(default_factory=FrameRules)  # Table 7's row (editors/frames.py)
     command: Optional[str] = None  # command backend: the inference command template ({source} {instruction} ...)
     workdir: Optional[str] = None  # command backend: where the command runs (the model's repository)
-    env: dict = field(default_factory=dict)  # command backend: variables beyond PATH, HOME, locale, GPU ones (null: this process's value)
+    env: dict = field(default_factory=dict)  # command backend: variables set (null: passed on) beyond command.INHERITED
     # a case's edit taking longer fails: command killed, diffusers stopped at a step
     timeout_s: Optional[float] = bounded(None, gt=0, note="null: no limit")
     stderr_tail_chars: int = bounded(2000, ge=0)  # command backend: how much of stderr the case row keeps
