@@ -322,3 +322,38 @@ def test_the_documented_identity_edit_command_runs_and_keeps_the_sources(ray_loc
                  "run.limit=1"]) == 0
     info = VideoReader(str(tmp_path / "v" / "a_b~" f"{hashlib.sha256(b'a b').hexdigest()[:16]}.mp4")).info
     assert (info.width, info.height, info.num_frames) == (128, 96, 24)
+
+
+# ----------------------------------------------------------------------------- item 1, elsewhere: per-case files
+
+def test_nrv_controls_and_judge_media_of_two_cases_never_share_a_file(tmp_path):
+    """NRVBench case ids are `method:id`; `m:a b` and `m:a_b` had one rendered control (the second case reused
+    the first's) and one judge-media folder (each case overwrote the other's images)."""
+    from vbench_ray.benchmarks.nrv import NRVBench
+    from vbench_ray.benchmarks.nrv_media import NRVFrameStage
+    from vbench_ray.controls import ControlRenderer
+    from vbench_ray.synth.nrv import synth_nrv
+
+    data = synth_nrv(tmp_path / "nrv", n=2, seed=0)
+    cfg = load_config(REPO / "configs" / "nrv.yaml", [f"data.annotations={data['annotations']}",
+                                                      f"data.edited_dir={data['edited_dir']}",
+                                                      f"output.dir={tmp_path / 'o'}", "wandb.mode=disabled"])
+    rows = {r["case_id"]: r for r in NRVBench().load_cases(cfg)}
+    first, second = data["ids"]
+    pair = [{**rows[f"jitter:{first}"], "case_id": "m:a b"}, {**rows[f"jitter:{second}"], "case_id": "m:a_b"}]
+    renderer = ControlRenderer(str(tmp_path / "controls"), seed=0)
+    made = [renderer({**r, "variant": "control_shuffled", "variant_params": json.dumps({"control": "shuffled"})})
+            for r in pair]
+    assert made[0]["edited_path"] != made[1]["edited_path"]
+    assert all(Path(m["edited_path"]).is_file() for m in made)
+    stage = NRVFrameStage({}, media_dir=str(tmp_path / "media"), judged=True)
+    media = [stage(r) for r in pair]
+    assert media[0]["nrve_flow"] != media[1]["nrve_flow"]
+    assert Path(media[0]["nrve_flow"]).read_bytes() != Path(media[1]["nrve_flow"]).read_bytes()
+
+
+def test_agentic_rollouts_never_share_the_judges_frames_folder(tmp_path):
+    from vbench_ray.benchmarks.agentic import case_id_of, judge_frames_dir
+
+    a, b = (judge_frames_dir(tmp_path, case_id_of(t, "0")) for t in ("a+b", "a_b"))  # both valid task ids
+    assert a != b and a.parent == b.parent == tmp_path

@@ -138,14 +138,16 @@ def test_renderer_writes_once_skips_and_passes_through(tmp_path):
            "variant_params": json.dumps({"control": "shuffled"}), "control_eligible": True}
     render = C.ControlRenderer(str(tmp_path / "controls"), seed=0)
     out = render(row)
-    assert out["edited_path"] == str(tmp_path / "controls" / "shuffled" / "m_1.mp4") and not out["control_skip"]
+    target = C.control_path(tmp_path / "controls", "shuffled", "m:1")  # one file per (control, case id)
+    assert out["edited_path"] == str(target) and target.parent == tmp_path / "controls" / "shuffled"
+    assert not out["control_skip"]
     perm = json.loads(out["control_info"])["permutation"]
     decoded = VideoReader(out["edited_path"]).read(range(8))
     original = VideoReader(row["edited_path"]).read(range(8))
     assert np.abs(decoded.astype(int) - original[perm].astype(int)).max() <= 2  # lossless up to rounding
-    mtime = (tmp_path / "controls" / "shuffled" / "m_1.mp4").stat().st_mtime_ns
+    mtime = target.stat().st_mtime_ns
     assert render(row)["control_info"] == out["control_info"]  # reused, not rendered again
-    assert (tmp_path / "controls" / "shuffled" / "m_1.mp4").stat().st_mtime_ns == mtime
+    assert target.stat().st_mtime_ns == mtime
     assert render({**row, "variant_params": json.dumps({"control": "unchanged"})})["edited_path"] == row["source_path"]
     skipped = render({**row, "control_eligible": False})
     assert skipped["control_skip"] and skipped["edited_path"] == row["edited_path"]

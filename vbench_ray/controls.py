@@ -45,6 +45,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from vbench_ray.safepaths import unique_component, within
+
 log = logging.getLogger(__name__)
 
 CONTROLS = ("unchanged", "random_mask", "appearance", "shuffled", "flow_corrupted")
@@ -282,12 +284,10 @@ def _fit_video(frames: np.ndarray, t: int, h: int, w: int) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- stage
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in str(name))
-
-
 def control_path(out_dir: str | Path, name: str, case_id: str) -> Path:
-    return Path(out_dir) / name / f"{_safe(case_id)}.mp4"
+    """The rendered control's file, one per (control, case): a file is reused when it exists, so two case ids
+    must never share one (``unique_component``: ``m:a b`` and ``m:a_b`` do not)."""
+    return within(out_dir, name, f"{unique_component(case_id)}.mp4")
 
 
 class ControlRenderer:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -57,12 +56,6 @@ def settings_from(node: Any = None) -> VerifySettings:
                           sequencing=_build(sequencing.SequencingConfig, get("sequencing")),
                           repair=_build(repair.RepairConfig, get("repair")),
                           repurpose=_build(repurpose.RepurposeConfig, get("repurpose")))
-
-
-def safe_name(text: str) -> str:
-    """``text`` as one file-name component; ``.``/``..`` (which would name the parent folder) become ``case``."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
-    return name if name.strip(".") else "case"
 
 
 def verify_rollout(task: TaskBundle, submission: Path, settings: VerifySettings | None = None,

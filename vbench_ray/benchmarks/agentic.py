@@ -57,6 +57,7 @@ from vbench_ray.agents.loop import AgentConfig
 from vbench_ray.config import BaseConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.pipeline import Stage
+from vbench_ray.safepaths import unique_component
 from vbench_ray.stats import describe
 
 log = logging.getLogger(__name__)
@@ -105,16 +106,22 @@ def agent_row(row: dict, agent: str, seed: int) -> dict:
     return {"agent_info": json.dumps(info, default=str)}
 
 
+def judge_frames_dir(frames_dir: str | Path, case_id: str) -> Path:
+    """Where a rollout's frames for the repurpose judge go: one folder per rollout, one-to-one
+    (``safepaths.unique_component``: task ids ``a+b`` and ``a_b`` never share, and overwrite, the judge's frames)."""
+    return Path(frames_dir) / unique_component(case_id)
+
+
 def verify_row(row: dict, settings: dict, frames_dir: str | None) -> dict:
     """The ``verify`` stage: the family's verifier on one rollout (:func:`verify_rollout`)."""
-    from vbench_ray.agentic.verify import safe_name, settings_from, verify_rollout
+    from vbench_ray.agentic.verify import settings_from, verify_rollout
 
     task = load_task(row["task_dir"])
     sub = row.get("submission_dir")
     if not sub or not Path(sub).is_dir():
         return {"reward": 0.0, "status": "missing", "reason": "no submission folder for this repetition",
                 "details": json.dumps({"status": "missing"})}
-    frames = Path(frames_dir) / safe_name(row["case_id"]) if frames_dir else None
+    frames = judge_frames_dir(frames_dir, row["case_id"]) if frames_dir else None
     return verify_rollout(task, Path(sub), settings_from(settings), frames)
 
 

@@ -16,16 +16,12 @@ import numpy as np
 from vbench_ray import controls as ctl
 from vbench_ray.metrics.base import AllFrames
 from vbench_ray.pipeline import format_exception
-from vbench_ray.safepaths import within
+from vbench_ray.safepaths import unique_component, within
 from vbench_ray.video.flow import farneback_flow, flow_to_color
 from vbench_ray.video.frames import FrameMetricsStage, emit
 from vbench_ray.video.io import VideoReader, uniform_indices
 
 log = logging.getLogger(__name__)
-
-
-def safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in str(name))
 
 
 # ----------------------------------------------------------------------------- the frame stage
@@ -154,7 +150,8 @@ class NRVFrameStage(FrameMetricsStage):
         return {"source_prompt": ann.get("source_prompt"), "target_prompt": ann.get("target_prompt")}
 
     def _media(self, row, masks, source_size, edited_size, frames, roi_idx, temp_idx) -> dict:
-        folder = within(self.media_dir, safe_name(row["variant"]), safe_name(row["case_id"]))  # "..": case error
+        # one folder per (variant, case), one-to-one: two cases sharing one would overwrite each other's images
+        folder = within(self.media_dir, unique_component(row["variant"]), unique_component(row["case_id"]))
         ext = ".jpg" if self.media.get("format") == "jpg" else ".png"
         out: dict[str, Any] = {}
         box = roi_box(masks, float(self.media.get("roi_margin", 0.1)))
