@@ -264,3 +264,75 @@ def test_per_task_uas_skips_tasks_without_both_ifs_and_vrs():
 def test_questions_without_dimension_route_by_the_official_keywords(question, group, metric):
     """Item 5: no (known) dimension -> SEM words, then VRS words, then IFS words, then the type."""
     assert ck.route(question, group) == metric
+
+
+# ------------------------------------------------------------------ issue 29, item 4: categories that differ
+# Group 0 of task 11 names Q1 "Subject" and Q2 "Motion" (Level 1): its UAS unit belongs to both categories, while
+# its questions belong to one each (Q3, named by no entry, to both). Wrong, invalid and dropped answers mixed in.
+MIXED_TASK = {"id": 11, "editing_instruction": "e", "videoA_path": "data/m.mp4", "category": [{"Level 1": "Style"}],
+              "evaluation_groups": [
+                  {"target_element": "mixed", "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"},
+                                                           {"Question IDs": ["Q2"], "Level 1": "Motion"}],
+                   "questions": [q("Q1", "AB-MCQ", "Execution Accuracy", "A", **OPTS),
+                                 q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
+                                 q("Q3", "Single-TF", "Physical Logic", "No")]},
+                  {"target_element": "cam", "category": [{"Question IDs": ["Q4"], "Level 1": "Camera"}],
+                   "questions": [q("Q4", "Dual-TF", "Execution Accuracy", "No"),
+                                 q("Q5", "Dual-TF", "Physical Logic", "Yes")]},
+                  {"target_element": "keep", "questions": [q("Q6", "Score-MCQ", "Semantic Preservation", "5")]}]}
+MOTION_TASK = {"id": 12, "editing_instruction": "e", "videoA_path": "data/n.mp4", "category": [{"Level 1": "Motion"}],
+               "evaluation_groups": [
+                   {"target_element": "move", "category": [{"Question IDs": ["Q1"], "Level 1": "Motion"}],
+                    "questions": [q("Q1", "Single-TF", "Execution Accuracy", "Yes"),
+                                  q("Q2", "Single-TF", "Physical Logic", "Yes")]}]}
+MIXED_RESULTS = {
+    "cove/11/base/checklist/AB-MCQ": JudgeResult("", OK, both({"Q1": "B"})),  # wrong
+    "cove/11/base/checklist/Single-TF": JudgeResult("", OK, both({"Q2": "Yes", "Q3": "No"})),  # both right
+    "cove/11/base/checklist/Dual-TF": JudgeResult("", "invalid", None, 2, "no parsable JSON"),  # Q4, Q5 dropped
+    "cove/11/base/checklist/Score-MCQ": JudgeResult("", OK, both({"Q6": 7})),
+    "cove/12/base/checklist/Single-TF": JudgeResult("", OK, both({"Q1": "Yes", "Q2": "Yes"})),  # both right
+}
+
+
+def mixed_rows():
+    cases = [case(MIXED_TASK, ["Style"]), case(MOTION_TASK, ["Motion"])]
+    return [r for c in cases for r in ck.judgment_rows(c, MIXED_RESULTS, "official")]
+
+
+def test_question_and_group_categories_differ():
+    by = {(r["case_id"], r["question_id"]): r for r in mixed_rows()}
+    assert by[("11", "Q1")]["categories"] == ["Subject"] and by[("11", "Q2")]["categories"] == ["Motion"]
+    assert by[("11", "Q3")]["categories"] == ["Subject", "Motion"]
+    assert all(by[("11", k)]["group_categories"] == ["Subject", "Motion"] for k in ("Q1", "Q2", "Q3"))
+    assert by[("11", "Q6")]["categories"] == by[("11", "Q6")]["group_categories"] == ["Style"]  # the task's
+
+
+def test_uas_by_category_counts_whole_edit_points_by_their_group_categories():
+    cats = ck.by_category(mixed_rows(), ["UAS", "IFS", "VRS", "SEM"], score_cfg(), 0, 50, 0.95)
+    assert sorted(cats) == ["Camera", "Motion", "Style", "Subject"]
+    # UAS units: 11/g0 = 0 (Q1 wrong; Q2, Q3 right), 11/g1 none (Q4, Q5 dropped), 12/g0 = 100.
+    # Motion holds 11/g0 (its group names Motion) and 12/g0: (0 + 100) / 2. Keyed on question categories it
+    # would see only Q2, Q3 of 11/g0 (both right): 100.
+    assert cats["Motion"]["UAS"]["value"] == pytest.approx(50.0) and cats["Motion"]["UAS"]["n"] == 2
+    assert cats["Subject"]["UAS"]["value"] == 0.0 and cats["Subject"]["UAS"]["n"] == 1
+    assert cats["Camera"]["UAS"]["value"] is None and cats["Camera"]["UAS"]["n"] == 0
+    assert cats["Style"]["UAS"]["n"] == 0
+    # questions by their own categories: IFS Subject = Q1 (wrong); Motion = 11/Q2, 12/Q1 (right)
+    assert cats["Subject"]["IFS"]["value"] == 0.0 and cats["Subject"]["IFS"]["n"] == 1
+    assert cats["Motion"]["IFS"]["value"] == 100.0 and cats["Motion"]["IFS"]["n"] == 2
+    assert cats["Camera"]["IFS"]["n"] == 0 and cats["Camera"]["VRS"]["n"] == 0  # dropped, not counted wrong
+    # VRS: 11/Q3 in Subject and Motion, 12/Q2 in Motion
+    assert (cats["Subject"]["VRS"]["n"], cats["Motion"]["VRS"]["n"]) == (1, 2)
+    assert cats["Style"]["SEM"]["value"] == pytest.approx(70.0) and cats["Style"]["SEM"]["n"] == 1
+
+
+def test_headline_counts_with_wrong_and_invalid_answers():
+    rows = mixed_rows()
+    ifs = value("IFS", rows)  # 11/Q1 wrong, 11/Q2 right, 12/Q1 right; 11/Q4 invalid and dropped
+    assert ifs["value"] == pytest.approx(200 / 3) and (ifs["n"], ifs["n_invalid"], ifs["n_dropped"]) == (3, 1, 1)
+    vrs = value("VRS", rows)  # 11/Q3, 12/Q2 right; 11/Q5 invalid and dropped
+    assert vrs["value"] == 100.0 and (vrs["n"], vrs["n_invalid"], vrs["n_dropped"]) == (2, 1, 1)
+    uas = value("UAS", rows)  # 11/g0 0, 12/g0 100; the invalid Q4, Q5 (all of 11/g1) make no unit
+    assert uas["value"] == pytest.approx(50.0) and (uas["n"], uas["n_cases"], uas["n_invalid"]) == (2, 2, 2)
+    sem = value("SEM", rows)
+    assert sem["value"] == pytest.approx(70.0) and sem["n"] == 1

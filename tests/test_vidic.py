@@ -614,3 +614,36 @@ def test_sweep_with_the_tiny_models(vidic_data, tmp_path, ray_local):
         assert v["Avg"]["n"] > 0 and 0.0 <= v["Avg"]["value"] <= 100.0
     runs = list((out / "wandb").glob("offline-run-*"))
     assert len(runs) == 4
+
+
+def test_error_types_count_only_judged_wrong_answers(tmp_path):
+    """Issue 29, item 4: Table 6's counts on a run with failures. Pair 0: sim0, diff2 right; sim1 wrong (error
+    type Hallucination); diff1 wrong (its error-type answer unusable); diff0 invalid. Pair 1: no usable
+    description, both questions wrong. Wrong answers the judge gave: sim1 and diff1 (the invalid and the
+    undescribed questions count wrong in the metrics but were never answered, so they have no error type)."""
+    checklist = hand_checklist(tmp_path)
+    answers = tmp_path / "answers.jsonl"
+    wrong = {(0, "sim1"), (0, "diff1")}
+    extra = [{"request_id": "vidic/0/base/error/sim1", "text": json.dumps({"error_type": "Hallucination",
+                                                                          "explanation": "made up"})},
+             {"request_id": "vidic/0/base/error/diff1", "text": json.dumps({"error_type": "Bogus"})}]
+
+    def answer(i, tag, gold):
+        if (i, tag) == (0, "diff0"):
+            return '{"answer": "unsure"}'
+        return _json_answer({"yes": "no", "no": "yes"}[gold.lower()] if (i, tag) in wrong else gold)
+
+    script(checklist, answers, describe=lambda item: "   " if item["index"] == 1 else DESCRIPTION, answer=answer,
+           extra=extra)
+    s = run(_cfg(checklist, tmp_path / "run", *_replay(answers), "judge.parse=lenient",
+                 "error_analysis.enabled=true", video_root=tmp_path)).summary
+    e = s["error_types"]
+    assert (e["n_wrong"], e["n_analysed"], e["n_unanalysed"]) == (2, 1, 1)
+    assert e["counts"] == {"Hallucination": 1, "Missed Detection": 0, "Self-Contradiction": 0,
+                           "Vague / Imprecise": 0, "Reasoning Error": 0}
+    assert e["percent"]["Hallucination"] == 100.0 and e["percent"]["Reasoning Error"] == 0.0
+    assert e["by_section"]["Sim"]["Hallucination"] == 1 and sum(e["by_section"]["Diff"].values()) == 0
+    m = s["metrics"]  # right: 0/sim0, 0/diff2 of 7; Sim 1 of 3; Diff 1 of 4
+    assert m["Avg"]["value"] == pytest.approx(200 / 7) and m["Avg"]["n_invalid"] == 3
+    assert m["Sim"]["value"] == pytest.approx(100 / 3) and m["Diff"]["value"] == pytest.approx(25.0)
+    assert s["question_status"] == {"describe_invalid": 2, "invalid": 1, "ok": 4}
