@@ -95,12 +95,12 @@ def test_bad_input_is_recorded_and_the_rest_completes(cove_copy, tmp_path, ray_l
         assert rows[ids[i]]["error_frames"] and f"{ids[i]}.mp4" in rows[ids[i]]["error_frames"], rows[ids[i]]
     assert "source has 24 frames at 128x96, edited has 10 frames at 64x48" in rows[ids[3]]["warning_pair"]
     assert rows[ids[3]]["MSM"] is not None and rows[ids[3]]["error_frames"] is None
-    assert "not found" in rows[ids[4]]["error_load"]
+    assert "not found" in rows[ids[4]]["error_edited"]  # the model's missing output (issue 24)
     assert "escapes the data root" in rows[ids[5]]["error_load"]
     assert rows[ids[6]]["error_load"] is None  # the official code skips a question type it does not know (issue 24)
     assert rows[ids[7]]["error_load"] is None and rows[ids[7]]["error_frames"] is None
     failures = result.summary["failures"]
-    assert failures["count"] == 5 and failures["by_stage"] == {"frames": 3, "load": 2}
+    assert failures["count"] == 5 and failures["by_stage"] == {"edited": 1, "frames": 3, "load": 1}
     assert result.summary["metrics"]["MSM"]["n"] == 3 and result.summary["metrics"]["MSM"]["n_failed"] == 5
 
 

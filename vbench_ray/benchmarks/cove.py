@@ -379,10 +379,12 @@ class CoveBench(Benchmark):
             if edited is not None:  # else the editor stage makes it
                 row["edited_path"] = str(_edited_path(case_id, *edited))
         except DataError as exc:
-            row["error_load"] = str(exc)
             if row.get("source_path") and (edited is not None or case_id in ambiguous):
-                # the model's output is missing, misnamed or refused: scored under score.missing_output
+                # the model's output is missing, misnamed or refused: an edited-video failure, scored under
+                # score.missing_output like an undecodable one, not a load failure that leaves the metrics
                 row["error_edited"] = str(exc)
+            else:
+                row["error_load"] = str(exc)
         for metric, rule in rules.items():
             row[f"excluded_{metric}"] = exclusion_reason(case_id, row["categories"], row["categories_l2"], rule)
         return row
@@ -480,9 +482,9 @@ def _task_id(task: Any, i: int) -> str:
 
 
 def scorable(case: dict) -> bool:
-    """Whether a case's checklist is scored: it loaded, or only its edited video is missing (a missing
-    output counts under ``score.missing_output``, never silently out of the metrics)."""
-    return not case.get("error_load") or bool(case.get("error_edited") and case["error_load"] == case["error_edited"])
+    """Whether a case's checklist is scored: it loaded (a missing or undecodable edited video is no load
+    failure: ``error_edited``, counted under ``score.missing_output``, never silently out of the metrics)."""
+    return not case.get("error_load")
 
 
 def unusable_edited(case: dict) -> str | None:
