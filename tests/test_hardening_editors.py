@@ -357,3 +357,35 @@ def test_agentic_rollouts_never_share_the_judges_frames_folder(tmp_path):
 
     a, b = (judge_frames_dir(tmp_path, case_id_of(t, "0")) for t in ("a+b", "a_b"))  # both valid task ids
     assert a != b and a.parent == b.parent == tmp_path
+
+
+def test_vqr_frames_of_two_cases_never_share_a_folder(tmp_path):
+    """VQR's frames are reused when found (resume): `a b` and `a_b` in one folder scored the second case on the
+    first case's frames; `..` wrote into vqr_frames/ itself."""
+    import numpy as np
+
+    from vbench_ray.benchmarks.cove_vqr import VQRFrames
+
+    sink = VQRFrames(run_dir=str(tmp_path), frames=2)
+    dark, bright = np.zeros((2, 16, 16, 3), np.uint8), np.full((2, 16, 16, 3), 250, np.uint8)
+    paths = [json.loads(sink.write({"case_id": cid, "variant": "base"}, [0, 1], frames))
+             for cid, frames in (("a b", dark), ("a_b", bright), ("..", dark))]
+    assert len({p for ps in paths for p in ps}) == 6
+    from PIL import Image
+
+    assert np.asarray(Image.open(paths[1][0])).mean() > 200  # its own frames, not the first case's
+    assert all(Path(p).parent.parent == (tmp_path / "vqr_frames" / "base").resolve() for ps in paths for p in ps)
+
+
+def test_src_entity_cache_is_read_only_inside_entities_dir(tmp_path):
+    from vbench_ray.metrics.src_entities import entities_from_cache
+
+    cache, secret = tmp_path / "cache", tmp_path / "secret"
+    (cache / "3").mkdir(parents=True)
+    secret.mkdir()
+    (cache / "3" / "metadata.json").write_text(json.dumps({"preserved_entities": ["red car"]}))
+    (secret / "metadata.json").write_text(json.dumps({"preserved_entities": ["not yours"]}))
+    assert entities_from_cache(cache, 3) == ["red car"] and entities_from_cache(cache, 4) == []
+    for bad in ("../secret", str(secret)):
+        with pytest.raises(ValueError, match="escapes"):
+            entities_from_cache(cache, bad)

@@ -36,6 +36,7 @@ import numpy as np
 
 from vbench_ray.judges.base import JudgeRequest, request_id
 from vbench_ray.judges.parsing import VQR_SCALE as SCALE, parse_vqr_score  # noqa: F401 (the parser)
+from vbench_ray.safepaths import unique_component, within
 
 METRIC = "VQR"
 STAGE = "vqr"
@@ -53,8 +54,9 @@ QUESTION_TEMPLATE = "{question} Please only output the final answer with only on
 # ----------------------------------------------------------------------------- the frames, from the decode stage
 
 def frame_dir(run_dir: str | Path, case_id: str, variant: str) -> Path:
-    safe = lambda s: "".join(c if c.isalnum() or c in "._-" else "_" for c in str(s))  # noqa: E731
-    return Path(run_dir) / FRAME_DIR / safe(variant) / safe(case_id)
+    """One folder per (variant, case), one-to-one (``safepaths.unique_component``): frames found there are reused
+    on resume, so case ids ``a b`` and ``a_b`` must never share one (the second would be scored on the first's)."""
+    return within(Path(run_dir) / FRAME_DIR, unique_component(variant), unique_component(case_id))
 
 
 @dataclass(frozen=True)

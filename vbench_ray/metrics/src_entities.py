@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from vbench_ray.safepaths import within
+
 # targets a mask cannot localise: dropped from the question-derived entities (official stage 1B drops them)
 ABSTRACT_WORDS = ("camera", "framing", "frame", "shot", "angle", "perspective", "composition", "lighting", "light",
                   "mood", "atmosphere", "style", "tone", "colour grading", "color grading", "aesthetic",
@@ -69,8 +71,9 @@ def entities_from_task(task: dict) -> list[str]:
 
 def entities_from_cache(entities_dir: str | Path, case_id: Any) -> list[str]:
     """``preserved_entities`` of ``{entities_dir}/{case_id}/metadata.json`` (the official stage1 cache); [] when the
-    file is absent or the task was skipped there."""
-    path = Path(entities_dir) / str(case_id) / "metadata.json"
+    file is absent or the task was skipped there. A case id that leads out of ``entities_dir`` (``../x``, ``/x``, a
+    link out) raises ``ValueError``: that case's error, never another folder's file read."""
+    path = within(entities_dir, str(case_id), "metadata.json")
     if not path.exists():
         return []
     meta = json.loads(path.read_text(encoding="utf-8"))
