@@ -249,3 +249,128 @@ def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_st
                                                       f"output.dir={tmp_path / 'n'}"])
     with pytest.raises(DataError, match=r"duplicate instance ids: 'a' \(2x\)"):
         NRVBench().check_data(cfg)
+
+
+# ----------------------------------------------------------------------------- item 8: Ctrl-C
+
+def _cli(args: list[str], ray_dir: str, log: Path):
+    """`vbench-ray ARGS` in a subprocess of its own (its own local Ray, under ``ray_dir``), output to ``log``."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RAY_TMPDIR": ray_dir, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.Popen([sys.executable, "-m", "vbench_ray.cli", *args], stdout=log.open("w"),
+                            stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+
+
+def _wait_for(predicate, proc, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, f"the run ended (status {proc.returncode}) before the moment to interrupt it"
+        assert time.monotonic() < deadline, "the moment to interrupt never came"
+        time.sleep(0.05)
+
+
+def _ray_processes_of(ray_dir: str) -> list[str]:
+    """Command lines of live processes started under ``ray_dir`` (the run's Ray: GCS, raylet, workers, agents)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and ray_dir in cmd:
+            out.append(cmd[:120])
+    return out
+
+
+def test_item8_rows_received_before_ctrl_c_are_written(tmp_path):
+    """Blocks held for the next shard (ray.shard_rows / shard_seconds not reached) are written when the stream is
+    interrupted: were lost with the process."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vbench_ray.runner import drain_to_sink
+    from vbench_ray.sinks import CaseSink
+
+    schema = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("SSIM", pa.float64())])
+    sink = CaseSink(tmp_path, schema)
+
+    def blocks():
+        for i in range(3):
+            yield pa.table({"case_id": [str(i)], "variant": ["base"], "SSIM": [0.5]}, schema=schema)
+        raise KeyboardInterrupt  # Ctrl-C while waiting for the fourth
+
+    with pytest.raises(KeyboardInterrupt):
+        drain_to_sink(blocks(), sink, SimpleNamespace(shard_rows=100, shard_seconds=3600.0))
+    table = pq.read_table(tmp_path / "cases")
+    assert sorted(table.column("case_id").to_pylist()) == ["0", "1", "2"]
+
+
+@pytest.mark.ray
+def test_item8_ctrl_c_stops_a_run_within_seconds_keeping_its_rows(cove_data, tmp_path):
+    """A real run, interrupted once mid-stream: it ends within seconds with status 130 and the message, every row
+    it had received is on disk (the shards parse: nothing half-written), and its Ray is gone."""
+    import signal
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "run"
+    ray_dir = tempfile.mkdtemp(prefix="vbr", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    log = tmp_path / "run.log"
+    proc = _cli(["run", str(COVE), *cove_overrides(cove_data, out, "ray.workers=1", "ray.num_cpus=2",
+                                                   "ray.shard_rows=1", "ray.shard_seconds=0")], ray_dir, log)
+    try:
+        _wait_for(lambda: any((out / "cases").glob("part-*.parquet")), proc)
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        code = proc.wait(timeout=60)
+        seconds = time.monotonic() - start
+    finally:
+        proc.kill()
+    text = log.read_text()
+    assert code == 130, text[-3000:]
+    assert seconds < 10, seconds
+    assert "interrupted: the rows finished so far are kept" in text and "Traceback" not in text
+    rows = pq.read_table(out / "cases").num_rows
+    assert 1 <= rows <= 8
+    deadline = time.monotonic() + 10
+    while _ray_processes_of(ray_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _ray_processes_of(ray_dir)
+
+
+@pytest.mark.ray
+def test_item8_a_second_ctrl_c_exits_at_once(cove_data, tmp_path):
+    """Interrupted while its Ray is still starting (the clean-up waits for that start), then again: the second
+    Ctrl-C ends the process at once."""
+    import signal
+    import tempfile
+
+    out = tmp_path / "run"
+    ray_dir = tempfile.mkdtemp(prefix="vbr", dir="/tmp")
+    log = tmp_path / "run.log"
+    proc = _cli(["run", str(COVE), *cove_overrides(cove_data, out, "ray.num_cpus=2")], ray_dir, log)
+    try:
+        _wait_for(lambda: (out / "config.yaml").exists(), proc)  # the config passed its checks: Ray is starting
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        code = proc.wait(timeout=60)
+        seconds = time.monotonic() - start
+    finally:
+        proc.kill()
+    text = log.read_text()
+    assert code == 130, text[-3000:]
+    assert seconds < 2, seconds
+    assert "interrupted again: exiting now" in text
+    deadline = time.monotonic() + 10  # Ray's processes die with the process that started them
+    while _ray_processes_of(ray_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _ray_processes_of(ray_dir)

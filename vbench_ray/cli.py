@@ -75,7 +75,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 # Exit statuses: 1 some edits failed (`edit`), 2 a config or data error (nothing ran), 3 a metric unavailable (a dead
 # judge: summary.json written, but the number is not a score), 4 no space left on device, 5 every case failed
-# (summary.json written, nothing scored).
+# (summary.json written, nothing scored), 130 interrupted (Ctrl-C: vbench_ray.interrupt).
 EXIT_UNAVAILABLE = 3
 EXIT_NO_SPACE = 4
 EXIT_ALL_FAILED = 5
@@ -346,12 +346,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from vbench_ray.benchmarks.base import DataError
     from vbench_ray.config import ConfigError
+    from vbench_ray.interrupt import ctrl_c_guard, exit_interrupted
     from vbench_ray.judges.base import JudgeUnavailable
 
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     try:
-        return args.fn(args)
+        with ctrl_c_guard():  # Ctrl-C: a clean stop within seconds, a second one at once (vbench_ray.interrupt)
+            try:
+                return args.fn(args)
+            except KeyboardInterrupt:
+                exit_interrupted("interrupted: the rows finished so far are kept (cases/, the judge log); run the "
+                                 "same command again to resume")
     except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -195,21 +195,35 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     # `todo` (the case table's chunks) is emptied into the object store: no second copy stays in the driver
     ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo), plans=plans)
     mark("stream_planned")
-    written, buffered, last = 0, [], 0.0  # the first block is written at once
-    # blocks as they finish; a shard when `shard_rows` rows are in or `shard_seconds` passed, so the first
-    # rows are on disk within seconds whatever the run's size, and a large run does not write tiny files
-    for block in iter_blocks(ds):
-        buffered.append(block)
-        if sum(b.num_rows for b in buffered) >= cfg.ray.shard_rows or time.monotonic() - last >= cfg.ray.shard_seconds:
-            written += sink.write(pa.concat_tables(buffered, promote_options="permissive"))
-            buffered, last = [], time.monotonic()
-            mark("first_row")
-    if buffered:
-        written += sink.write(pa.concat_tables(buffered, promote_options="permissive"))
+    written = drain_to_sink(iter_blocks(ds), sink, cfg.ray, mark)
     try:  # Ray Data's per-operator stats (wall, CPU, rows, object-store use) for whoever tunes the run
         (run_dir / "ray_data_stats.txt").write_text(ds.stats())
     except Exception as exc:
         log.debug("no Ray Data stats: %s", exc)
+    return written
+
+
+def drain_to_sink(blocks, sink: CaseSink, ray_cfg, mark=lambda name: None) -> int:
+    """Write the stream's ``blocks`` as they finish; return the rows written. A shard when ``ray.shard_rows`` rows
+    are in or ``ray.shard_seconds`` passed (the first block at once), so the first rows are on disk within seconds
+    whatever the run's size, and a large run does not write tiny files. When the stream stops early (Ctrl-C's
+    ``KeyboardInterrupt``, a failure), the rows already received are written before the exception goes on
+    (issue 23, item 8)."""
+    written, buffered, last = 0, [], 0.0
+    try:
+        for block in blocks:
+            buffered.append(block)
+            if sum(b.num_rows for b in buffered) >= ray_cfg.shard_rows or time.monotonic() - last >= ray_cfg.shard_seconds:
+                chunk, buffered = buffered, []  # taken first: a write cut short is recomputed, never written twice
+                written += sink.write(pa.concat_tables(chunk, promote_options="permissive"))
+                last = time.monotonic()
+                mark("first_row")
+    except BaseException:
+        if buffered:
+            sink.write(pa.concat_tables(buffered, promote_options="permissive"))
+        raise
+    if buffered:
+        written += sink.write(pa.concat_tables(buffered, promote_options="permissive"))
     return written
 
 
