@@ -162,7 +162,7 @@ def _cove_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
              "score": r["score"] if _finite(r.get("score")) else None} for r in j.to_dict("records")]
     out: dict[str, dict] = {}
     for m in ("IFS", "VRS", "SEM", "UAS"):
-        per_case = case_units(rows, m, uas_unit, aggregation == "per_task")
+        per_case = case_units(rows, m, uas_unit, aggregation == "per_task", _get(config, "score.sem_questions", "routed"))
         if per_case:
             out[m] = {c: ((float(np.mean([v for v, _ in u])), 1.0) if aggregation == "per_task"
                           else (float(sum(v * w for v, w in u)), float(sum(w for _, w in u))))

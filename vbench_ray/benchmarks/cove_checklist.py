@@ -315,7 +315,7 @@ JUDGMENT_SCHEMA = pa.schema([
 def row_value(r: dict) -> float | None:
     """A scored question's number as the official ``score_question`` gives it: a Score-MCQ's score, else
     1.0 / 0.0 for right / wrong; None when dropped. May be NaN (a "nan" score)."""
-    if r["type"] == "Score-MCQ":
+    if r.get("type", "Score-MCQ" if r.get("score") is not None else None) == "Score-MCQ":
         return r["score"]
     return None if r["correct"] is None else float(r["correct"])
 
@@ -349,7 +349,7 @@ def case_units(rows: list[dict], metric: str, uas_unit: str, per_task: bool = Fa
     elif metric == "SEM":
         for r in rows:
             v = row_value(r) if r["metric"] == "SEM" else None
-            if v is None or math.isnan(v) or (sem_questions == "score_mcq" and r["type"] != "Score-MCQ"):
+            if v is None or math.isnan(v) or (sem_questions == "score_mcq" and r.get("type") != "Score-MCQ"):
                 continue
             per_case.setdefault(r["case_id"], []).append((10.0 * v, 1.0))
     elif metric == "UAS":
