@@ -130,3 +130,26 @@ def test_e_cli_line_says_why_a_metric_has_no_number(capsys):
                                   seconds=1.0))
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("SEM"))
     assert "n/a" in line and "no valid judge answer" in line and " 10" not in line
+
+
+def test_e_a_number_made_partly_of_fallbacks_says_so_on_its_line(capsys):
+    """(e) lenient parse, one Score-MCQ answer valid (9) and one never valid (scored 1): SEM 50 is printed with
+    what it is made of, not as a plain score."""
+    from types import SimpleNamespace
+
+    from cove_messy import case_of
+    from vbench_ray.benchmarks import cove_checklist as ck
+    from vbench_ray.cli import _print_result
+    from vbench_ray.judges.stage import JudgeResult
+
+    task = {"id": 1, "evaluation_groups": [{"questions": [
+        {"id": f"Q{k}", "type": "Score-MCQ", "dimension": "Semantic Preservation", "question": "?"} for k in (1, 2)]}]}
+    value = {"Q1": {"official": 9, "lenient": 9}}
+    rows = ck.judgment_rows(case_of(task), {"cove/1/base/checklist/Score-MCQ": JudgeResult("", "invalid", value)},
+                            "lenient", validity="question")
+    sem = ck.aggregate(rows, "SEM", SimpleNamespace(aggregation="pooled", uas_unit="group"), 0, 20, 0.95)
+    assert sem["value"] == pytest.approx(50.0) and sem["n_fallback"] == 1  # (9 + 1) / 2 x 10
+    _print_result(SimpleNamespace(summary={"metrics": {"SEM": sem}}, run_dir="r", summary_path="s", report_path="p",
+                                  n_computed=1, seconds=1.0))
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("SEM"))
+    assert "includes 1 never-valid answers scored wrong / Score-MCQ 1" in line

@@ -121,7 +121,9 @@ def _print_result(result) -> None:
               + (f" failed={m['n_failed']}" if m.get("n_failed") else "")
               + (f" invalid-judge-answers={m['n_invalid']}" if m.get("n_invalid") else "")
               + (f" ({m.get('note') or m.get('unavailable')})" if m.get("value") is None
-                 and (m.get("note") or m.get("unavailable")) else ""))
+                 and (m.get("note") or m.get("unavailable")) else "")
+              + (f" (includes {m['n_fallback']} never-valid answers scored wrong / Score-MCQ 1, not the judge's)"
+                 if m.get("n_fallback") and m.get("value") is not None else ""))
     failures = result.summary.get("failures", {})
     if failures.get("count"):
         print(f"  {failures['count']} case(s) failed: {failures['by_stage']} (details in summary.json)")

@@ -403,10 +403,12 @@ def aggregate(rows: list[dict], metric: str, score_cfg, seed: int, n_resamples: 
     mine = metric_rows(rows, metric, sem_rule)
     n_invalid = sum(1 for r in mine if r["status"] not in ("ok", NO_OUTPUT))
     n_dropped = sum(1 for r in mine if not _scored(r, r["metric"]) and r["status"] != NO_OUTPUT)
+    # judge.parse=lenient: never-valid answers scored as wrong / the lowest score (fallbacks, not the judge's)
+    n_fallback = sum(1 for r in mine if _scored(r, r["metric"]) and r["status"] not in ("ok", NO_OUTPUT))
     differ = sum(1 for r in mine if (r["correct"], r["score"]) != (r.get("alt_correct"), r.get("alt_score")))
     parse = rows[0].get("parse") if rows else None
     out = {"value": None, "ci95": None, "n": sum(len(v) for v in per_case.values()), "n_cases": len(cases),
-           "n_invalid": n_invalid, "n_dropped": n_dropped,
+           "n_invalid": n_invalid, "n_dropped": n_dropped, "n_fallback": n_fallback,
            "n_missing_output": len({r["case_id"] for r in mine if r["status"] == NO_OUTPUT}),
            "scale": "percent" if metric != "SEM" else "0-100",
            "parse": parse, "n_scored_differently": differ,
