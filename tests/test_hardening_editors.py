@@ -30,6 +30,11 @@ def _odd_checklist(cove_data: dict, path: Path, ids: list) -> Path:
     return path
 
 
+def _case_error(row: dict) -> str:
+    """A CoVE case's recorded failure: a load error, or (edited video missing or refused) an edited-video one."""
+    return row.get("error_load") or row.get("error_edited") or ""
+
+
 def _cove_cfg(data: dict, out: Path, *extra: str):
     return load_config(COVE, cove_overrides(data, out, "metrics.enabled=[SSIM]", *extra))
 
@@ -72,7 +77,7 @@ def test_two_ids_with_one_safe_form_get_two_videos_and_the_loader_finds_each(cov
             "edited_dir": out}
     rows = {r["case_id"]: r for r in get_benchmark("cove").load_cases(_cove_cfg(data, tmp_path / "run"))}
     assert rows["a b"]["edited_path"] == first["edited_path"] and rows["a_b"]["edited_path"] == second["edited_path"]
-    assert not rows["a b"].get("error_load") and not rows["a_b"].get("error_load")
+    assert not _case_error(rows["a b"]) and not _case_error(rows["a_b"])
 
 
 def test_a_hashed_name_is_never_read_as_another_tasks_number(cove_data, tmp_path):
@@ -90,7 +95,7 @@ def test_a_hashed_name_is_never_read_as_another_tasks_number(cove_data, tmp_path
     data = {**cove_data, "checklist": _odd_checklist(cove_data, tmp_path / "c.json", [int(digits[-1]), "a b"]),
             "edited_dir": out}
     rows = get_benchmark("cove").load_cases(_cove_cfg(data, tmp_path / "run"))
-    assert "not found" in rows[0]["error_load"] and rows[1]["edited_path"] == str(out / name)
+    assert "not found" in _case_error(rows[0]) and rows[1]["edited_path"] == str(out / name)
 
 
 # ----------------------------------------------------------------------------- item 3: the command editor
@@ -227,9 +232,10 @@ def test_cove_edited_videos_that_link_outside_edited_dir_are_refused_per_case(co
     (edited / f"{ids[4]}.mp4").symlink_to(edited / f"{ids[5]}.mp4")  # a link that stays inside: allowed
     rows = {r["case_id"]: r for r in get_benchmark("cove").load_cases(_cove_cfg(cove_copy, tmp_path / "run"))}
     for cid in (ids[0], ids[1], ids[3]):
-        assert "escapes the data root" in rows[cid]["error_load"] and "data.edited_dir" in rows[cid]["error_load"]
+        assert "escapes the data root" in _case_error(rows[cid]) and "data.edited_dir" in _case_error(rows[cid])
+        assert not rows[cid].get("edited_path")
     for cid in (ids[2], ids[4], ids[5]):
-        assert not rows[cid].get("error_load") and rows[cid]["edited_path"] == str(edited / f"{cid}.mp4")
+        assert not _case_error(rows[cid]) and rows[cid]["edited_path"] == str(edited / f"{cid}.mp4")
 
 
 def test_nrv_edited_videos_that_link_outside_edited_dir_are_refused_per_case(tmp_path):
