@@ -319,8 +319,8 @@ def test_agent_client_and_http_judge_responses_use_the_same_redaction():
 # --------------------------------------------------------------------------------------------------------------
 
 class EchoingJudge:
-    """An OpenAI-compatible server that echoes the Authorization header back in three shapes: in 200 answers
-    (upper-cased, its last 12 characters) and in 401 errors (verbatim)."""
+    """An OpenAI-compatible server that echoes the Authorization header back: in 200 answers (upper-cased, its
+    last 12 characters, and every encoded shape of ``_echoes``) and in 401 errors (verbatim and base64)."""
 
     def __init__(self):
         self.calls = 0
@@ -340,9 +340,10 @@ class EchoingJudge:
                 judge.auth.append(auth)
                 key = auth.removeprefix("Bearer ")
                 if judge.calls % 3 == 0:
-                    status, body = 401, {"error": {"message": f"invalid credentials {auth}"}}
+                    status, body = 401, {"error": {"message": f"invalid credentials {auth} {_echoes(key)['base64']}"}}
                 else:
-                    text = f"I cannot answer. Your key {key.upper()} (ends with {key[-12:]}) was noted."
+                    encoded = "; ".join(f"{shape}: {echo}" for shape, echo in _echoes(key).items())
+                    text = f"I cannot answer. Your key {key.upper()} (ends with {key[-12:]}) was noted. {encoded}"
                     status, body = 200, {"choices": [{"index": 0, "finish_reason": "stop",
                                                       "message": {"role": "assistant", "content": text}}],
                                          "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
@@ -384,7 +385,7 @@ def test_a_planted_secret_reaches_no_file_of_the_run(cove_data, tmp_path, ray_lo
     assert server.calls > 0 and set(server.auth) == {f"Bearer {KEY}"}  # the key was used ...
     written = [p for p in out.rglob("*") if p.is_file()]
     names = {p.name for p in written}
-    assert {"config.yaml", "summary.json", "report.html", "judge_log.jsonl"} <= names, names
+    assert {"config.yaml", "summary.json", "report.html", "judge_log.jsonl", "judgments.parquet"} <= names, names
     assert any(p.suffix == ".wandb" for p in written), "no wandb offline run was written"
     log_text = (out / "judge_log.jsonl").read_text()
     assert "I cannot answer" in log_text and "invalid credentials" in log_text  # the echoes were logged ...
@@ -395,3 +396,6 @@ def test_a_planted_secret_reaches_no_file_of_the_run(cove_data, tmp_path, ray_lo
     pieces = {KEY[i:i + 8].lower().encode() for i in range(len(KEY) - 7)}
     leaked = [str(p) for p in scanned if any(piece in p.read_bytes().lower() for piece in pieces)]
     assert not leaked, leaked  # ... and redacted everywhere
+    # nor any encoded form of it (issue 23, item 2): base64 at each offset, hex, the key's ends around a mask
+    leaked = [str(p) for p in scanned if _leaks(p.read_bytes().decode("utf-8", errors="replace"), KEY)]
+    assert not leaked, leaked
