@@ -283,3 +283,49 @@ def test_three_models_rank_in_quality_order_and_the_page_renders(cove_data, tmp_
     res = _run_chromium(exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,1400",
                         "--hide-scrollbars", (board_dir / "leaderboard.html").resolve().as_uri())
     assert res.returncode == 0 and shot.stat().st_size > 10_000
+
+
+def test_terminal_prints_the_whole_table_and_ranks_by_a_metric_the_runs_have(tmp_path, capsys):
+    """Issue 26 item 2: every metric with its CI, rank interval and marks; UAS n/a (no judge) is not the ranking."""
+    from vbench_ray.cli import main
+
+    a = fake_run(tmp_path, "A", SSIM_A, IFS_A)
+    b = fake_run(tmp_path, "B", SSIM_B, IFS_B)
+    for run in (a, b):  # a run without a judge: UAS is in summary.json with no value
+        s = json.loads((run / "summary.json").read_text())
+        s["metrics"] = {"UAS": {"value": None, "ci95": None, "n": 0}, **s["metrics"]}
+        (run / "summary.json").write_text(json.dumps(s))
+    rc = main(["compare", str(a), str(b), "--out", str(tmp_path / "board"), "--n-resamples", "200",
+               "--wandb-mode", "disabled"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
+    assert board["rank_by"] == "SSIM"
+    assert "ranked by SSIM" in out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.strip().startswith("rank"))
+    for col in ("UAS", "SSIM", "SSIM 95% CI", "SSIM rank", "IFS", "IFS 95% CI", "IFS rank"):
+        assert col in header
+    # A: SSIM mean of its 5 cases 0.79, IFS 7 of 9 correct... over its own 9 questions: 100*7/9 = 77.78
+    row_a = next(line for line in lines if line.split()[1:2] == ["A"])
+    assert "0.79" in row_a and "77.78" in row_a and "[0, 1]" in row_a and "[0, 100]" in row_a
+    row_b = next(line for line in lines if line.split()[1:2] == ["B"])
+    rows = {r["label"]: r for r in board["rows"]}
+    rci = rows["B"]["metrics"]["SSIM"]["rank_ci95"]
+    assert f"{rci[0]}-{rci[1]}" in row_b
+    assert "paired permutation, Holm-adjusted" in out  # the marks' legend
+    assert "n_missing" in out and "A SSIM: 1" in out  # case 6 only B scored
+
+
+def test_terminal_marks_a_significant_difference_from_the_reference():
+    from vbench_ray.board_text import format_board
+
+    entry = {"value": 0.5, "ci95": [0.4, 0.6], "rank": 2, "rank_ci95": [2, 2], "n_missing": 0}
+    board = {"benchmark": "cove", "rank_by": "SSIM", "metrics": ["SSIM"], "reference": "A", "checks": [],
+             "settings": {"alpha": 0.05},
+             "rows": [{"label": "A", "metrics": {"SSIM": {**entry, "value": 0.9, "rank": 1, "rank_ci95": [1, 1]}}},
+                      {"label": "B", "metrics": {"SSIM": entry}}],
+             "pairs": [{"metric": "SSIM", "a": "A", "b": "B", "significant": True,
+                        "mcnemar": {"significant": True}}]}
+    text = format_board(board)
+    assert [line.split()[2] for line in text.splitlines() if line.split()[1:2] in (["A"], ["B"])] == ["0.9", "0.5*^"]

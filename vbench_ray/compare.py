@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from vbench_ray import paired
+from vbench_ray.board_text import format_board  # noqa: F401  (the terminal table; re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -315,6 +316,18 @@ def _metric_order(runs: list[Run], wanted: list[str] | None) -> list[str]:
     return names
 
 
+def _default_rank_by(runs: list[Run], names: list[str], benchmark: str) -> str:
+    """The benchmark's headline metric (UAS, Avg, NRVE_Acc, overall) when some run has a value for it, else the
+    first metric some run has a value for (a CoVEBench run without a judge has UAS n/a: rank by SSIM, not n/a)."""
+    def has_value(m: str) -> bool:
+        return any(((r.summary.get("metrics") or {}).get(m) or {}).get("value") is not None for r in runs)
+
+    primary = PRIMARY.get(benchmark)
+    if primary in names and has_value(primary):
+        return primary
+    return next((m for m in names if has_value(m)), names[0])
+
+
 def _higher_is_better(runs: list[Run], metric: str) -> bool:
     for r in runs:
         m = (r.summary.get("metrics") or {}).get(metric) or {}
@@ -349,7 +362,7 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
     names = _metric_order(runs, metrics)
     if not names:
         raise CompareError("no metric in the runs' summary.json")
-    rank_by = rank_by or (PRIMARY.get(benchmark) if PRIMARY.get(benchmark) in names else names[0])
+    rank_by = rank_by or _default_rank_by(runs, names, benchmark)
     if rank_by not in names:
         raise CompareError(f"--rank-by {rank_by!r} is not among the compared metrics {names}")
     checks: list[str] = []
@@ -664,24 +677,6 @@ def log_wandb(board: dict, out: Path, mode: str = "offline", project: str = "vbe
         return run.dir
     finally:
         run.finish()
-
-
-def format_board(board: dict) -> str:
-    """A plain-text leaderboard for the terminal."""
-    m = board["rank_by"]
-    lines = [f"{board['benchmark']} leaderboard by {m} ({len(board['rows'])} runs; reference {board['reference']})"]
-    for row in board["rows"]:
-        e = row["metrics"][m]
-        v = "n/a" if e["value"] is None else f"{e['value']:.4g}"
-        ci = e["ci95"]
-        rci = e["rank_ci95"]
-        lines.append(f"  {e['rank'] if e['rank'] is not None else '-':>3}  {row['label']:<24} {v:>8}"
-                     + (f"  95% CI [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
-                     + (f"  rank interval [{rci[0]}, {rci[1]}]" if rci else "")
-                     + (f"  n_missing={e['n_missing']}" if e["n_missing"] else ""))
-    for c in board["checks"]:
-        lines.append(f"  check: {c}")
-    return "\n".join(lines)
 
 
 def main_compare(run_dirs: list[str], out: str, reference: str | None = None, allow_mixed: bool = False,
