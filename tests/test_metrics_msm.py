@@ -250,7 +250,7 @@ def test_torchvision_raft_weights_under_misleading_names_load_as_their_variant(t
     for variant, path in paths.items():
         metric = MSM(MSMConfig(flow="raft", raft_weights=str(path), frames=3, size=128))
         metric.setup()
-        assert metric._raft.variant == variant
+        assert metric.raft_variant == variant
         assert 0.0 <= metric.compute(video) <= 1.0
     state = raft_large(weights=None).state_dict()
     state["update_block.flow_head.conv1.weight"] = state["update_block.flow_head.conv1.weight"][:, :64]

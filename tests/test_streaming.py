@@ -141,13 +141,13 @@ def test_a_gpu_metric_gets_its_own_pool_and_decoding_asks_for_no_gpu(cove_data, 
                                            "metrics.MSM.device=cuda", "metrics.MSM.raft_weights=/nonexistent"))
     stages = {s.name: s for s in CoveBench().stages(cfg)}
     assert stages["frames"].kind == "cpu" and stages["frames"].num_gpus == 0
-    assert stages["MSM"].kind == "pool" and stages["MSM"].num_gpus == 0.25
+    assert stages["MSM"].kind == "pool" and stages["MSM"].num_gpus == 0.1
     assert "frames_for_MSM" in stages["frames"].outputs and "MSM" not in stages["frames"].outputs
     assert "frames_for_MSM" not in CoveBench().schema(cfg).names  # the frames never reach the case table
-    # pool sizes come from the cluster: a lone GPU pool takes every GPU slot it fits on (8 / 0.25); its 32 actors
+    # pool sizes come from the cluster: a lone GPU pool takes every GPU slot it fits on (8 / 0.1); its 80 actors
     # share the 15 CPUs a decode task leaves (tests/test_pool_plan.py has the arithmetic of several pools)
     plans = plan_stages(list(stages.values()), {"CPU": 16, "GPU": 8})
-    assert plans["MSM"] == StagePlan(num_cpus=15 / 32, min_size=32, max_size=32)
+    assert plans["MSM"] == StagePlan(num_cpus=15 / 80, min_size=80, max_size=80, num_gpus=0.1)
     assert plans["frames"] == StagePlan(num_cpus=1.0) and stages["frames"].kind == "cpu"
 
 

@@ -68,6 +68,7 @@ class Stage:
     memory: int | None = None  # bytes per worker, for Ray's scheduler
     workers: int | None = None  # cap on tasks (cpu) or the pool's max size; None: from the cluster
     min_workers: int | None = None  # pool's min size; None: 1 (CPU pools) or the max (GPU pools)
+    gpu_cost: float = 1.0  # a GPU pool's cost per case relative to the other pools': its part of the GPUs (pool_plan)
     batch_size: int = 2
     timed: bool = True  # add a `seconds_<stage>` column
     drop: tuple[str, ...] = ()  # transient input columns removed after this stage
@@ -231,15 +232,16 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
     import ray.data
 
     resources: dict[str, Any] = {"num_cpus": plan.num_cpus}
-    if stage.num_gpus:
-        resources["num_gpus"] = stage.num_gpus
+    num_gpus = stage.num_gpus if plan.num_gpus is None else plan.num_gpus  # a pool's ask fitted to the GPUs
+    if num_gpus:
+        resources["num_gpus"] = num_gpus
     if stage.memory:
         resources["memory"] = stage.memory
     if stage.runtime_env:
         resources["runtime_env"] = stage.runtime_env
     if stage.is_actor:
         log.info("stage %s: %s pool of %d-%d actor(s), %.2f CPU and %.2f GPU each", stage.name, stage.kind,
-                 plan.min_size, plan.max_size, plan.num_cpus, stage.num_gpus)
+                 plan.min_size, plan.max_size, plan.num_cpus, num_gpus)
         return ds.map_batches(_actor_runner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
                               compute=ray.data.ActorPoolStrategy(min_size=plan.min_size, max_size=plan.max_size,
                                                                  initial_size=plan.min_size),

@@ -11,10 +11,16 @@ placed second could start only when the first pool had finished (tests/test_pool
 
 So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less what the judge engines hold:
 
-* **GPUs** are split evenly among the GPU pools: each pool starts with as many actors as its share holds (at
-  least one; fewer where the starting actors do not pack onto the GPUs, a fraction of a GPU never spanning two)
-  and may grow into what the starting actors leave free. A lone GPU pool takes every GPU slot it fits on from the
-  start. GPU pools whose first actor each does not fit are refused up front.
+* **GPU fractions** (``fit_gpu_fractions``): each pool's actors ask for its ``num_gpus`` where every pool's
+  starting actors fit the GPUs at once; where they do not, the fractional asks are scaled down to what the GPUs
+  hold, shared in proportion to each pool's ``gpu_cost`` (its metric's declared cost per case), none above its
+  ask. Refused up front only what cannot run at all (whole-GPU actors that do not fit, a share under
+  ``MIN_GPU_SHARE``).
+* **GPUs** are split among the GPU pools in proportion to their ``gpu_cost`` (evenly for equal costs): each pool
+  starts with as many actors as its part holds (at least one; fewer where the starting actors do not pack onto the
+  GPUs, a fraction of a GPU never spanning two; a lone pool every slot it fits on). A pool's max is every actor it
+  fits on the GPUs alone: Ray Data removes a pool's actors once its input is exhausted and grows a pool with queued
+  work into what that frees, so the GPU share of the pools that are done goes to those still working.
 * **CPUs**: one decode task always has a CPU (the pools are fed by it); the judge stages' actors have theirs;
   the pools' starting actors share the rest, one CPU each where the cluster has them, a smaller share each where
   it does not (Ray's CPU count is a scheduling quantity, not a limit: an actor with a quarter of a CPU still runs
@@ -35,6 +41,7 @@ from vbench_ray.config import ConfigError
 log = logging.getLogger(__name__)
 
 MIN_CPU_SHARE = 0.05  # no pool actor asks for less of a CPU than this
+MIN_GPU_SHARE = 0.01  # no GPU pool actor is fitted to less of a GPU than this
 EPS = 1e-9
 
 
@@ -47,15 +54,18 @@ class Stage(Protocol):
     num_gpus: float
     workers: int | None  # cap on the pool's size
     min_workers: int | None  # the pool's starting size, if set
+    gpu_cost: float  # a GPU pool's cost per case relative to the others' (its metric's declared cost)
 
 
 @dataclass(frozen=True)
 class StagePlan:
-    """What one stage asks Ray for: CPUs per task/actor and, for actor stages, the pool's ``(min, max)`` size."""
+    """What one stage asks Ray for: CPUs per task/actor, for actor stages the pool's ``(min, max)`` size, and for GPU
+    pools the GPUs per actor (the stage's ``num_gpus``, or less where that does not fit: ``fit_gpu_fractions``)."""
 
     num_cpus: float
     min_size: int = 1
     max_size: int = 1
+    num_gpus: float | None = None  # None: the stage's own num_gpus
 
 
 def plan_stages(stages: list[Stage], capacity: dict[str, float],
@@ -75,7 +85,9 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
 
     task_cpus = max((s.num_cpus for s in stages if s.kind == "cpu"), default=0.0)
     fixed = task_cpus + sum(plans[s.name].min_size * s.num_cpus for s in judges)  # a decode task, the judge actors
-    sizes = _gpu_pool_sizes([s for s in pools if s.num_gpus], gpus, bool(capacity.get("autoscales")))
+    on_gpu = [s for s in pools if s.num_gpus]
+    fractions = fit_gpu_fractions(on_gpu, gpus) if gpus > EPS else {s.name: s.num_gpus for s in on_gpu}
+    sizes = _gpu_pool_sizes(on_gpu, gpus, bool(capacity.get("autoscales")), fractions)
     sizes.update({s.name: (_min_override(s, 1), 0) for s in pools if not s.num_gpus})  # CPU pools' max: below
     starting = sum(sizes[s.name][0] * s.num_cpus for s in pools)  # the pools' starting actors at one CPU share
     left = cpus - fixed
@@ -96,15 +108,107 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
             others = sum(sizes[o.name][0] * o.num_cpus * share for o in pools if o is not s)
             fit = max(low, math.floor((left - others) / max(cpu, MIN_CPU_SHARE) + EPS))
             high = max(low, _capped(fit, s))
-        plans[s.name] = StagePlan(num_cpus=cpu, min_size=low, max_size=high)
+        plans[s.name] = StagePlan(num_cpus=cpu, min_size=low, max_size=high, num_gpus=fractions.get(s.name))
     return plans
 
 
-def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False) -> dict[str, tuple[int, int]]:
-    """``(min, max)`` actors of each GPU pool: an even share of ``gpus`` each to start (at least one actor), fewer
-    where the starting actors do not pack onto the GPUs, then room to grow into what they leave."""
+def fit_gpu_fractions(pools: list[Stage], gpus: float) -> dict[str, float]:
+    """GPUs per actor of each GPU pool. What each asks (``num_gpus``) where every pool's starting actors (one each,
+    or ``min_workers``) pack onto the ``gpus`` GPUs at once. Where they do not, the fractional asks are fitted to
+    what the GPUs hold beside the whole-GPU actors: those GPUs are shared among the fractional pools in proportion to
+    their ``gpu_cost``, none above its own ask (water-filling: a pool whose cost-weighted part exceeds its ask keeps
+    its ask and the rest is shared among the others again), and scaled down together until the actors pack (a
+    fraction never spans two GPUs). Refused (``ConfigError``) only what cannot run at all: whole-GPU actors that do
+    not fit, or a fitted fraction under ``MIN_GPU_SHARE``."""
+    count = {s.name: _min_override(s, 1) for s in pools}
+    asks = {s.name: float(s.num_gpus) for s in pools}
+    if _pack([asks[s.name] for s in pools for _ in range(count[s.name])], gpus) is not None:
+        return asks
+    parts = [s for s in pools if asks[s.name] < 1 - EPS]
+    free = _pack([asks[s.name] for s in pools if s not in parts for _ in range(count[s.name])], gpus)
+    if free is None or not parts or sum(free) <= EPS:
+        _refuse(pools, count, gpus, asks)
+    weights = {s.name: _cost(s) for s in parts}
+    caps = {s.name: asks[s.name] * count[s.name] for s in parts}
+
+    def fitted(total: float) -> dict[str, float]:  # per-actor fractions when the fractional pools share `total`
+        return {n: held / count[n] for n, held in _water_fill(caps, weights, total).items()}
+
+    def packs(fractions: dict[str, float]) -> bool:  # every starting actor, the whole-GPU ones at their asks
+        return _pack([{**asks, **fractions}[s.name] for s in pools for _ in range(count[s.name])], gpus) is not None
+
+    low, high = 0.0, sum(free)
+    if not packs(fitted(high)):  # the largest total that packs: fractions that do not share a GPU evenly
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if packs(fitted(mid)) else (low, mid)
+        high = low
+    out = {n: _round_down(f) for n, f in fitted(high).items()}
+    if not packs(out):
+        out = {n: math.floor(f * 1e4) / 1e4 for n, f in fitted(high).items()}
+    if min(out.values()) < MIN_GPU_SHARE:
+        _refuse(pools, count, gpus, asks, out)
+    log.warning("the GPU pools' starting actors ask for %s GPUs, which do not fit on the %g GPU(s) free of the judge "
+                "engines: fitted by cost (%s) to %s", _listing(pools, count, asks), gpus,
+                ", ".join(f"{n} {w:g}" for n, w in weights.items()),
+                ", ".join(f"{n} {f:g}" for n, f in out.items()))
+    return {**asks, **out}
+
+
+def _water_fill(caps: dict[str, float], weights: dict[str, float], total: float) -> dict[str, float]:
+    """``total`` shared in proportion to ``weights``, none above its ``caps``: a capped share's surplus goes to the
+    others, in proportion again."""
+    out: dict[str, float] = {}
+    left, open_ = total, set(caps)
+    while open_:
+        weight = sum(weights[n] for n in open_)
+        capped = {n for n in open_ if caps[n] <= left * weights[n] / weight + EPS}
+        if not capped:
+            out.update({n: left * weights[n] / weight for n in open_})
+            break
+        for n in capped:
+            out[n] = caps[n]
+            left -= caps[n]
+        open_ -= capped
+    return out
+
+
+def _round_down(fraction: float) -> float:
+    """To Ray's resolution of a resource (1e-4), down, except a float's last-bit error (0.49999999999 -> 0.5)."""
+    return math.floor(fraction * 1e4 + 1e-6) / 1e4
+
+
+def _cost(stage: Stage) -> float:
+    cost = float(getattr(stage, "gpu_cost", 1.0) or 1.0)
+    if cost <= 0:
+        raise ConfigError(f"stage {stage.name}: gpu_cost must be > 0, got {cost:g}")
+    return cost
+
+
+def _listing(pools: list[Stage], count: dict[str, int], fractions: dict[str, float]) -> str:
+    needed = sum(count[s.name] * fractions[s.name] for s in pools)
+    return f"{needed:g} ({', '.join(f'{s.name} {count[s.name]} x {fractions[s.name]:g}' for s in pools)})"
+
+
+def _refuse(pools: list[Stage], count: dict[str, int], gpus: float, asks: dict[str, float],
+            fitted: dict[str, float] | None = None) -> None:
+    why = (f"fitted to them, a pool's actor would get under {MIN_GPU_SHARE:g} of a GPU ({min(fitted.values()):g})"
+           if fitted else "the whole-GPU actors alone do not fit, or leave the others no GPU")
+    raise ConfigError(f"the GPU pools need {_listing(pools, count, asks)} GPUs to start, which cannot run on the "
+                      f"{gpus:g} GPU(s) free of the judge engines ({why}): enable fewer GPU metrics, lower "
+                      f"ray.pools.<M>, or add GPUs")
+
+
+def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False,
+                    fractions: dict[str, float] | None = None) -> dict[str, tuple[int, int]]:
+    """``(min, max)`` actors of each GPU pool of ``fractions`` GPUs per actor (``fit_gpu_fractions``). To start, each
+    pool's cost-weighted part of ``gpus`` (``gpu_cost``; equal costs split the GPUs evenly) in actors, at least one,
+    fewer where the starting actors do not pack onto the GPUs. Its max is every actor it fits on the GPUs alone: Ray
+    Data removes a pool's actors once its input is exhausted and grows a pool with queued work within the resources
+    free, so the GPU share of pools that are done goes to the pools still working."""
     if not pools:
         return {}
+    fractions = fractions or {s.name: s.num_gpus for s in pools}
     if gpus <= EPS:
         names = ", ".join(s.name for s in pools)
         if not autoscales:
@@ -117,27 +221,23 @@ def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False) -
         log.warning("model pools %s ask for GPUs and the cluster has none free of the judge engines yet: they wait "
                     "for the autoscaler to add some", names)
         return {s.name: (_min_override(s, 1), _min_override(s, 1)) for s in pools}
-    share = gpus / len(pools)
+    total_cost = sum(_cost(s) for s in pools)
     low = {}
     for s in pools:
-        even = max(1, math.floor(share / s.num_gpus + EPS))
-        low[s.name] = _min_override(s, _capped(even, s))
-    while (free := _pack([s.num_gpus for s in pools for _ in range(low[s.name])], gpus)) is None:
+        part = gpus * _cost(s) / total_cost
+        low[s.name] = _min_override(s, _capped(max(1, math.floor(part / fractions[s.name] + EPS)), s))
+    while _pack([fractions[s.name] for s in pools for _ in range(low[s.name])], gpus) is None:
         shrinkable = [s for s in pools if low[s.name] > 1 and s.min_workers is None]
         if not shrinkable:
-            detail = ", ".join(f"{s.name} {low[s.name]} x {s.num_gpus:g}" for s in pools)
-            needed = sum(low[s.name] * s.num_gpus for s in pools)
             raise ConfigError(
-                f"the GPU pools need {needed:g} GPUs to start ({detail}), which do not fit on the {gpus:g} GPU(s) "
-                f"free of the judge engines (a fraction of a GPU never spans two): lower metrics.<M>.gpu_fraction "
-                f"or ray.pools.<M>, or add GPUs")
-        widest = max(shrinkable, key=lambda s: low[s.name] * s.num_gpus)
+                f"the GPU pools need {_listing(pools, low, fractions)} GPUs to start, which do not fit on the "
+                f"{gpus:g} GPU(s) free of the judge engines (a fraction of a GPU never spans two): lower "
+                f"ray.pools.<M>, or add GPUs")
+        widest = max(shrinkable, key=lambda s: low[s.name] * fractions[s.name])
         low[widest.name] -= 1
-    sizes = {}
-    for s in pools:
-        grow = low[s.name] + _more_fitting(s.num_gpus, free)
-        sizes[s.name] = (low[s.name], max(low[s.name], _capped(grow, s)))
-    return sizes
+    empty = _pack([], gpus)
+    return {s.name: (low[s.name], max(low[s.name], _capped(_more_fitting(fractions[s.name], empty), s)))
+            for s in pools}
 
 
 def _pack(actors: list[float], gpus: float) -> list[float] | None:

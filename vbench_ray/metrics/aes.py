@@ -70,7 +70,7 @@ class AESConfig:
     resize: str = "pil"  # pil (PIL bicubic on a CPU: the decode worker in a pool) | torch (bicubic antialias, device)
     batch_size: int = 32  # frames per forward pass, across the cases of a pool call (official: 32 per video)
     pool_batch: int = 8  # cases one pool call scores together (their frames share forward passes)
-    gpu_fraction: float = 0.25  # the share of a GPU one AES pool actor asks for when device is CUDA
+    gpu_fraction: float = 0.1  # GPU share per pool actor, device cuda (pool_plan)
 
 
 @dataclass(frozen=True)
@@ -221,6 +221,7 @@ class AES(FrameMetric):
     higher_is_better = True
     scale = "~[1,10]"
     model_backed: ClassVar[bool] = True
+    gpu_cost = 120.0  # ms per case in its pool actor, five-metric stream, one H200 (tests/perf/gpu_stream.py)
 
     def sampling(self) -> Sampling:
         return KeyframeSampling(n=int(self.cfg.frames), keyframes=bool(self.cfg.keyframes),

@@ -172,6 +172,9 @@ class FrameMetric:
     higher_is_better: ClassVar[bool] = True
     scale: ClassVar[str | None] = None  # the scale the score is reported on (summary.json), e.g. "[0,1]"
     model_backed: ClassVar[bool] = False  # loads a model in setup(): runs in a model pool (see in_pool)
+    # ms one case takes in its GPU pool's actor at the defaults (measured: tests/perf/gpu_stream.py; 100 where not):
+    # GPU pools get parts of the GPUs in proportion to it (vbench_ray.pool_plan), the slowest the most
+    gpu_cost: ClassVar[float] = 100.0
     # libraries its compute imports on first use (not at module import, so the driver, which only validates
     # configs, never loads them): the decode stage's workers import them before their first case (prewarm)
     imports: ClassVar[tuple[str, ...]] = ()

@@ -153,7 +153,8 @@ def metric_pool_stages(metrics: list[FrameMetric], cfgs: dict[str, dict], ray_cf
         stages.append(Stage(
             name=m.name, fn=MetricPool, kind="pool", init_kwargs={"name": m.name, "cfg": cfgs[m.name]},
             inputs=(payload_column(m.name),), outputs={m.name: "float"}, drop=(payload_column(m.name),),
-            num_cpus=1.0, num_gpus=float(m.resources().get("num_gpus", 0.0)), skip_failed=False, batched=True,
+            num_cpus=1.0, num_gpus=float(m.resources().get("num_gpus", 0.0)), gpu_cost=float(m.gpu_cost),
+            skip_failed=False, batched=True,
             workers=high, min_workers=low, batch_size=pool_batch(m, ray_cfg)))
     return stages
 

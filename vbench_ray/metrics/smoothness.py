@@ -54,6 +54,7 @@ class MSMConfig:
     eps: float = 1e-6                  # keeps the ratios finite where both flows are zero
     raft_weights: Optional[str] = None  # local torchvision RAFT state dict (.pth), for flow="raft"; small or large, read from its keys
     device: str = "cpu"                # torch device for RAFT
+    gpu_fraction: float = 0.1          # GPU share per pool actor, device cuda (pool_plan)
 
 
 Magnitudes = tuple[np.ndarray, np.ndarray]  # ||F_t||, ||F_{t+1}|| per pixel
@@ -122,6 +123,7 @@ class MSM(FrameMetric):
     choices = {"flow": FLOWS, "formula": FORMULAS}
     needs_source = False
     scale = "[0,1]"
+    gpu_cost = 160.0  # ms per case in its RAFT-large pool actor, 5-metric stream, H200 (tests/perf/gpu_stream.py)
 
     def __init__(self, cfg: MSMConfig | None = None):
         super().__init__(cfg)
@@ -132,7 +134,8 @@ class MSM(FrameMetric):
         self._raft = None
 
     def resources(self) -> dict:
-        return {"num_gpus": 0.25} if self.cfg.flow == "raft" and str(self.cfg.device).startswith("cuda") else {}
+        on_gpu = self.cfg.flow == "raft" and str(self.cfg.device).startswith("cuda")
+        return {"num_gpus": float(self.cfg.gpu_fraction)} if on_gpu else {}
 
     def in_pool(self) -> bool:
         return self.cfg.flow == "raft"  # RAFT's weights load once per pool actor
@@ -165,9 +168,18 @@ class MSM(FrameMetric):
         # check the weights before importing torchvision, so a missing path fails with the config key
         # even where torchvision is not installed (the CPU stack)
         weights = require_weights(self.cfg.raft_weights, RAFT_KEY, "RAFT optical flow")
-        from vbench_ray.video.flow import RaftFlow
+        from vbench_ray.config import ConfigError
+        from vbench_ray.metrics.base import load_checked, read_state_dict
+        from vbench_ray.video.flow import RaftFlow, raft_model, raft_variant_of
 
-        self._raft = RaftFlow(weights, self.cfg.device, RAFT_KEY)  # small or large: read from the state dict
+        try:  # small or large: read from the state dict, never from the file's name
+            state = read_state_dict(weights, RAFT_KEY)
+            self.raft_variant = raft_variant_of(state, RAFT_KEY, weights)
+            model = load_checked(raft_model(self.raft_variant), state, RAFT_KEY, weights,
+                                 f"a torchvision RAFT-{self.raft_variant} state dict")
+        except ValueError as exc:  # every key at its shape, or one message naming the config key
+            raise ConfigError(str(exc)) from exc
+        self._raft = RaftFlow(model, self.cfg.device)
 
     def frame_view(self) -> FrameView:
         """Farneback: grayscale, then ``INTER_AREA`` to size x size (the official order); RAFT: RGB at size."""

@@ -81,7 +81,7 @@ class TQConfig:
     pool_batch: int = 4  # cases one pool call scores together (each: its fragment mosaics, cut in the decode stage)
     raw_mean: float = 0.1107  # TQ = 100 * sigmoid((raw - raw_mean) / raw_std) (DOVER evaluate_a_set_of_videos.py)
     raw_std: float = 0.07355
-    gpu_fraction: float = 0.25  # the share of a GPU one TQ pool actor asks for when device is CUDA
+    gpu_fraction: float = 0.1  # GPU share per pool actor, device cuda (pool_plan)
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -157,6 +157,7 @@ class TQ(FrameMetric):
     higher_is_better = True
     scale = "[0,100]"
     model_backed: ClassVar[bool] = True
+    gpu_cost = 100.0  # ms per case in its pool actor, five-metric stream, one H200 (tests/perf/gpu_stream.py)
 
     def sampling(self) -> Sampling:
         c = self.cfg

@@ -104,31 +104,22 @@ def farneback_flows(grays: np.ndarray) -> np.ndarray:
     return np.stack(flows)
 
 
+def raft_model(variant: str):
+    """torchvision's ``raft_small`` or ``raft_large``, randomly initialised (weights come from a local state dict)."""
+    from torchvision.models.optical_flow import raft_large, raft_small
+
+    return {"small": raft_small, "large": raft_large}[variant](weights=None, progress=False)
+
+
 class RaftFlow:
-    """torchvision RAFT loaded from a local state dict; ``__call__(rgb)`` gives consecutive flows.
+    """A torchvision RAFT with its weights loaded (``raft_model``); ``__call__(rgb)`` gives consecutive flows.
 
     ``rgb`` is uint8 ``(T, H, W, 3)`` with H and W multiples of 8 (RAFT's requirement; 224 is).
     """
 
-    def __init__(self, weights: str | Path, device: str = "cpu", config_key: str = "metrics.MSM.raft_weights"):
-        """The variant (small or large) is read from the state dict (``raft_variant_of``), never from the file's
-        name; a file that is not that variant's every key at its shape fails naming ``config_key``."""
+    def __init__(self, model, device: str = "cpu"):
         import torch
-        from torchvision.models.optical_flow import raft_large, raft_small
 
-        from vbench_ray.config import ConfigError
-        from vbench_ray.metrics.base import load_checked, read_state_dict
-
-        try:
-            state = read_state_dict(weights, config_key)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        self.variant = raft_variant_of(state, config_key, weights)
-        model = {"small": raft_small, "large": raft_large}[self.variant](weights=None, progress=False)
-        try:
-            model = load_checked(model, state, config_key, weights, f"torchvision RAFT-{self.variant}")
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
         self.model = model.to(device).eval()
         self.device = device
         self._torch = torch

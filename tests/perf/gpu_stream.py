@@ -1,0 +1,256 @@
+"""The five-metric CoVEBench stream on GPUs: SSIM (decode stage, CPU) and the MSM (RAFT-large), AES, TQ and SRC pools
+on CUDA, random weights at the real model sizes, synthetic CoVEBench videos (1280x720, 121 frames by default).
+
+    python tests/perf/gpu_stream.py --cases 626 --gpus 1,2 [--work DIR] [--set metrics.SRC.gpu_fraction=0.45]
+    python tests/perf/gpu_stream.py --tiny --cases 6 --gpus 0      # CPU smoke test: toy models, no CUDA
+
+Each ``--gpus`` entry is one ``vbench-ray run`` (the CLI, every default but what this needs: the paths, the
+devices, SRC accepting every box and mask of its random models so it does its full work) in a fresh local Ray that
+sees that many GPUs (``CUDA_VISIBLE_DEVICES``). Printed per run: wall (launch to exit), cases/s, the run's own
+timing (Ray ready, first row), each stage's first and last row (seconds from launch) and GPU time per case (mean of
+its ``seconds_<stage>`` column), the pool plan the run logged (actors and GPU fraction per pool), GPU utilisation
+per GPU (``nvidia-smi`` every 0.5 s: mean over the run and over the stream, first to last SRC row), peak GPU memory
+per GPU and per pool process, and each metric's mean (the same on any GPU count). ``--work DIR`` keeps the models
+and videos between calls (a warm GPU machine keeps /tmp). No assert: timings belong in the note, not in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "perf"))
+
+POOLS = ("MSM", "AES", "TQ", "SRC")
+STAGES = ("frames",) + POOLS
+ENTITIES = ["young woman on the left", "red car"]
+
+
+def build(work: Path, tiny: bool, device: str) -> dict[str, dict]:
+    """``{metric: overrides}``: random-weight AES, TQ, SRC (tests/perf/model_metrics.py) and RAFT-large."""
+    from model_metrics import SRC_ACCEPT_ALL, build_models
+
+    done = work / "models.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    cfgs = build_models(work / "models", tiny, device, ["AES", "TQ", "SRC"])
+    keep = {"AES": ("encoder", "weights"), "TQ": ("weights",), "SRC": ("grounding_dino", "sam2", "dinov2")}
+    out = {m: {k: cfgs[m][k] for k in keys} for m, keys in keep.items()}
+    out["SRC"].update(SRC_ACCEPT_ALL)
+    if tiny:  # toy models throughout (TQ's tiny arch, SRC's few frames) and Farneback for MSM
+        out["TQ"].update({k: cfgs["TQ"][k] for k in ("arch", "clip_len", "num_clips", "frame_interval", "fsize",
+                                                      "aligned")})
+        out["SRC"]["max_frames"] = cfgs["SRC"]["max_frames"]
+        out["MSM"] = {"flow": "farneback"}
+    else:
+        import torch
+        from torchvision.models.optical_flow import raft_large
+
+        torch.manual_seed(0)
+        torch.save(raft_large(weights=None).state_dict(), work / "models" / "raft_weights.pth")
+        out["MSM"] = {"flow": "raft", "raft_weights": str(work / "models" / "raft_weights.pth")}
+    done.write_text(json.dumps(out))
+    return out
+
+
+def data(work: Path, cases: int, unique: int, frames: int, w: int, h: int) -> dict:
+    """A synthetic CoVEBench checklist of ``cases`` tasks over ``unique`` distinct pairs (tests/perf/scale.py's),
+    each task with preserved entities for SRC."""
+    from scale import make_data
+
+    root = work / f"cove_{cases}_{unique}_{w}x{h}x{frames}"
+    if not (root / "checklist.json").exists():
+        if root.exists():
+            import shutil
+
+            shutil.rmtree(root)
+        make_data(root, cases, unique, frames, w, h)
+        tasks = json.loads((root / "checklist.json").read_text())
+        for t in tasks:
+            t["preserved_entities"] = ENTITIES
+        (root / "checklist.json").write_text(json.dumps(tasks))
+    return {"checklist": root / "checklist.json", "source_dir": root, "edited_dir": root / "edited"}
+
+
+class GpuMonitor:
+    """``nvidia-smi`` every 0.5 s: utilisation and memory per GPU, and the peak memory of each process."""
+
+    def __init__(self):
+        self.samples: list[tuple[float, int, float, float]] = []  # (time, gpu, util %, memory MiB)
+        self.procs: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        q = ["nvidia-smi", "--format=csv,noheader,nounits"]
+        while not self._stop.is_set():
+            now = time.time()
+            try:
+                gpus = subprocess.run(q + ["--query-gpu=index,utilization.gpu,memory.used"], capture_output=True,
+                                      text=True, timeout=5).stdout
+                apps = subprocess.run(q + ["--query-compute-apps=pid,used_memory"], capture_output=True, text=True,
+                                      timeout=5).stdout
+            except (OSError, subprocess.SubprocessError):
+                return
+            for line in gpus.strip().splitlines():
+                i, util, mem = (x.strip() for x in line.split(","))
+                self.samples.append((now, int(i), float(util), float(mem)))
+            for line in apps.strip().splitlines():
+                parts = [x.strip() for x in line.split(",")]
+                if len(parts) == 2 and parts[0].isdigit() and parts[1].replace(".", "").isdigit():
+                    self.procs[int(parts[0])] = max(self.procs.get(int(parts[0]), 0.0), float(parts[1]))
+            self._stop.wait(0.5)
+
+    def utilisation(self, start: float = 0.0, end: float = float("inf")) -> dict[int, float]:
+        by: dict[int, list[float]] = {}
+        for t, i, util, _ in self.samples:
+            if start <= t <= end:
+                by.setdefault(i, []).append(util)
+        return {i: round(sum(v) / len(v), 1) for i, v in sorted(by.items())}
+
+    def peak_memory(self) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for _, i, _, mem in self.samples:
+            out[i] = max(out.get(i, 0.0), mem)
+        return out
+
+
+def process_names(pids) -> dict[int, str]:
+    """Ray sets each actor's process title (``ray::...Stage_SRC...``): the pool a GPU process belongs to."""
+    out = {}
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            cmd = "?"
+        hit = re.search(r"Stage_(\w+)", cmd)
+        out[pid] = hit.group(1) if hit else cmd[:60]
+    return out
+
+
+def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra: list[str]) -> dict:
+    import pyarrow.parquet as pq
+
+    args = [sys.executable, "-m", "vbench_ray.cli", "run", str(REPO / "configs" / "cove.yaml"),
+            f"data.checklist={d['checklist']}", f"data.source_dir={d['source_dir']}",
+            f"data.edited_dir={d['edited_dir']}", f"output.dir={out}", "metrics.enabled=[SSIM,MSM,AES,TQ,SRC]",
+            "metrics.exclude.SSIM.categories=[]", "wandb.mode=disabled", "report.enabled=false"]
+    for m, keys in models.items():
+        args += [f"metrics.{m}.{k}={v}" for k, v in keys.items()]
+        if m != "MSM" or keys.get("flow") == "raft":
+            args.append(f"metrics.{m}.device={device}")
+    args += extra
+    env = {**os.environ, "RAY_ADDRESS": "", "PYTHONUNBUFFERED": "1"}
+    if device == "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(gpus))
+    start = time.time()
+    with GpuMonitor() as mon:
+        proc = subprocess.run(args, capture_output=True, text=True, env=env)
+        names = process_names(mon.procs)
+    wall = time.time() - start
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"run on {gpus} GPU(s) failed (exit {proc.returncode}):\n{log[-4000:]}")
+    table = pq.read_table(out / "cases").to_pydict()
+    stages = {}
+    for s in STAGES:
+        at = [a for a in table.get(f"at_{s}", []) if a]
+        secs = [x for x in table.get(f"seconds_{s}", []) if x is not None]
+        if at:
+            stages[s] = {"first_s": round(min(at) - start, 1), "last_s": round(max(at) - start, 1),
+                         "s_per_case": round(sum(secs) / max(1, len(secs)), 4), "rows": len(at)}
+    src_at = [a for a in table.get("at_SRC", []) if a] or [start]
+    errors = {c: sum(1 for v in vals if v) for c, vals in table.items() if c.startswith("error_")}
+    means = {m: _mean(table.get(m, [])) for m in ("SSIM",) + POOLS}
+    plan = [line.split("stage ", 1)[1] for line in log.splitlines() if "pool of" in line and "stage " in line]
+    fitted = [line for line in log.splitlines() if "fitted by cost" in line]
+    return {"gpus": gpus, "cases": n, "wall_s": round(wall, 1), "cases_per_s": round(n / wall, 3),
+            "timing": json.loads((out / "summary.json").read_text()).get("timing"), "stages": stages,
+            "gpu_util_run": mon.utilisation(), "gpu_util_stream": mon.utilisation(min(src_at), max(src_at)),
+            "gpu_peak_mib": mon.peak_memory(),
+            "proc_peak_mib": {f"{names.get(p, p)}:{p}": m for p, m in sorted(mon.procs.items())},
+            "plan": plan, "fitted": fitted, "errors": errors, "means": means}
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None and v == v]
+    return round(sum(vals) / len(vals), 6) if vals else None
+
+
+def show(r: dict) -> None:
+    t = r["timing"] or {}
+    print(f"\n== {r['gpus']} GPU(s), {r['cases']} cases: wall {r['wall_s']} s, {r['cases_per_s']} cases/s; Ray ready "
+          f"{t.get('ray_ready')} s, first row {t.get('first_row')} s (the run's own clock)", flush=True)
+    for line in r["plan"] + r["fitted"]:
+        print("   plan:", line.strip()[:200])
+    print("   | stage | first row s | last row s | s per case in its actor | rows |")
+    for s, v in r["stages"].items():
+        print(f"   | {s} | {v['first_s']} | {v['last_s']} | {v['s_per_case']} | {v['rows']} |")
+    print(f"   GPU util % (run): {r['gpu_util_run']}; (first to last SRC row): {r['gpu_util_stream']}; "
+          f"peak MiB per GPU {r['gpu_peak_mib']}")
+    print(f"   peak MiB per process: {r['proc_peak_mib']}")
+    print(f"   errors: {r['errors']}; means: {r['means']}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", type=int, default=626)
+    ap.add_argument("--unique", type=int, default=8, help="distinct source/edited pairs (hard-linked per case)")
+    ap.add_argument("--size", default="1280x720")
+    ap.add_argument("--frames", type=int, default=121)
+    ap.add_argument("--gpus", default="1,2", help="GPU counts, one run each (0: CPU, with --tiny)")
+    ap.add_argument("--tiny", action="store_true", help="toy models, CPU (smoke test)")
+    ap.add_argument("--work", default="/tmp/gpu_stream", help="models and videos, kept between calls")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more run overrides")
+    ap.add_argument("--json", default=None, help="append each run's result here (one JSON per line)")
+    args = ap.parse_args()
+    device = "cpu" if args.tiny else "cuda"
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    models = build(work, args.tiny, device)
+    w, h = map(int, args.size.split("x"))
+    d = data(work, args.cases, args.unique, args.frames, w, h)
+    print(f"models and {args.cases} cases ({args.unique} distinct pairs, {w}x{h}x{args.frames}) ready in "
+          f"{time.time() - t0:.1f} s", flush=True)
+    results = []
+    for g in (int(x) for x in args.gpus.split(",")):
+        out = work / f"run_{g}gpu_{int(time.time())}"
+        r = run(d, models, out, args.cases, g, device, args.set)
+        results.append(r)
+        show(r)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(r) + "\n")
+    if len(results) > 1:
+        base = results[0]
+        for r in results[1:]:
+            print(f"\n{r['gpus']} vs {base['gpus']} GPU(s): wall x{base['wall_s'] / r['wall_s']:.2f}; SRC stage "
+                  f"(first to last row) x{_span(base, 'SRC') / max(1e-9, _span(r, 'SRC')):.2f}; means equal: "
+                  f"{r['means'] == base['means']}")
+
+
+def _span(r: dict, stage: str) -> float:
+    s = r["stages"].get(stage) or {}
+    return (s.get("last_s") or 0.0) - (s.get("first_s") or 0.0)
+
+
+if __name__ == "__main__":
+    main()
