@@ -49,7 +49,7 @@ def test_sweep_file_errors(tmp_path):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_sweep_over_cove_renders_each_video_once_and_reuses_it(cove_data, tmp_path, ray_local):
+def test_sweep_over_cove_renders_each_video_once_and_reuses_it(cove_data, tmp_path, ray_local, capsys):
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(f"base: {REPO}/configs/cove.yaml\nname: tiny_sweep\n"
                           "axes:\n  resolution: [48]\n  noise: [noise:30, blur:9]\n  fps: [1]\n")
@@ -81,3 +81,20 @@ def test_sweep_over_cove_renders_each_video_once_and_reuses_it(cove_data, tmp_pa
     again = run(load_sweep(sweep_file, cove_overrides(cove_data, out, "run.limit=4")).config, variants=sweep.variants)
     assert again.n_computed == 0 and again.summary["sweep"]["rendered"] == 0  # files and rows reused
     assert again.summary["by_variant"] == s["by_variant"]
+    assert s["sweep"]["rows_by_variant"] == {v: 4 for v in s["by_variant"]}  # 20 rows: add up to the table's
+
+    # the terminal (issue 26 item 2): counts that add up, every metric per variant with its CI and n
+    from vbench_ray.cli import _print_result, _print_variants
+
+    _print_result(result)
+    _print_variants(s)
+    printed = capsys.readouterr().out
+    assert "computed 20 rows" in printed and "20 rows in the run (5 variants: base 4, res:48 4," in printed
+    lines = printed.splitlines()
+    header = next(line for line in lines if line.strip().startswith("variant"))
+    assert header.split() == ["variant", "SSIM", "MSM", "MF"]
+    for v in s["by_variant"]:
+        line = next(line for line in lines if line.split()[:1] == [v])
+        for m in ("SSIM", "MSM", "MF"):
+            e = s["by_variant"][v][m]
+            assert f"{e['value']:.4g} [{e['ci95'][0]:.4g}, {e['ci95'][1]:.4g}] n={e['n']}" in line

@@ -20,6 +20,8 @@ import logging
 import sys
 from pathlib import Path
 
+from vbench_ray.board_text import format_groups
+
 REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
@@ -111,7 +113,13 @@ def _print_result(result) -> None:
     print(f"run directory: {result.run_dir}")
     print(f"summary:       {result.summary_path}")
     print(f"report:        {result.report_path}")
-    print(f"computed {result.n_computed} rows in {result.seconds:.1f} s; {result.summary.get('n_rows', 0)} rows in the run")
+    by_rows = (result.summary.get("sweep") or {}).get("rows_by_variant")
+    if by_rows:  # a sweep: the summary's n_rows is the base variant's; the run holds every variant's rows
+        print(f"computed {result.n_computed} rows in {result.seconds:.1f} s; {sum(by_rows.values())} rows in the run "
+              f"({len(by_rows)} variants: " + ", ".join(f"{v} {n}" for v, n in by_rows.items()) + ")")
+    else:
+        print(f"computed {result.n_computed} rows in {result.seconds:.1f} s; {result.summary.get('n_rows', 0)} rows "
+              "in the run")
     for name, m in metrics.items():
         ci = m.get("ci95")
         ci_txt = f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "n/a"
@@ -124,6 +132,10 @@ def _print_result(result) -> None:
                  and (m.get("note") or m.get("unavailable")) else "")
               + (f" (includes {m['n_fallback']} never-valid answers scored wrong / Score-MCQ 1, not the judge's)"
                  if m.get("n_fallback") and m.get("value") is not None else ""))
+    by_method = result.summary.get("by_method")
+    if isinstance(by_method, dict) and by_method:  # NRVBench: the paper's tables are per method (§5.1)
+        print("per method:")
+        print("\n".join(format_groups(by_method, "method", list(metrics))))
     failures = result.summary.get("failures", {})
     if failures.get("count"):
         print(f"  {failures['count']} case(s) failed: {failures['by_stage']} (details in summary.json)")
@@ -177,10 +189,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep, args.overrides)
     result = run(sweep.config, variants=sweep.variants)
     _print_result(result)
-    for variant, metrics in result.summary.get("by_variant", {}).items():
-        values = ", ".join(f"{m}={s['value']:.4g}" for m, s in metrics.items() if s.get("value") is not None)
-        print(f"  [{variant}] {values}")
+    _print_variants(result.summary)
     return _run_exit(result.summary)
+
+
+def _print_variants(summary: dict) -> None:
+    """Every metric of every variant of a sweep: value, 95% CI and n."""
+    by_variant = summary.get("by_variant") or {}
+    if by_variant:
+        print("per variant (value [95% CI] n):")
+        print("\n".join(format_groups(by_variant, "variant", list(summary.get("metrics") or {}))))
 
 
 def cmd_synth(args: argparse.Namespace) -> int:

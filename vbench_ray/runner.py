@@ -351,7 +351,8 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
             by_variant[v] = {m: {k: s.get(k) for k in ("value", "ci95", "n")}
                              for m, s in bench.summarize(rows, cfg, judged)["metrics"].items()}
         summary["by_variant"] = by_variant
-        summary["sweep"] = {"name": cfg.wandb.group or run_name(cfg), **sweep_info}
+        summary["sweep"] = {"name": cfg.wandb.group or run_name(cfg), **sweep_info,
+                            "rows_by_variant": {v: rows.num_rows for v, (rows, _) in parts.items()}}
     if judge_info:
         summary["judge"] = judge_info
     if timing:  # seconds from the run's start: where a run's time went (ray start, first row, stream, judging)
