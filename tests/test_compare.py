@@ -123,6 +123,7 @@ def test_runtime_settings_do_not_count_as_mixed_but_the_judge_does(tmp_path):
     b = fake_run(tmp_path, "B", SSIM_B, IFS_B)
     cfg = yaml.safe_load((b / "config.yaml").read_text())
     cfg["metrics"]["SSIM"]["device"] = "cuda"  # where it ran
+    cfg["metrics"]["SSIM"]["gpu_fraction"] = 0.1  # its GPU share: how it ran, not what it scored
     cfg["judge"]["model"] = "/elsewhere/judge-x"  # the same model in another folder
     (b / "config.yaml").write_text(yaml.safe_dump(cfg))
     assert compare([a, b], n_resamples=20)["mixed_options"] == {}

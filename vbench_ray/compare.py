@@ -48,8 +48,8 @@ PRIMARY = {"cove": "UAS", "vidic": "Avg", "nrv": "NRVE_Acc", "agentic": "overall
 COVE_CHECKLIST = ("UAS", "IFS", "VRS", "SEM")
 VIDIC_SECTIONS = {"Sim": "Similarities", "Diff": "Differences", "Avg": None}
 # config keys that do not change a score (where things run, how fast, where weights sit)
-RUNTIME_KEYS = {"device", "batch_size", "workers", "num_gpus", "num_cpus", "backend", "replay_path", "env_vars",
-                "vllm", "http", "hf", "seed", "concurrency", "dtype"}
+RUNTIME_KEYS = {"device", "batch_size", "workers", "num_gpus", "gpu_fraction", "num_cpus", "backend", "replay_path",
+                "env_vars", "vllm", "http", "hf", "seed", "concurrency", "dtype"}
 
 
 class CompareError(ValueError):
