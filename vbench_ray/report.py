@@ -20,13 +20,13 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
 import pandas as pd
+
+from vbench_ray.report_style import _CSS  # noqa: F401  (leaderboard_html reads it from here)
+from vbench_ray.strips import STRIP_FRAMES, encode_strip as _encode_strip, resolve as _resolve
 
 log = logging.getLogger(__name__)
 
-STRIP_FRAMES = 5  # frames per strip, uniformly spaced (video.io.uniform_indices)
-STRIP_HEIGHT = 96  # pixels; frames are resized to this height, keeping the aspect ratio
 INSTRUCTION_CHARS = 200  # instructions longer than this are cut in strip captions
 NA = "–"  # shown for null / missing values
 
@@ -49,8 +49,43 @@ def write_report(run_dir: str | Path, n_strips: int = 3, out: str | Path | None 
     from vbench_ray.sinks import write_text_atomic
 
     write_text_atomic(out, page)  # temp file + rename: a full disk never leaves a truncated report
+    write_figure_pngs(summary, out.parent / "figures")
     log.info("wrote report %s", out)
     return out
+
+
+def report_figures(summary: dict) -> list[dict]:
+    """Every figure of the report (:mod:`vbench_ray.figures`): the breakdowns, then the sweep's axes."""
+    from vbench_ray import figures
+
+    metrics = summary.get("metrics") or {}
+    scales = {name: (m or {}).get("scale") for name, m in metrics.items()}
+    out = []
+    for key, name in BREAKDOWNS:
+        groups = summary.get(key)
+        if isinstance(groups, dict):
+            out += figures.breakdown_figures(name, groups, _metric_names(groups.values(), scales), key)
+    by_variant = summary.get("by_variant")
+    if isinstance(by_variant, dict):
+        out += figures.sweep_figures(summary.get("sweep"), by_variant, _metric_names(by_variant.values(), scales))
+    return out
+
+
+def write_figure_pngs(summary: dict, folder: Path) -> list[Path]:
+    """Each report figure as ``folder/<id>.png`` (for papers and slides)."""
+    from vbench_ray.figures import slug, to_png
+
+    paths = []
+    for fig in report_figures(summary):
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{slug(fig['id'])}.png"
+        path.write_bytes(to_png(fig))
+        paths.append(path)
+    return paths
+
+
+# breakdowns drawn as bars, one figure per metric: summary key, what its groups are
+BREAKDOWNS = (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_method", "method"))
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -163,6 +198,8 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
         _section("By category", _category_charts(summary.get("by_category"), metrics)),
         _section("By difficulty", _category_charts(summary.get("by_difficulty"), metrics))
         if summary.get("by_difficulty") else "",
+        _section("By method", _category_charts(summary.get("by_method"), metrics))
+        if summary.get("by_method") else "",
         _report_tables(summary.get("report_tables")),
         _variants(summary.get("by_variant"), scales),
         _sweep_charts(summary.get("sweep"), summary.get("by_variant"), scales),
@@ -269,26 +306,24 @@ def _variants(by_variant: Any, scales: dict) -> str:
 
 
 def _sweep_charts(sweep: Any, by_variant: Any, scales: dict) -> str:
-    """Score against each swept axis (fps, resolution, noise level, input order), base first."""
-    if not isinstance(sweep, dict) or not isinstance(by_variant, dict):
+    """Score against each swept axis: a line with its CI for numeric axes (fps, resolution, each noise kind's
+    level) in numeric order, base as a dashed line; bars for input order and negative controls."""
+    from vbench_ray.figures import line_svg, sweep_figures
+
+    if not isinstance(by_variant, dict):
         return ""
-    axes: dict[str, list[tuple[Any, str]]] = {}
-    for v in sweep.get("variants") or []:
-        if v.get("axis"):
-            axes.setdefault(v["axis"], []).append((v.get("value"), v["name"]))
-    blocks = []
-    for axis, members in axes.items():
-        members = sorted(members, key=lambda m: (isinstance(m[0], str), m[0]))
-        labels = [("base", "base")] + [(name, name) for _, name in members]
-        charts = []
-        for metric in _metric_names(by_variant.values(), scales):
-            per = {label: (by_variant.get(name) or {}).get(metric) or {} for label, name in labels}
-            svg = _bar_chart(metric, per, scales.get(metric))
-            charts.append(f'<figure class="chart"><figcaption>{_esc(metric)} vs {_esc(axis)}</figcaption>{svg}</figure>')
-        blocks.append(f'<h3>{_esc(axis)}</h3><div class="charts">{"".join(charts)}</div>')
-    if not blocks:
+    figs = sweep_figures(sweep, by_variant, _metric_names(by_variant.values(), scales))
+    if not figs:
         return ""
-    return _section(f"Sweep: {sweep.get('name', '')}", "".join(blocks))
+    blocks: dict[str, list[str]] = {}
+    for fig in figs:
+        svg = line_svg(fig) if fig["kind"] == "line" else _bar_chart(
+            fig["metric"], {r[0]: {"value": r[1], "ci95": [r[2], r[3]] if r[2] is not None else None, "n": r[4]}
+                            for r in fig["rows"]}, scales.get(fig["metric"]))
+        blocks.setdefault(fig["axis"], []).append(
+            f'<figure class="chart" id="fig-{_esc(fig["id"])}"><figcaption>{_esc(fig["title"])}</figcaption>{svg}</figure>')
+    body = "".join(f'<h3>{_esc(axis)}</h3><div class="charts">{"".join(charts)}</div>' for axis, charts in blocks.items())
+    return _section(f"Sweep: {sweep.get('name', '')}", body)
 
 
 def _metric_names(groups: Iterable[Any], scales: dict) -> list[str]:
@@ -477,77 +512,3 @@ def _strip_image(label: str, path: Any, run_dir: Path) -> str:
     b64 = base64.b64encode(png).decode("ascii")
     alt = f"{label}: {STRIP_FRAMES} frames of {path}"
     return f'{head}<img src="data:image/png;base64,{b64}" alt="{_esc(alt)}"></div>'
-
-
-def _resolve(path: Any, run_dir: Path) -> Path:
-    p = Path(str(path))
-    if not p.is_absolute() and not p.exists() and (run_dir / p).exists():
-        return run_dir / p
-    return p
-
-
-def _encode_strip(path: Path) -> bytes:
-    """``STRIP_FRAMES`` uniformly spaced frames, resized to ``STRIP_HEIGHT``, side by side, as PNG."""
-    import cv2
-
-    from .video.io import VideoReader, uniform_indices
-
-    reader = VideoReader(path)
-    frames = reader.read(uniform_indices(reader.info.num_frames, STRIP_FRAMES))
-    h, w = frames.shape[1:3]
-    size = (max(1, round(w * STRIP_HEIGHT / h)), STRIP_HEIGHT)
-    interp = cv2.INTER_AREA if h > STRIP_HEIGHT else cv2.INTER_LINEAR
-    gap = np.full((STRIP_HEIGHT, 2, 3), 255, np.uint8)
-    tiles = []
-    for frame in frames:
-        tiles += [cv2.resize(frame, size, interpolation=interp), gap]
-    strip = np.ascontiguousarray(np.hstack(tiles[:-1]))
-    ok, buf = cv2.imencode(".png", cv2.cvtColor(strip, cv2.COLOR_RGB2BGR))
-    if not ok:
-        raise ValueError(f"PNG encoding failed for {path}")
-    return buf.tobytes()
-
-
-_CSS = """
-:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dde5; --bg: #f6f7f9; --bar: #4c78a8; --warn: #b3261e; }
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--bg); color: var(--fg);
-  font: 14px/1.45 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1160px; margin: 0 auto; padding: 24px 28px 48px; }
-header h1 { margin: 0 0 2px; font-size: 26px; }
-.sub { margin: 0 0 10px; color: var(--muted); }
-dl.meta { display: flex; flex-wrap: wrap; gap: 6px 22px; margin: 0; }
-dl.meta div { display: flex; gap: 6px; }
-dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; font-weight: 600; }
-section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 18px; margin-top: 18px; }
-h2 { margin: 0 0 10px; font-size: 18px; } h3 { font-size: 15px; margin: 14px 0 6px; }
-.notes { margin-top: 16px; padding: 10px 16px; border-left: 4px solid #e0a100; background: #fff8e1; border-radius: 4px; }
-.notes ul { margin: 4px 0 0; padding-left: 20px; }
-table { border-collapse: collapse; width: auto; max-width: 100%; }
-th, td { padding: 5px 12px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
-thead th { background: #eef1f5; font-weight: 600; }
-tbody tr:nth-child(even) { background: #fafbfc; }
-table.num td:not(:first-child) { text-align: right; font-variant-numeric: tabular-nums; }
-table.wrap td { max-width: 520px; overflow-wrap: anywhere; }
-.metric { font-weight: 600; } .value { font-weight: 600; }
-small { color: var(--muted); }
-.empty { color: var(--muted); margin: 0; }
-.charts { display: flex; flex-wrap: wrap; gap: 12px 28px; }
-figure { margin: 0; }
-figure.chart figcaption { font-weight: 600; margin-bottom: 2px; }
-svg.bars text { font-size: 12px; fill: var(--fg); }
-svg.bars .cat { text-anchor: end; }
-svg.bars .tick { text-anchor: middle; fill: var(--muted); font-size: 11px; }
-svg.bars .val { font-variant-numeric: tabular-nums; } svg.bars .na { fill: var(--muted); font-style: italic; }
-svg.bars .grid { stroke: #eceff3; } svg.bars .zero { stroke: #888; }
-svg.bars .bar { fill: var(--bar); }
-svg.bars .whisker { stroke: #222; stroke-width: 1.4; fill: none; }
-figure.strip { padding: 10px 0; border-bottom: 1px solid var(--line); }
-figure.strip:last-child { border-bottom: 0; }
-.video { display: flex; align-items: center; gap: 10px; margin: 4px 0; }
-.video .label { width: 52px; color: var(--muted); font-size: 12px; text-transform: uppercase; }
-.video img { display: block; max-width: calc(100% - 62px); height: auto; border: 1px solid var(--line); }
-figure.strip figcaption { margin-top: 6px; }
-.scores { font-variant-numeric: tabular-nums; color: var(--muted); }
-.err { color: var(--warn); overflow-wrap: anywhere; margin: 0; }
-"""

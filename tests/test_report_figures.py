@@ -1,0 +1,94 @@
+"""The report's figures (issue 26 items 3 and 7): a sweep's numeric axes as lines in numeric order, categorical
+axes as bars, each breakdown as bars, and every figure also a PNG in RUN_DIR/figures; the page as rendered by
+headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from test_report import _chromium, _run_chromium
+from vbench_ray.report import write_report
+
+
+def _m(value, lo, hi, n=4):
+    return {"value": value, "ci95": [lo, hi], "n": n}
+
+
+# given in a scrambled order (as a sweep file may list them): the curve must sort them
+VARIANTS = [("base", None, None), ("fps:4", "fps", 4.0), ("fps:0.5", "fps", 0.5), ("fps:2", "fps", 2.0),
+            ("res:720", "resolution", 720), ("res:240", "resolution", 240), ("noise:30", "noise", "noise:30"),
+            ("noise:15", "noise", "noise:15"), ("blur:9", "noise", "blur:9"), ("blur:5", "noise", "blur:5"),
+            ("order:reverse", "order", "reverse")]
+SSIM = {"base": 0.8, "fps:4": 0.78, "fps:0.5": 0.6, "fps:2": 0.7, "res:720": 0.79, "res:240": 0.5,
+        "noise:30": 0.4, "noise:15": 0.55, "blur:9": 0.45, "blur:5": 0.65, "order:reverse": 0.75}
+SUMMARY = {
+    "benchmark": "vidic", "run_name": "sweep", "n_rows": 4, "metrics": {"SSIM": _m(0.8, 0.7, 0.9), "Avg": _m(50, 40, 60)},
+    "by_category": {"style": {"SSIM": _m(0.7, 0.6, 0.8)}, "camera": {"SSIM": _m(0.9, 0.8, 1.0)}},
+    "by_method": {"m1": {"SSIM": _m(0.6, 0.5, 0.7)}, "m2": {"SSIM": _m(0.85, 0.8, 0.9)}},
+    "by_variant": {name: {"SSIM": _m(v, v - 0.05, v + 0.05), "Avg": _m(100 * v, 100 * v - 5, 100 * v + 5)}
+                   for name, v in SSIM.items()},
+    "sweep": {"name": "robustness", "variants": [{"name": n, "axis": a, "value": v} for n, a, v in VARIANTS]},
+}
+LINES = {("fps", "SSIM"): [0.5, 2.0, 4.0], ("resolution", "SSIM"): [240, 720], ("noise", "SSIM"): [15, 30],
+         ("blur", "SSIM"): [5, 9]}
+
+
+@pytest.fixture()
+def sweep_run(tmp_path: Path) -> Path:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text(json.dumps(SUMMARY))
+    return tmp_path / "run"
+
+
+def _line_charts(page: str) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    out = {}
+    for axis, metric, body in re.findall(r'<svg class="line-chart" data-axis="([^"]*)" data-metric="([^"]*)"(.*?)</svg>',
+                                         page, re.S):
+        pts = re.findall(r'<circle class="pt" data-x="([^"]+)" data-value="([^"]+)" cx="([^"]+)"', body)
+        out[(axis, metric)] = [(float(x), float(v), float(cx)) for x, v, cx in pts]
+    return out
+
+
+def _check_lines(page: str) -> None:
+    charts = _line_charts(page)
+    assert set(charts) == set(LINES) | {(a, "Avg") for a, _ in LINES}  # one line chart per numeric axis x metric
+    for (axis, metric), xs in LINES.items():
+        pts = charts[(axis, metric)]
+        assert [p[0] for p in pts] == xs  # numeric order, whatever the sweep file's order
+        cxs = [p[2] for p in pts]
+        assert cxs == sorted(cxs) and len(set(cxs)) == len(cxs)  # drawn left to right
+        name = {"fps": "fps:{:g}", "resolution": "res:{:g}", "noise": "noise:{:g}", "blur": "blur:{:g}"}[axis]
+        assert [p[1] for p in pts] == [SSIM[name.format(x)] for x in xs]
+    # input order stays categorical: a bar chart with base and reverse
+    order = re.search(r'id="fig-sweep-order-SSIM".*?</figure>', page, re.S).group(0)
+    assert 'class="bars"' in order and "order:reverse" in order and ">base<" in order
+
+
+def test_sweep_axes_are_lines_in_numeric_order_and_every_figure_is_a_png(sweep_run: Path):
+    page = write_report(sweep_run).read_text()
+    _check_lines(page)
+    assert "By method" in page
+    pngs = sorted(p.name for p in (sweep_run / "figures").glob("*.png"))
+    expected = {f"sweep-{a}-{m}.png" for a in ("fps", "resolution", "noise", "blur", "order") for m in ("SSIM", "Avg")}
+    expected |= {"by_category-SSIM.png", "by_method-SSIM.png"}
+    assert set(pngs) == expected
+    from PIL import Image
+
+    img = Image.open(sweep_run / "figures" / "sweep-fps-SSIM.png")
+    assert img.size == (840, 500) and len(img.convert("L").getcolors(1 << 16)) > 10  # drawn, not blank
+
+
+def test_sweep_curves_render_in_chromium(sweep_run: Path, tmp_path: Path):
+    exe = _chromium()
+    url = write_report(sweep_run).resolve().as_uri()
+    dom = _run_chromium(exe, tmp_path / "profile", "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    _check_lines(dom.stdout)
+    shot = tmp_path / "sweep.png"
+    res = _run_chromium(exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,2400",
+                        "--hide-scrollbars", url)
+    assert res.returncode == 0 and shot.stat().st_size > 20_000

@@ -1,0 +1,251 @@
+"""The report's figures as data, drawn twice: inline SVG for ``report.html`` and a PNG in ``RUN_DIR/figures/``.
+
+A figure is a dict: ``kind`` ``"line"`` (a numeric sweep axis: one point per setting in numeric order, its 95% CI
+as a band and whiskers, the base setting as a dashed line; ViDiC §4.3, Fig. 5's score-vs-setting curves) or
+``"bars"`` (categories: CoVEBench Fig. 4's per-category scores, ViDiC's nine difference classes (Table 3),
+NRVBench's per-method and per-material tables (§5.1); one bar per category with its 95% CI).
+
+Line points: ``(x, value, lo, hi, n)``; bar rows: ``(label, value, lo, hi, n)``; ``None`` where missing.
+PNGs are drawn with Pillow (no browser, no plotting library): the same geometry as the SVG.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from typing import Any
+
+NUMERIC_AXES = {"fps": "frames per second", "resolution": "short side (px)"}
+NOISE_LEVELS = {"noise": "noise sigma", "blur": "blur kernel", "saturation": "saturation factor"}
+
+W, H, LEFT, RIGHT, TOP, BOTTOM = 420, 250, 56, 16, 26, 42
+
+
+def _esc(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _entry(per: dict | None) -> tuple[float | None, float | None, float | None, Any]:
+    per = per or {}
+    ci = per.get("ci95")
+    lo, hi = (_num(ci[0]), _num(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+    return _num(per.get("value")), lo, hi, per.get("n")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "figure"
+
+
+# ----------------------------------------------------------------------------- figures from summary.json
+
+
+def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str]) -> list[dict]:
+    """Per swept axis and metric: a line for fps, resolution and each noise kind (noise sigma, blur kernel,
+    saturation), points in numeric order; bars for input order and negative controls (categorical)."""
+    if not isinstance(sweep, dict) or not isinstance(by_variant, dict):
+        return []
+    series: dict[tuple[str, str], list[tuple[float | str, str]]] = {}
+    for v in sweep.get("variants") or []:
+        axis, value, name = v.get("axis"), v.get("value"), v.get("name")
+        if not axis:
+            continue
+        if axis == "noise":  # "noise:15" -> the noise kind's own numeric level
+            kind, _, level = str(value).partition(":")
+            series.setdefault((kind, NOISE_LEVELS.get(kind, kind)), []).append((_num(level), name))
+        elif axis in NUMERIC_AXES:
+            series.setdefault((axis, NUMERIC_AXES[axis]), []).append((_num(value), name))
+        else:
+            series.setdefault((axis, ""), []).append((str(value), name))
+    base = by_variant.get("base") or {}
+    out = []
+    for (axis, x_label), members in series.items():
+        numeric = bool(x_label) and all(x is not None for x, _ in members)
+        for m in metrics:
+            if not any(m in (by_variant.get(name) or {}) for _, name in members):
+                continue
+            if numeric:
+                points = sorted((x, *_entry((by_variant.get(name) or {}).get(m))) for x, name in members)
+                out.append({"kind": "line", "id": f"sweep-{axis}-{m}", "title": f"{m} vs {axis}", "axis": axis,
+                            "metric": m, "x_label": x_label, "y_label": m, "points": points,
+                            "base": _entry(base.get(m))[0]})
+            else:
+                rows = [("base", *_entry(base.get(m)))] + [
+                    (name, *_entry((by_variant.get(name) or {}).get(m))) for _, name in members]
+                out.append({"kind": "bars", "id": f"sweep-{axis}-{m}", "title": f"{m} vs {axis}", "axis": axis,
+                            "metric": m, "rows": rows})
+    return out
+
+
+def breakdown_figures(name: str, groups: Any, metrics: list[str], prefix: str) -> list[dict]:
+    """One bar figure per metric over the groups of a breakdown (``by_category``, ``by_method``...)."""
+    if not isinstance(groups, dict) or not groups:
+        return []
+    out = []
+    for m in metrics:
+        rows = [(str(g), *_entry((per or {}).get(m))) for g, per in groups.items() if m in (per or {})]
+        if rows:
+            out.append({"kind": "bars", "id": f"{prefix}-{m}", "title": f"{m} by {name}", "metric": m, "rows": rows})
+    return out
+
+
+# ----------------------------------------------------------------------------- geometry
+
+
+def _ticks(lo: float, hi: float, target: int = 4) -> list[float]:
+    raw = (hi - lo) / target
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(k * mag for k in (1, 2, 2.5, 5, 10) if k * mag >= raw * (1 - 1e-9))
+    first = math.ceil(lo / step - 1e-9)
+    return [round(k * step, 12) for k in range(first, math.floor(hi / step + 1e-9) + 1)]
+
+
+def _span(values: list[float], pad: float = 0.08) -> tuple[float, float]:
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    if hi - lo <= 0:
+        lo, hi = lo - 0.5, hi + 0.5
+    d = (hi - lo) * pad
+    return lo - d, hi + d
+
+
+def _line_geometry(fig: dict) -> dict:
+    pts = [p for p in fig["points"] if p[1] is not None]
+    xs = [p[0] for p in fig["points"]]
+    ys = [y for p in pts for y in (p[1], p[2], p[3]) if y is not None] + ([fig["base"]] if fig.get("base") is not None else [])
+    (x0, x1), (y0, y1) = _span(xs), _span(ys)
+
+    def px(x: float) -> float:
+        return round(LEFT + (x - x0) / (x1 - x0) * (W - LEFT - RIGHT), 2)
+
+    def py(y: float) -> float:
+        return round(H - BOTTOM - (y - y0) / (y1 - y0) * (H - TOP - BOTTOM), 2)
+
+    return {"pts": pts, "px": px, "py": py, "xticks": sorted(set(xs)), "yticks": _ticks(y0, y1)}
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+# ----------------------------------------------------------------------------- SVG
+
+
+def line_svg(fig: dict) -> str:
+    g = _line_geometry(fig)
+    px, py, pts = g["px"], g["py"], g["pts"]
+    out = [f'<svg class="line-chart" data-axis="{_esc(fig.get("axis", ""))}" data-metric="{_esc(fig["metric"])}" '
+           f'width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{_esc(fig["title"])}">']
+    for t in g["yticks"]:
+        out.append(f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{py(t)}" y2="{py(t)}"/>'
+                   f'<text class="tick" x="{LEFT - 4}" y="{py(t)}" dy="0.35em" text-anchor="end">{_fmt(t)}</text>')
+    for t in g["xticks"]:
+        out.append(f'<text class="tick" x="{px(t)}" y="{H - BOTTOM + 14}" text-anchor="middle">{_fmt(t)}</text>')
+    out.append(f'<text class="axis-label" x="{(LEFT + W - RIGHT) / 2}" y="{H - 8}" text-anchor="middle">'
+               f'{_esc(fig["x_label"])}</text>')
+    band = [p for p in pts if p[2] is not None and p[3] is not None]
+    if len(band) >= 2:
+        poly = [f"{px(p[0])},{py(p[3])}" for p in band] + [f"{px(p[0])},{py(p[2])}" for p in reversed(band)]
+        out.append(f'<polygon class="ci-band" points="{" ".join(poly)}"/>')
+    if fig.get("base") is not None:
+        b = py(fig["base"])
+        out.append(f'<line class="base" x1="{LEFT}" x2="{W - RIGHT}" y1="{b}" y2="{b}"/>'
+                   f'<text class="base-label" x="{W - RIGHT}" y="{b - 4}" text-anchor="end">base {_fmt(fig["base"])}</text>')
+    if pts:
+        out.append('<polyline class="line" points="' + " ".join(f"{px(p[0])},{py(p[1])}" for p in pts) + '"/>')
+    for x, v, lo, hi, n in pts:
+        if lo is not None and hi is not None:
+            out.append(f'<path class="whisker" d="M{px(x)},{py(lo)}V{py(hi)}"/>')
+        out.append(f'<circle class="pt" data-x="{x}" data-value="{v}" cx="{px(x)}" cy="{py(v)}" r="3.5">'
+                   f'<title>{_esc(fig["x_label"])} {_fmt(x)}: {_fmt(v)}'
+                   + (f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None else "")
+                   + f" n={_esc(n)}</title></circle>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------- PNG
+
+
+def _font(size: int = 12):
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size)
+
+
+def to_png(fig: dict, bars_svg_geometry: dict | None = None) -> bytes:
+    """The figure as a PNG (2x the SVG's pixels), with its title on top."""
+    from PIL import Image, ImageDraw
+
+    s = 2
+    if fig["kind"] == "line":
+        width, height = W, H
+    else:
+        width, height = 520, TOP + 24 * len(fig["rows"]) + BOTTOM
+    img = Image.new("RGB", (width * s, height * s), "white")
+    d = ImageDraw.Draw(img)
+    d.text((8 * s, 6 * s), fig["title"], fill="black", font=_font(13 * s))
+    (_line_png if fig["kind"] == "line" else _bars_png)(fig, d, s, width, height)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _line_png(fig: dict, d, s: int, width: int, height: int) -> None:
+    g = _line_geometry(fig)
+    px, py, pts, f = g["px"], g["py"], g["pts"], _font(10 * s)
+    for t in g["yticks"]:
+        d.line([(LEFT * s, py(t) * s), ((W - RIGHT) * s, py(t) * s)], fill="#e5e5e5", width=s)
+        d.text(((LEFT - 4) * s, py(t) * s), _fmt(t), fill="#555", font=f, anchor="rm")
+    for t in g["xticks"]:
+        d.text((px(t) * s, (H - BOTTOM + 8) * s), _fmt(t), fill="#555", font=f, anchor="mt")
+    d.text(((LEFT + W - RIGHT) / 2 * s, (H - 10) * s), fig["x_label"], fill="#333", font=f, anchor="ms")
+    band = [p for p in pts if p[2] is not None and p[3] is not None]
+    if len(band) >= 2:
+        poly = [(px(p[0]) * s, py(p[3]) * s) for p in band] + [(px(p[0]) * s, py(p[2]) * s) for p in reversed(band)]
+        d.polygon(poly, fill="#d6e4f5")
+    if fig.get("base") is not None:
+        b = py(fig["base"]) * s
+        for x in range(LEFT * s, (W - RIGHT) * s, 10 * s):
+            d.line([(x, b), (min(x + 5 * s, (W - RIGHT) * s), b)], fill="#888", width=s)
+        d.text(((W - RIGHT) * s, b - 3 * s), f"base {_fmt(fig['base'])}", fill="#666", font=f, anchor="rs")
+    if len(pts) >= 2:
+        d.line([(px(p[0]) * s, py(p[1]) * s) for p in pts], fill="#1f5fa8", width=2 * s)
+    for x, v, lo, hi, _ in pts:
+        if lo is not None and hi is not None:
+            d.line([(px(x) * s, py(lo) * s), (px(x) * s, py(hi) * s)], fill="#1f5fa8", width=s)
+        r = 3.5 * s
+        d.ellipse([px(x) * s - r, py(v) * s - r, px(x) * s + r, py(v) * s + r], fill="#1f5fa8")
+
+
+def _bars_png(fig: dict, d, s: int, width: int, height: int) -> None:
+    rows, f = fig["rows"], _font(10 * s)
+    label_w, plot_w = 150, 250
+    vals = [0.0] + [y for r in rows for y in r[1:4] if y is not None]
+    lo, hi = min(vals), max(vals)
+    hi = hi if hi > lo else lo + 1.0
+
+    def x(v: float) -> float:
+        return (label_w + (v - lo) / (hi - lo) * plot_w) * s
+
+    for i, (label, v, clo, chi, n) in enumerate(rows):
+        y = (TOP + 24 * i) * s
+        mid = y + 12 * s
+        d.text(((label_w - 6) * s, mid), str(label)[:24], fill="#333", font=f, anchor="rm")
+        if v is not None:
+            x0, x1 = sorted((x(0.0), x(v)))
+            d.rectangle([x0, y + 4 * s, max(x1, x0 + s), y + 20 * s], fill="#6d9fd6")
+        if clo is not None and chi is not None:
+            d.line([(x(clo), mid), (x(chi), mid)], fill="#222", width=s)
+        d.text(((label_w + plot_w + 8) * s, mid), (_fmt(v) if v is not None else "n/a") + f"  n={n}",
+               fill="#333", font=f, anchor="lm")
+    for t in _ticks(lo, hi):
+        d.text((x(t), (TOP + 24 * len(rows) + 6) * s), _fmt(t), fill="#555", font=f, anchor="mt")
