@@ -1,5 +1,6 @@
 """Stages: declared outputs, per-row error capture, rows never dropped; locally and on Ray."""
 
+import os
 import time
 
 import pyarrow as pa
@@ -73,23 +74,42 @@ def test_input_blocks_need_no_metadata_tasks(ray_local, monkeypatch):
     assert sum(b.num_rows for b in empty.iter_batches(batch_size=None, batch_format="pyarrow")) == 0
 
 
-def slow_second_case(row):
-    if row["x"] == 1:
-        time.sleep(4.0)
-    return {"sq": float(row["x"] ** 2), "done_at": time.time()}
+WAIT_S = 60.0  # how long the second case waits for the driver to hold the first (a bound, not a margin)
+
+
+def second_case_waits_for_the_first(marker: str):
+    """A stage whose second case finishes only once the driver has the first in hand (``marker`` exists), or after
+    ``WAIT_S``, saying which: an order of events, not a comparison of two processes' clocks."""
+    def stage(row):
+        seen = True
+        if row["x"] == 1:
+            deadline = time.monotonic() + WAIT_S
+            while not os.path.exists(marker):
+                if time.monotonic() > deadline:
+                    seen = False
+                    break
+                time.sleep(0.02)
+        return {"sq": float(row["x"] ** 2), "first_was_in_hand": seen}
+    return stage
 
 
 @pytest.mark.ray
-def test_a_finished_case_reaches_the_driver_without_waiting_for_the_next(ray_local):
+def test_a_finished_case_reaches_the_driver_without_waiting_for_the_next(ray_local, tmp_path):
     """``iter_blocks`` hands a block over as soon as it is done; Ray Data's default (one batch prefetched) held the
-    quick first case until the slow second one had finished too."""
-    stage = Stage("slow", slow_second_case, {"sq": "float", "done_at": "float"}, batch_size=1)
+    quick first case until the slow second one had finished too. Here the second case cannot finish before the
+    driver has the first (it waits for the driver's marker): held back, it would give up after ``WAIT_S``."""
+    marker = tmp_path / "case-0-in-driver"
+    stage = Stage("slow", second_case_waits_for_the_first(str(marker)), {"sq": "float", "first_was_in_hand": "bool"},
+                  batch_size=1)
     ds = build_dataset(ROWS[:2], [stage], SCHEMA, parallelism=2)
-    arrived = {}
+    arrived = []
     for block in iter_blocks(ds):
-        arrived.update({row["case_id"]: (time.time(), row) for row in block.to_pylist()})
-    assert set(arrived) == {"0", "1"}
-    assert arrived["0"][0] < arrived["1"][1]["done_at"]  # case 0 was in hand while case 1 was still running
+        for row in block.to_pylist():
+            arrived.append(row)
+            if row["case_id"] == "0":
+                marker.touch()
+    assert [r["case_id"] for r in arrived] == ["0", "1"]
+    assert arrived[1]["first_was_in_hand"] is True  # case 1 finished only after case 0 had reached the driver
 
 
 def test_all_null_outputs_keep_their_declared_type():
