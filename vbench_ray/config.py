@@ -126,6 +126,8 @@ class RayConfig:
     pools: Dict[str, List[int]] = field(default_factory=dict)  # per pool stage [min, max] actors, e.g. {MSM: [2, 8]}
     shard_rows: int = bounded(32, ge=1)  # rows per parquet shard written as results stream in ...
     shard_seconds: float = bounded(5.0, ge=0)  # ... or fewer, once this long has passed since the last shard
+    # a stream from which no row came for this long fails, naming what it waits for (null: waits for ever)
+    stall_s: Optional[float] = bounded(1800.0, gt=0, note="null: no limit")
 
 
 @dataclass
