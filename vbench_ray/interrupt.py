@@ -1,12 +1,16 @@
 """Ctrl-C during a command (issue 23, item 8): the first stops it cleanly within seconds, a second at once.
 
 The first SIGINT raises ``KeyboardInterrupt`` in the main thread, as Python's own handler does, so the run unwinds:
-the stream writes the rows it holds (``runner._compute``), Ray Data's iterator shuts its executor down, the judge
-engines stop. ``exit_interrupted`` then stops Ray itself and ends the process with ``os._exit``, skipping the
-interpreter's teardown: there, after ``atexit`` had shut Ray down, the garbage collector ran a Ray Data
-executor's ``__del__``, whose shutdown asks Ray for its stats and so started a fresh local Ray, and the process
-hung for over 90 s. A second SIGINT, or a clean-up still running ``GRACE_S`` seconds after the first, ends the
-process at once. Exit status 130 (128 + SIGINT), the shell's convention.
+the stream writes the rows it holds (``runner.drain_to_sink``), the judge engines stop. ``exit_interrupted`` then
+ends the process with ``os._exit`` while Ray is still up. Not ``ray.shutdown()`` first, nor the interpreter's
+teardown (whose ``atexit`` shuts Ray down): Ray Data's prefetch thread is still running the stream's executor, and
+when it finishes, the executor's shutdown reports its stats to Ray; with Ray gone that call initialises Ray again,
+starting a fresh local runtime (or attaching to another one on the machine), which is what hung a Ctrl-C'd run for
+over 90 s. Nothing is lost by skipping the teardown: shards are written atomically, judge-log records are
+flushed and synced as they are appended, and a local Ray's processes end with the process that started them
+(``ray_start``: Ray starts them with ``PR_SET_PDEATHSIG``); an attached cluster sees its driver gone and frees what
+the run held. A second SIGINT, or a clean-up still running ``GRACE_S`` seconds after the first, ends the process
+at once. Exit status 130 (128 + SIGINT), the shell's convention.
 """
 
 from __future__ import annotations
@@ -57,14 +61,9 @@ def ctrl_c_guard() -> Iterator[None]:
 
 
 def exit_interrupted(message: str) -> NoReturn:
-    """Print ``message``, stop Ray (a local runtime's processes; an attached cluster is only disconnected), flush
-    the logs and end the process with status 130, before the interpreter's teardown can start a Ray again."""
+    """Print ``message``, flush the logs and end the process with status 130, Ray still up (see the module's
+    docstring: a Ray shut down under Ray Data's running threads is started again by them)."""
     print(message, file=sys.stderr)
-    with contextlib.suppress(BaseException):
-        import ray
-
-        if ray.is_initialized():
-            ray.shutdown()
     with contextlib.suppress(BaseException):
         logging.shutdown()
         sys.stdout.flush()
