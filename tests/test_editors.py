@@ -262,27 +262,39 @@ def test_editor_shorthand_picks_the_models_yaml_and_lists_the_known_ones(cove_da
 # ----------------------------------------------------------------------------- a command's GPU memory (nvidia-smi)
 
 # A stand-in nvidia-smi: prints the compute-apps table the test's model script leaves in $SMI_TABLE.
+# Each read is also appended to $SMI_TABLE.seen, so the script knows when a table has been seen (its "phase N" line,
+# which the parser skips as it skips any line that is not "pid, MiB").
 FAKE_SMI = textwrap.dedent("""\
     #!/bin/sh
     [ "$1" = "--query-compute-apps=pid,used_memory" ] || exit 9
-    cat "$SMI_TABLE" 2>/dev/null
+    table=$(cat "$SMI_TABLE" 2>/dev/null)
+    printf '%s\\n' "$table" >> "$SMI_TABLE.seen"
+    printf '%s\\n' "$table"
 """)
 # The model's script: itself and a child (one process group) hold 1200 MiB, then 3000 + 600 (one pid on two GPUs:
-# 3000 = 2000 + 1000) beside an unrelated process (pid 1, never counted), then exits.
+# 3000 = 2000 + 1000) beside an unrelated process (pid 1, never counted), then exits. It moves on from a table only
+# once the poller has read it (an order of events; on a busy machine a fixed sleep let the poller miss a table).
 GPU_SCRIPT = textwrap.dedent("""
-    import os, subprocess, sys, time
+    import os, shutil, subprocess, sys, time
     table, output = os.environ["SMI_TABLE"], sys.argv[1]
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    def show(text):
+    polled = shutil.which("nvidia-smi") is not None  # without one, nothing reads the tables: no waiting
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    def show(phase, text):
         with open(table + ".tmp", "w") as f:
-            f.write(text)
+            f.write(f"phase {phase}\\n{text}")
         os.replace(table + ".tmp", table)
+        deadline = time.monotonic() + 60
+        while polled and time.monotonic() < deadline:
+            try:
+                if f"phase {phase}" in open(table + ".seen").read():
+                    return
+            except FileNotFoundError:
+                pass
+            time.sleep(0.01)
     me = os.getpid()
-    show(f"{me}, 1200\\n1, 50000\\n")
-    time.sleep(1.0)
-    show(f"{me}, 2000\\n{me}, 1000\\n{child.pid}, 600\\n1, 50000\\n[N/A], [N/A]\\n")
-    time.sleep(1.0)
-    show(f"{child.pid}, 10\\n")
+    show(1, f"{me}, 1200\\n1, 50000\\n")
+    show(2, f"{me}, 2000\\n{me}, 1000\\n{child.pid}, 600\\n1, 50000\\n[N/A], [N/A]\\n")
+    show(3, f"{child.pid}, 10\\n")
     child.kill()
     open(output, "wb").write(open(os.environ["SOURCE"], "rb").read())
 """)
