@@ -29,6 +29,7 @@ COVE = REPO / "configs" / "cove.yaml"
     ("judge.top_p=nan", "`judge.top_p` = nan: expected a number > 0 and <= 1"),
     ("vqr.max_tokens=-5", "`vqr.max_tokens` = -5: expected an integer >= 1"),
     ("editor.num_gpus=-0.5", "`editor.num_gpus` = -0.5: expected a number >= 0"),
+    ("editor.frame_rules.size_multiple=0", "`editor.frame_rules.size_multiple` = 0: expected an integer >= 1"),
 ])
 def test_item9_out_of_range_values_are_refused_before_compute(cove_data, tmp_path, override, message):
     """Each value is refused by run() naming its key, before the run directory exists (nothing computed)."""
@@ -51,9 +52,26 @@ def test_item9_nrv_judges_entries_are_range_checked(tmp_path):
     answers.write_text("")
     cfg = load_config(REPO / "configs" / "nrv.yaml", [
         "data.annotations=a.jsonl", "data.edited_dir=e", f"output.dir={tmp_path / 'n'}", "judge.backend=replay",
-        f"judge.replay_path={answers}", "judges=[{name: a}, {name: b, temperature: -2}]"])
-    with pytest.raises(ConfigError, match=r"`judges\[1\]\.temperature` = -2\.0: expected a number >= 0"):
+        f"judge.replay_path={answers}", "judges=[{name: a}, {name: b, temperature: -2}]", "media.roi_frames=0",
+        "controls.amplitude=-1"])
+    with pytest.raises(ConfigError) as info:
         check(cfg)
+    assert "`judges[1].temperature` = -2.0: expected a number >= 0" in str(info.value)
+    assert "`media.roi_frames` = 0: expected an integer >= 1" in str(info.value)
+    assert "`controls.amplitude` = -1.0: expected a number > 0" in str(info.value)
+
+
+def test_item9_agentic_ranges_use_the_same_walk():
+    from omegaconf import OmegaConf
+
+    from vbench_ray.benchmarks.agentic import AgenticConfig
+    from vbench_ray.config import check_bounds
+
+    cfg = OmegaConf.merge(OmegaConf.structured(AgenticConfig), {"data": {"reps": 0}, "agent": {"max_turns": 0,
+                                                                                              "top_p": 1.5}})
+    assert check_bounds(cfg) == ["`data.reps` = 0: expected an integer >= 1",
+                                 "`agent.max_turns` = 0: expected an integer >= 1",
+                                 "`agent.top_p` = 1.5: expected a number > 0 and <= 1"]
 
 
 # ----------------------------------------------------------------------------- item 7: honest exit codes
@@ -337,6 +355,8 @@ def test_item8_ctrl_c_stops_a_run_within_seconds_keeping_its_rows(cove_data, tmp
     assert code == 130, text[-3000:]
     assert seconds < 10, seconds
     assert "interrupted: the rows finished so far are kept" in text and "Traceback" not in text
+    # no Ray started (or attached to) again by Ray Data's threads after the interrupt
+    assert "Ray is not initialized" not in text and "Connecting to existing Ray cluster" not in text
     rows = pq.read_table(out / "cases").num_rows
     assert 1 <= rows <= 8
     deadline = time.monotonic() + 10

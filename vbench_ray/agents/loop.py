@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from vbench_ray.agents.sandbox import SandboxLimits
 from vbench_ray.agents.tools import TOOL_SCHEMAS, Tools, truncate
+from vbench_ray.config import bounded
 from vbench_ray.judges.backends.media import scrub
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,11 @@ class AgentConfig:
     api_key_env: Optional[str] = None           # name of the env var holding the API key (never the key itself)
     name: Optional[str] = None                  # label in trajectories and analytics (default: model)
     harness: str = "vbench-ray"                 # harness label for analytics (paper §3.3 compares harnesses)
-    max_turns: int = 200                        # App. A.3: max agent iterations
-    wall_s: float = 1800.0                      # App. A.3: per-task wall-clock timeout
-    temperature: Optional[float] = None         # None: provider default (App. A.3: no override)
-    top_p: Optional[float] = None
-    max_tokens: Optional[int] = None
+    max_turns: int = bounded(200, ge=1)         # App. A.3: max agent iterations
+    wall_s: float = bounded(1800.0, gt=0)       # App. A.3: per-task wall-clock timeout
+    temperature: Optional[float] = bounded(None, ge=0)  # None: provider default (App. A.3: no override)
+    top_p: Optional[float] = bounded(None, gt=0, le=1)
+    max_tokens: Optional[int] = bounded(None, ge=1)
     seed: Optional[int] = None
     extra_body: dict = field(default_factory=dict)  # more request fields, e.g. {"reasoning_effort": "high"}
     tool_choice: Optional[str] = "auto"         # None: field left out of the request

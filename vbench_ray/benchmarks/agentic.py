@@ -54,7 +54,7 @@ from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
 from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
                                         judge_availability, register_benchmark)
 from vbench_ray.agents.loop import AgentConfig
-from vbench_ray.config import BaseConfig
+from vbench_ray.config import BaseConfig, bounded
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.pipeline import Stage
 from vbench_ray.safepaths import unique_component
@@ -76,7 +76,7 @@ class AgenticDataConfig:
     tasks_dir: str = "???"  # task bundles, one folder per task (docs/agentic_bundle.md)
     submissions_dir: Optional[str] = None  # SUBMISSIONS/<task_id>/<rep>/ deliverables (default with data.agent: OUTPUT/submissions/<agent>)
     agent: Optional[str] = None  # null: score data.submissions_dir | random | heuristic | oracle: run a baseline agent first
-    reps: int = 3  # K repetitions per task (paper: K=3); absent ones are missing rollouts, scored 0 and counted
+    reps: int = bounded(3, ge=1)  # K repetitions per task (paper: K=3); absent ones are missing rollouts, scored 0 and counted
     families: List[str] = field(default_factory=lambda: list(FAMILIES))  # families to evaluate
 
 

@@ -58,7 +58,7 @@ from vbench_ray.benchmarks.nrv_data import (discover_methods, edited_video, norm
 from vbench_ray.benchmarks.nrv_media import NRVFrameStage
 from vbench_ray.benchmarks.nrv_summary import (_by_judge, _cross_judge, _is_control, _metric_block, _status_counts,
                                                judges_availability, report_tables, sanity_section, sanity_tables)
-from vbench_ray.config import BaseConfig, ConfigError
+from vbench_ray.config import BaseConfig, ConfigError, bounded
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.metrics.base import METRICS, metric_choices, metrics_config
 from vbench_ray.metrics.pool import metric_pool_stages
@@ -97,10 +97,10 @@ NRVMetricsConfig = metrics_config(
 
 @dataclass
 class NRVMediaConfig:
-    roi_frames: int = 8  # edited frames shown for S_phy (uniform), cropped to the mask-guided ROI
-    roi_margin: float = 0.1  # ROI = bounding box of the union of the masks, grown by this fraction per side
-    roi_max_side: int = 448  # ROI crops larger than this (long side, px) are downscaled
-    flow_max_side: int = 384  # frames downscaled to this long side before the Eq. 4 flows
+    roi_frames: int = bounded(8, ge=1)  # edited frames shown for S_phy (uniform), cropped to the mask-guided ROI
+    roi_margin: float = bounded(0.1, ge=0)  # ROI = bounding box of the union of the masks, grown by this fraction per side
+    roi_max_side: int = bounded(448, ge=1)  # ROI crops larger than this (long side, px) are downscaled
+    flow_max_side: int = bounded(384, ge=1)  # frames downscaled to this long side before the Eq. 4 flows
     show_frames: bool = False  # also show I_0, I_m, I_T-1 with the flow image (App. E.3); Eq. 5: flow image only
     format: str = "png"  # png | jpg
 
@@ -109,9 +109,9 @@ class NRVMediaConfig:
 class NRVControlsConfig:
     names: List[str] = field(default_factory=list)  # App. F.1 controls run as variants: unchanged, random_mask,
     #                                                  appearance, shuffled, flow_corrupted
-    per_category: Optional[int] = None  # controls for the first N instances of each category (F.1: 5); null: all
+    per_category: Optional[int] = bounded(None, ge=1, note="null: all")  # controls for the first N instances of each category (F.1: 5); null: all
     methods: List[str] = field(default_factory=list)  # methods whose edits get controls; empty: every method
-    amplitude: float = 6.0  # flow_corrupted: largest local displacement, px
+    amplitude: float = bounded(6.0, gt=0)  # flow_corrupted: largest local displacement, px
 
 
 @dataclass

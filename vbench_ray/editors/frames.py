@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from vbench_ray.config import bounded
+
 
 @dataclass
 class FrameRules:
@@ -37,11 +39,11 @@ class FrameRules:
 
     resolution: Optional[list[int]] = None  # [width, height]; null: the source's size
     resolution_mode: str = "exact"  # exact: output is resolution | max: the source scaled down to fit it
-    min_frames: int = 1  # valid input frame range after preprocessing
-    max_frames: Optional[int] = None
-    fixed_frames: Optional[int] = None  # "Default / Used Frames": null = Original, else the fixed count
+    min_frames: int = bounded(1, ge=0)  # valid input frame range after preprocessing
+    max_frames: Optional[int] = bounded(None, ge=1, note="null: no maximum")
+    fixed_frames: Optional[int] = bounded(None, ge=1, note="null: the source's count")  # "Default / Used Frames": null = Original, else the fixed count
     frame_constraint: Optional[str] = None  # e.g. "4k+1" (frame count = 4k+1 for an integer k >= 0)
-    size_multiple: int = 2  # each side a multiple of this (h264/yuv420p needs even sizes)
+    size_multiple: int = bounded(2, ge=1)  # each side a multiple of this (h264/yuv420p needs even sizes)
 
 
 # The Table 5 profile: "a standardized configuration of 480×480 spatial resolution and 41 video frames".
