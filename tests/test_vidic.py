@@ -228,7 +228,10 @@ def test_loader_per_case_problems_name_file_and_field(tmp_path):
     items.append({**items[1], "index": 5})  # (a duplicate index stops the load: test_hardening, item 8)
     items.append({**items[1], "index": 6, "structured_analysis": ["not", "an", "object"]})
     checklist.write_text(json.dumps(items))
-    cases = {c["case_id"]: c for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", video_root=tmp_path))}
+    official = {c["case_id"]: c for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", video_root=tmp_path))}
+    assert not official["0"]["error_load"]  # data.questions=official: scored as the official code (test_vidic_parity)
+    cases = {c["case_id"]: c for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", "data.questions=strict",
+                                                                   video_root=tmp_path))}
     e0 = cases["0"]["error_load"]
     assert "checklist.json: item[0] (index=0).structured_analysis.Differences[1].class: unknown class 'lighting'" in e0
     assert "structured_analysis.Similarities[0].question: missing or empty" in e0
@@ -323,7 +326,8 @@ def test_scores_by_hand(tmp_path):
     row = next(r for r in judged if r["request_id"] == "vidic/0/base/judge/diff1")
     assert (row["section"], row["k"], row["class"], row["answer"], row["correct"]) == ("Differences", 1, "Motion",
                                                                                        "no", False)
-    assert next(r for r in judged if r["request_id"] == "vidic/1/base/judge/diff0")["correct_answer"] == "yes"
+    # the gold as the checklist writes it (official: compared lower-cased, never rewritten)
+    assert next(r for r in judged if r["request_id"] == "vidic/1/base/judge/diff0")["correct_answer"] == "YES"
     assert result.summary["judge"]["describe"]["n_ok"] == 2 and result.summary["judge"]["judge"]["n_ok"] == 7
 
 

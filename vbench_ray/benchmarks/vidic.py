@@ -15,8 +15,12 @@ Data (``data.*``):
 
 * ``data.checklist``: the official ``checklist.json``, a list of ``{index, video1_path, video2_path,
   structured_analysis: {Similarities: [...], Differences: [...]}}``, each question ``{class, question,
-  correct_answer}``. A malformed question (unknown class, missing question, correct_answer not yes/no)
-  makes its case a load error, left out of the scores and listed under ``failures``.
+  correct_answer}``. ``data.questions=official`` (default) reads every question as the official code
+  (``vidic_scoring.parse_questions``): an unknown class is its own class (``"unknown"`` when absent), a
+  ``correct_answer`` other than yes/no (``""``, ``"np"``) is matched literally (never stripped); only a
+  shape the official scripts crash on is a load error. ``data.questions=strict``: an unknown class, an
+  empty question or a ``correct_answer`` not yes/no also makes its case a load error, left out of the
+  scores and listed under ``failures``.
 * ``data.video_root``: the root against which ``video1_path`` (Video A, ``source_path``) and
   ``video2_path`` (Video B, ``edited_path``) resolve; a path escaping it, or a missing video, is a load
   error whose questions count wrong (the official pipeline gets no description for such a pair, and
@@ -65,6 +69,7 @@ class VidicDataConfig:
     checklist: str = "???"  # the official checklist.json
     video_root: Optional[str] = None  # root of video1_path / video2_path (required unless data.responses is set)
     responses: Optional[str] = None  # official responses file: score these descriptions instead of running model.*
+    questions: str = "official"  # official: every question scored as the official code | strict: malformed -> load error
 
 
 @dataclass
@@ -165,7 +170,10 @@ class VidicBench(Benchmark):
 
     # -- loading
     def check_data(self, cfg) -> None:
-        """The checklist exists and is a list, and no index repeats."""
+        """``data.questions`` is known, the checklist exists and is a list, and no index repeats."""
+        if cfg.data.questions not in scoring.QUESTION_RULES:
+            raise DataError(f"data.questions must be one of {list(scoring.QUESTION_RULES)}, "
+                            f"got {cfg.data.questions!r}")
         checklist = Path(cfg.data.checklist)
         items = read_checklist(checklist)
         duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
@@ -187,13 +195,14 @@ class VidicBench(Benchmark):
                 raise DataError(f"data.video_root is not a directory: {root}")
         duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
         seen: set[str] = set()
-        rows = [self._case_row(i, item, checklist, root, not precomputed, seen) for i, item in enumerate(items)]
+        rows = [self._case_row(i, item, checklist, root, not precomputed, seen, cfg.data.questions)
+                for i, item in enumerate(items)]
         if cfg.run.limit is not None:
             rows = rows[: cfg.run.limit]
         return rows
 
     def _case_row(self, i: int, item: Any, checklist: Path, root: Path | None, need_videos: bool,
-                  seen: set[str]) -> dict:
+                  seen: set[str], rules: str = "official") -> dict:
         index = item.get("index") if isinstance(item, dict) else None
         where = f"{checklist.name}: item[{i}]" + (f" (index={index})" if index is not None else "")
         errors = []
@@ -211,9 +220,10 @@ class VidicBench(Benchmark):
         row = {"benchmark": "vidic", "case_id": case_id, "variant": "base", "categories": [], "instruction": None,
                "source_path": None, "edited_path": None, "variant_params": None, "error_load": None,
                "annotations": json.dumps(item, ensure_ascii=False) if isinstance(item, dict) else None}
-        questions, problems = scoring.parse_questions(item, where)
+        questions, problems = scoring.parse_questions(item, where, rules)
         errors += problems
-        row["categories"] = [c for c in scoring.CLASSES if any(q.cls == c for q in questions)] if not problems else []
+        classes = {q.cls for q in questions} if not problems else set()
+        row["categories"] = [c for c in scoring.CLASSES if c in classes] + sorted(classes - set(scoring.CLASSES))
         if isinstance(item, dict):
             for key, column in (("video1_path", "source_path"), ("video2_path", "edited_path")):
                 try:
@@ -239,10 +249,12 @@ class VidicBench(Benchmark):
     def judge_phases(self, cfg) -> list[JudgePhase]:
         phases = [self._describe_phase(cfg),
                   JudgePhase("judge", cfg.judge,
-                             lambda cases, results: scoring.judge_requests(cases, results, cfg.judge.parse))]
+                             lambda cases, results: scoring.judge_requests(cases, results, cfg.judge.parse,
+                                                                           cfg.data.questions))]
         if cfg.error_analysis.enabled:
             phases.append(JudgePhase("error", cfg.judge,
-                                     lambda cases, results: scoring.error_requests(cases, results)))
+                                     lambda cases, results: scoring.error_requests(cases, results,
+                                                                                   cfg.data.questions)))
         return phases
 
     def _describe_phase(self, cfg) -> JudgePhase:
@@ -286,7 +298,7 @@ class VidicBench(Benchmark):
         _atomic_write(path, "\n".join(lines) + ("\n" if lines else ""))
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
-        rows = [q for case in cases for q in scoring.judgment_rows(case, results, cfg.judge.parse)]
+        rows = [q for case in cases for q in scoring.judgment_rows(case, results, cfg.judge.parse, cfg.data.questions)]
         return pa.Table.from_pylist(rows, schema=scoring.JUDGMENT_SCHEMA)
 
     # -- aggregation
@@ -294,7 +306,7 @@ class VidicBench(Benchmark):
         rows = cases.to_pylist()
         judged = judgments.to_pylist() if judgments is not None else []
         args = (cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
-        excluded = [r for r in rows if r.get("error_load") and not scoring.item_questions(r)]
+        excluded = [r for r in rows if r.get("error_load") and not scoring.item_questions(r, cfg.data.questions)]
         summary: dict[str, Any] = {
             "benchmark": "vidic", "n_cases": len({r["case_id"] for r in rows}), "n_rows": len(rows),
             "n_questions": len(judged), "n_cases_excluded": len(excluded),

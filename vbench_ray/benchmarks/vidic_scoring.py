@@ -93,9 +93,9 @@ def fill(template: str, **values: str) -> str:
 class Question:
     section: str  # Similarities | Differences
     k: int  # position in its section's list, from 0
-    cls: str  # canonical class (CLASSES)
+    cls: str  # canonical class (CLASSES), else the checklist's own (data.questions=official)
     question: str
-    correct_answer: str  # yes | no
+    correct_answer: str  # as the checklist writes it (official; compared lower-cased) | yes / no (strict)
 
     @property
     def tag(self) -> str:
@@ -110,9 +110,33 @@ def canonical_class(value: Any) -> str | None:
     return CLASS_ALIASES.get(_norm_class(value)) if isinstance(value, str) else None
 
 
-def parse_questions(item: Any, where: str) -> tuple[list[Question], list[str]]:
+QUESTION_RULES = ("official", "strict")
+
+
+def _official_class(q: dict) -> str:
+    """The class a question is counted under: one of the seven (``canonical_class``), else the value as the
+    official ``calculate.py`` keys it (``q.get("class", "unknown")``), as text."""
+    if "class" not in q:
+        return "unknown"
+    return canonical_class(q["class"]) or str(q["class"])
+
+
+def parse_questions(item: Any, where: str, rules: str = "official") -> tuple[list[Question], list[str]]:
     """The checklist questions of one item and the problems found, each naming its field
-    (``checklist.json: item[3] (index=3).structured_analysis.Differences[1].class: ...``)."""
+    (``checklist.json: item[3] (index=3).structured_analysis.Differences[1].class: ...``).
+
+    ``rules=official`` (default) reads a question as NJU-LINK/ViDiC-1K does (b7aeefd ``judge/judge.py``
+    ``process_object``: ``question.get("question", "")`` sent as it is; 23d5004 ``utils/calculate.py``:
+    ``q.get("class", "unknown")``, ``q.get("correct_answer", "")`` compared lower-cased, not stripped): an
+    unknown class is its own class (``"unknown"`` when absent), a gold answer other than yes/no (``""``,
+    ``"np"``, as six questions of the official ``checklist_final.json`` have) is kept literally and matched
+    literally. Only shapes on which the official scripts raise (item, ``structured_analysis``, a section or
+    a question not of its type; a gold answer or a class that is not text / hashable) are problems.
+    ``rules=strict``: also an unknown class, an empty question or a gold answer other than yes/no (then
+    stripped and lower-cased), as the project read it before: the case is a load error, left out.
+    """
+    if rules not in QUESTION_RULES:
+        raise ValueError(f"data.questions must be one of {QUESTION_RULES}, got {rules!r}")
     if not isinstance(item, dict):
         return [], [f"{where}: expected an object, got {type(item).__name__}"]
     analysis = item.get("structured_analysis")
@@ -132,31 +156,51 @@ def parse_questions(item: Any, where: str) -> tuple[list[Question], list[str]]:
             if not isinstance(q, dict):
                 errors.append(f"{qw}: expected an object, got {type(q).__name__}")
                 continue
-            problems = []
-            cls = canonical_class(q.get("class"))
-            if cls is None:
-                problems.append(f"{qw}.class: unknown class {q.get('class')!r} (expected one of "
-                                f"{[c.lower() for c in CLASSES]})")
-            text = q.get("question")
-            if not isinstance(text, str) or not text.strip():
-                problems.append(f"{qw}.question: missing or empty")
-            gold = q.get("correct_answer")
-            if not isinstance(gold, str) or gold.strip().lower() not in ANSWERS:
-                problems.append(f"{qw}.correct_answer: expected 'yes' or 'no', got {gold!r}")
-            if problems:
-                errors += problems
+            question = _official_question(q, qw) if rules == "official" else _strict_question(q, qw)
+            if isinstance(question, list):
+                errors += question
                 continue
-            questions.append(Question(section, k, cls, text.strip(), gold.strip().lower()))
+            questions.append(Question(section, k, *question))
     return questions, errors
 
 
-def item_questions(case: dict) -> list[Question]:
+def _official_question(q: dict, qw: str) -> tuple[str, str, str] | list[str]:
+    problems = []
+    if isinstance(q.get("class"), (dict, list)):  # calculate.py's class dict cannot key it
+        problems.append(f"{qw}.class: expected a class name, got {type(q['class']).__name__}")
+    gold = q.get("correct_answer", "")
+    if not isinstance(gold, str):  # calculate.py's .lower() raises on it
+        problems.append(f"{qw}.correct_answer: expected text, got {gold!r}")
+    if problems:
+        return problems
+    text = q.get("question", "")
+    return _official_class(q), text if isinstance(text, str) else str(text), gold
+
+
+def _strict_question(q: dict, qw: str) -> tuple[str, str, str] | list[str]:
+    problems = []
+    cls = canonical_class(q.get("class"))
+    if cls is None:
+        problems.append(f"{qw}.class: unknown class {q.get('class')!r} (expected one of "
+                        f"{[c.lower() for c in CLASSES]})")
+    text = q.get("question")
+    if not isinstance(text, str) or not text.strip():
+        problems.append(f"{qw}.question: missing or empty")
+    gold = q.get("correct_answer")
+    if not isinstance(gold, str) or gold.strip().lower() not in ANSWERS:
+        problems.append(f"{qw}.correct_answer: expected 'yes' or 'no', got {gold!r}")
+    if problems:
+        return problems
+    return cls, text.strip(), gold.strip().lower()
+
+
+def item_questions(case: dict, rules: str = "official") -> list[Question]:
     """The questions of a case row (empty when its annotations are unusable)."""
     try:
         item = json.loads(case.get("annotations") or "null")
     except json.JSONDecodeError:
         return []
-    questions, errors = parse_questions(item, "")
+    questions, errors = parse_questions(item, "", rules)
     return [] if errors else questions
 
 
@@ -383,27 +427,28 @@ def describe_text(case: dict, results: dict) -> str | None:
     return result.value if result is not None and result.status == "ok" else None
 
 
-def judge_requests(cases: Iterable[dict], results: dict, parse: str = "official") -> list[JudgeRequest]:
+def judge_requests(cases: Iterable[dict], results: dict, parse: str = "official",
+                   rules: str = "official") -> list[JudgeRequest]:
     """One request per question of every case whose description came back usable."""
     out = []
     for case in cases:
         text = describe_text(case, results) if scorable(case) else None
         if text is not None:
-            out += [judge_request(case, q, text, parse) for q in item_questions(case)]
+            out += [judge_request(case, q, text, parse) for q in item_questions(case, rules)]
     return out
 
 
-def error_requests(cases: Iterable[dict], results: dict) -> list[JudgeRequest]:
+def error_requests(cases: Iterable[dict], results: dict, rules: str = "official") -> list[JudgeRequest]:
     """One request per question the judge answered validly but wrongly."""
     out = []
     for case in cases:
         text = describe_text(case, results) if scorable(case) else None
         if text is None:
             continue
-        for q in item_questions(case):
+        for q in item_questions(case, rules):
             r = results.get(request_id(case, "judge", q.tag))
             answer = str(r.value.get("answer")).lower() if r is not None and r.status == "ok" else None
-            if answer in ANSWERS and answer != q.correct_answer:  # a judged yes/no that is wrong
+            if answer in ANSWERS and answer != q.correct_answer.lower():  # a judged yes/no that is wrong
                 out.append(error_request(case, q, text, r.value))
     return out
 
@@ -423,12 +468,12 @@ def _correct(answer, gold: str) -> bool:
     return answer is not None and str(answer).lower() == gold.lower()
 
 
-def judgment_rows(case: dict, results: dict, parse: str = "official") -> list[dict]:
+def judgment_rows(case: dict, results: dict, parse: str = "official", rules: str = "official") -> list[dict]:
     """One row per checklist question. ``status``: the judge request's final status (``ok``, ``invalid``,
     ``error``), or why no judge request was sent: ``describe_invalid`` / ``describe_error`` /
     ``describe_missing`` (no usable description) or ``load_error`` (the case's videos failed to load).
     ``answer`` / ``correct``: under ``parse``; ``alt_answer`` / ``alt_correct``: under the other mode."""
-    questions = item_questions(case)
+    questions = item_questions(case, rules)
     if not questions:
         return []
     upstream_error = None
@@ -454,7 +499,7 @@ def judgment_rows(case: dict, results: dict, parse: str = "official") -> list[di
             if status == "ok":
                 answer, explanation = value.get("answer"), value.get("explanation")
             alt = value.get(other)
-        if answer is not None and str(answer).lower() in ANSWERS and str(answer).lower() != q.correct_answer:
+        if answer is not None and str(answer).lower() in ANSWERS and str(answer).lower() != q.correct_answer.lower():
             e = results.get(request_id(case, "error", q.tag))
             error_type = e.value["error_type"] if e is not None and e.status == "ok" else None
         rows.append({"case_id": case["case_id"], "variant": case["variant"], "section": q.section, "k": q.k,
@@ -503,10 +548,11 @@ def section_metrics(rows: list[dict], seed: int, n_resamples: int, confidence: f
 
 
 def by_class(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict[str, dict]:
-    """Sim / Diff / Avg per class (Table 2's class columns are the Avg), all seven classes listed."""
+    """Sim / Diff / Avg per class (Table 2's class columns are the Avg): all seven classes listed, then any
+    other class the checklist names (``data.questions=official``: ``calculate.py`` reports every class)."""
     keep = ("value", "ci95", "n", "n_cases", "n_invalid", "n_scored_differently")
     out = {}
-    for cls in CLASSES:
+    for cls in CLASSES + tuple(sorted({r["class"] for r in rows} - set(CLASSES))):
         metrics = section_metrics([r for r in rows if r["class"] == cls], seed, n_resamples, confidence)
         out[cls] = {m: {k: v for k, v in s.items() if k in keep} for m, s in metrics.items()}
     return out
