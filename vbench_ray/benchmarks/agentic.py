@@ -136,6 +136,8 @@ def _plain(node) -> Any:
 @register_benchmark
 class AgenticBench(Benchmark):
     name = "agentic"
+    paper = "AgenticVBench §2.4-2.7, App. H (official code: PhiloLabs/agentic-vbench)"
+    needs = "agent rollouts (a served model) or submissions; a judge for Repurpose's rubric items"
     config_class = AgenticConfig
     result_sections = ("assembly", "sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
     config_choices = {**JUDGE_CHOICES, "data.agent": AGENTS, "sequencing.score": SEQUENCING_SCORES,

@@ -14,6 +14,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Optional
 import pyarrow as pa
 
 from vbench_ray.pipeline import Stage
+from vbench_ray.registry import Registry
 from vbench_ray.stats import describe
 
 # Columns every case row has, whatever the benchmark.
@@ -52,6 +53,13 @@ class DataError(ValueError):
 
 class Benchmark:
     name: ClassVar[str] = ""
+    # what `vbench-ray list benchmarks` shows: the paper (sections) and official code it follows, and what a run
+    # needs beyond the data and a CPU (weights, a judge, GPUs)
+    paper: ClassVar[str] = ""
+    needs: ClassVar[str] = ""
+    # where each judge's key (judge, vqr, model; judges[i] reads judge) -> the model the paper used and where it is
+    # published: said beside a judge model that is not set or not found (preflight, `vbench-ray weights check`)
+    judge_models: ClassVar[dict[str, str]] = {}
     config_class: ClassVar[type] = object
     config_choices: ClassVar[dict[str, tuple[str, ...]]] = {}
     # the frame metrics it uses, by registered name (vbench_ray.metrics): its `metrics` config section is
@@ -117,15 +125,16 @@ class Benchmark:
         return {}
 
 
-BENCHMARKS: dict[str, type[Benchmark]] = {}
+BENCHMARKS: Registry = Registry("benchmark", describe=lambda cls: {"section": cls.paper, "needs": cls.needs})
 
 
 def register_benchmark(cls: type[Benchmark]) -> type[Benchmark]:
-    BENCHMARKS[cls.name] = cls
-    return cls
+    """Class decorator: add ``cls`` to ``BENCHMARKS`` under its ``name`` (a taken name is refused)."""
+    return BENCHMARKS.add(cls.name, cls)
 
 
 def get_benchmark(name: str) -> Benchmark:
+    """The benchmark registered as ``name``; an unknown name: ``registry.UnknownName`` listing the known ones."""
     return BENCHMARKS[name]()
 
 

@@ -251,6 +251,10 @@ def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: 
 @register_benchmark
 class CoveBench(Benchmark):
     name = "cove"
+    paper = "CoVEBench §3.1, App. F (official code: NJU-LINK/CoVEBench)"
+    needs = "a VLM checklist judge (UAS/IFS/VRS/SEM; GPU with vllm), weights for AES, TQ, SRC"
+    judge_models = {"judge": "Qwen/Qwen3.5-122B-A10B (Hugging Face; the official CoVEBench judge)",
+                    "vqr": "TianheWu/VisualQuality-R1-7B (Hugging Face; the official VQR model)"}
     config_class = CoveConfig
     # rows made by another editor (or another editor config) are another model's: never resumed into
     result_sections = ("editor.name", "editor.config_hash")

@@ -154,6 +154,10 @@ def judgeable(row: dict) -> bool:
 @register_benchmark
 class NRVBench(Benchmark):
     name = "nrv"
+    paper = "NRVBench §4 (NRVE-Acc), App. E.5 (conventional metrics); no official code"
+    needs = "VLM judges (NRVE-Acc; GPU with vllm), weights for BG_LPIPS, StructDist, CLIP_S, CLIP_E, NIQE"
+    judge_models = {"judge": "Qwen/Qwen2.5-VL-7B-Instruct, -32B-Instruct or -72B-Instruct (Hugging Face; the open "
+                             "judges of NRVBench §5, App. E.3)"}
     config_class = NRVConfig
     config_choices = {**JUDGE_CHOICES, "data.pair_mismatch": ("resample", "fail"),
                       "score.normalize": scoring.NORMALIZATIONS, "media.format": ("png", "jpg"),

@@ -158,6 +158,10 @@ def _atomic_write(path: Path, text: str) -> None:
 @register_benchmark
 class VidicBench(Benchmark):
     name = "vidic"
+    paper = "ViDiC §3.3, App. E (official code: NJU-LINK/ViDiC-1K)"
+    needs = "the model under test (a VLM that describes; GPU with vllm) and a text judge"
+    judge_models = {"judge": "gpt-5-mini (OpenAI API, text only; the official ViDiC-1K judge)",
+                    "model": "any VLM under test, e.g. Qwen/Qwen2.5-VL-7B-Instruct (Hugging Face), or a served model's name"}
     config_class = VidicConfig
     config_choices = {**JUDGE_CHOICES, **MODEL_CHOICES}
 

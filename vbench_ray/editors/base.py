@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Optional
 from vbench_ray.config import bounded
 from vbench_ray.editors.frames import FrameRules, conform, effective_rules
 from vbench_ray.pipeline import Stage, format_exception
+from vbench_ray.registry import Registry
 from vbench_ray.safepaths import unique_component, within
 
 
@@ -87,6 +88,11 @@ class Editor:
     # True: the edited video is the source itself (identity): no frame rules or profile resample it, and the
     # stage asks for no GPU, whatever the editor block it was switched onto says (editor.name=identity on VACE's)
     keeps_source: ClassVar[bool] = False
+    # what `vbench-ray list editors` shows: what it is (paper / official code), what it needs beyond a CPU, and
+    # its config keys that name weights -> where the official weights are published (in missing-weights messages)
+    paper: ClassVar[str] = ""
+    needs: ClassVar[str] = ""
+    weights_from: ClassVar[dict[str, str]] = {}
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
@@ -106,12 +112,14 @@ class Editor:
         raise NotImplementedError
 
 
-EDITORS: dict[str, type[Editor]] = {}
+# `editor.name`: a registered editor, or precomputed (no editor stage: the loader reads data.edited_dir)
+EDITORS: Registry = Registry("editor", describe=lambda cls: {"section": cls.paper, "needs": cls.needs},
+                             extra=("precomputed",))
 
 
 def register_editor(cls: type[Editor]) -> type[Editor]:
-    EDITORS[cls.name] = cls
-    return cls
+    """Class decorator: add ``cls`` to ``EDITORS`` under its ``name`` (a taken name is refused)."""
+    return EDITORS.add(cls.name, cls)
 
 
 def edited_name(case_id: str) -> str:

@@ -79,6 +79,8 @@ def child_env(extra: dict | None, parent: dict | None = None) -> dict[str, str]:
 @register_editor
 class CommandEditor(Editor):
     name = "command"
+    paper = "a model's own inference script per case (CoVEBench Table 5 cost, Table 7 frame rules)"
+    needs = "the model's repository and weights (editor.command, editor.workdir), GPUs: editor.num_gpus"
 
     @classmethod
     def check_weights(cls, cfg) -> list[str]:

@@ -85,6 +85,10 @@ def _diffusers_names() -> set[str] | None:
 @register_editor
 class DiffusersEditor(Editor):
     name = "diffusers"
+    paper = "a local diffusers video-to-video / VACE pipeline (CoVEBench Table 5 cost, Table 7 frame rules)"
+    needs = "weights (editor.weights: a diffusers model folder), GPU (editor.num_gpus)"
+    weights_from = {"weights": "the model's diffusers folder on Hugging Face, e.g. Wan-AI/Wan2.1-VACE-14B-diffusers "
+                               "for VACE (configs/editors/vace.yaml)"}
 
     @classmethod
     def check_weights(cls, cfg: Any) -> list[str]:

@@ -15,6 +15,7 @@ from vbench_ray.editors.base import Editor, register_editor
 class IdentityEditor(Editor):
     name = "identity"
     keeps_source = True
+    paper = "a negative control: the edited video is the source, unchanged"
 
     def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path, **params) -> dict:
         tmp = output.with_name(output.name + ".tmp")

@@ -215,6 +215,13 @@ class AES(FrameMetric):
     """Aesthetics: Aesthetic Predictor v2.5 (SigLIP + MLP head), mean over uniform frames and keyframes."""
 
     name = "AES"
+    paper = "CoVEBench App. F.2 (Aesthetics)"
+    weights_from = {  # where the official weights are published
+        "encoder": "google/siglip-so400m-patch14-384 (Hugging Face), the Aesthetic Predictor v2.5 backbone",
+        "weights": "models/aesthetic_predictor_v2_5.pth of "
+                   "https://github.com/discus0434/aesthetic-predictor-v2-5 (commit c0e1556, as the official "
+                   "CoVEBench download_assets.py pins it)",
+    }
     config_class = AESConfig
     choices = {"dtype": DTYPES, "resize": RESIZES}
     needs_source = False

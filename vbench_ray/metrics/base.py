@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
+from vbench_ray.registry import Registry
 from vbench_ray.video.io import VideoInfo, fps_indices, uniform_indices
 
 if TYPE_CHECKING:
@@ -51,9 +52,20 @@ class MissingWeightsError(FileNotFoundError):
 
     def __init__(self, config_key: str, value: Any, what: str):
         hint = "is not set" if not value else f"points to {value!r}, which does not exist"
+        source = published_weights(config_key)
         super().__init__(f"{what}: config key `{config_key}` {hint}; set it to a local weights path "
-                         f"(e.g. `{config_key}=/models/...`) or choose a backend that needs no weights")
+                         f"(e.g. `{config_key}=/models/...`) or choose a backend that needs no weights"
+                         + (f"; official weights: {source}" if source else ""))
         self.config_key = config_key
+
+
+def published_weights(config_key: str) -> str | None:
+    """Where the official weights behind ``metrics.<metric>.<field>`` are published (the metric class's
+    ``weights_from``), or None."""
+    parts = config_key.split(".")
+    if len(parts) != 3 or parts[0] != "metrics" or parts[1] not in METRICS:
+        return None
+    return METRICS[parts[1]].weights_from.get(parts[2])
 
 
 class VideoTooShortError(ValueError):
@@ -172,6 +184,10 @@ class FrameMetric:
     higher_is_better: ClassVar[bool] = True
     scale: ClassVar[str | None] = None  # the scale the score is reported on (summary.json), e.g. "[0,1]"
     model_backed: ClassVar[bool] = False  # loads a model in setup(): runs in a model pool (see in_pool)
+    paper: ClassVar[str] = ""  # the paper section (or official code) its formula follows, e.g. "CoVEBench App. F.3"
+    # its config keys that name weights -> where the official weights are published (a URL or a model name):
+    # shown by `vbench-ray list metrics` and in every missing-weights message
+    weights_from: ClassVar[dict[str, str]] = {}
     # ms one case takes in its GPU pool's actor at the defaults (measured: tests/perf/gpu_stream.py; 100 where not):
     # GPU pools get parts of the GPUs in proportion to it (vbench_ray.pool_plan), the slowest the most
     gpu_cost: ClassVar[float] = 100.0
@@ -269,11 +285,27 @@ class FrameMetric:
         return out
 
 
-METRICS: dict[str, type[FrameMetric]] = {}
+def _describe(cls: type[FrameMetric]) -> dict:
+    """A metric's line in ``vbench-ray list metrics``, from its class."""
+    needs = []
+    if cls.weights_from:
+        keys = ", ".join(f"metrics.{cls.name}.{k}" for k in cls.weights_from)
+        optional = not cls.check_weights(cls.default_config()) if cls.config_class is not None else False
+        needs.append(f"weights{' for some settings' if optional else ''} ({keys})")
+    elif cls.model_backed:
+        needs.append("weights")
+    fields = {f.name for f in dataclasses.fields(cls.config_class)} if cls.config_class is not None else set()
+    if "device" in fields:
+        needs.append("GPU optional (device: cuda)")
+    return {"section": cls.paper, "scale": cls.scale or "", "needs": ", ".join(needs)}
+
+
+METRICS: Registry = Registry("metric", describe=_describe)
 
 
 def register_metric(cls: type[FrameMetric]) -> type[FrameMetric]:
-    """Class decorator: add ``cls`` to ``METRICS`` under its ``name``."""
+    """Class decorator: add ``cls`` to ``METRICS`` under its ``name`` (a second class under a taken name is
+    refused: ``registry.DuplicateName``)."""
     if not cls.name:
         raise TypeError(f"{cls.__name__} must set `name`")
     if cls.config_class is not None and not dataclasses.is_dataclass(cls.config_class):
@@ -281,16 +313,14 @@ def register_metric(cls: type[FrameMetric]) -> type[FrameMetric]:
     unknown = set(cls.choices) - {f.name for f in dataclasses.fields(cls.config_class)} if cls.config_class else set(cls.choices)
     if unknown:
         raise TypeError(f"{cls.__name__}.choices names keys its config_class lacks: {sorted(unknown)}")
-    METRICS[cls.name] = cls
+    METRICS.add(cls.name, cls)
     return cls
 
 
 def _registered(name: str) -> type[FrameMetric]:
     import vbench_ray.metrics  # noqa: F401  (importing the package registers every metric module)
 
-    if name not in METRICS:
-        raise KeyError(f"unknown metric {name!r}; known: {sorted(METRICS)}")
-    return METRICS[name]
+    return METRICS[name]  # an unknown name: registry.UnknownName, listing the metrics there are
 
 
 def metrics_config(cls_name: str, metrics: Sequence[str], *, module: str, before: Sequence[tuple] = (),

@@ -120,6 +120,11 @@ class CLIPScore(_ClipMetric):
     """CLIP-S x 100: edited frames vs the target prompt (App. E.5)."""
 
     name = "CLIP_S"
+    paper = "NRVBench App. E.5 (CLIP-S)"
+    weights_from = {  # where the official weights are published
+        "model": "a transformers CLIP checkpoint, e.g. openai/clip-vit-large-patch14 (Hugging Face; "
+                 "NRVBench does not name its CLIP)",
+    }
     needs_source = False
     config_key = "metrics.CLIP_S.model"
 
@@ -137,6 +142,11 @@ class CLIPDirectional(_ClipMetric):
     """CLIP-E x 100: image edit direction vs text edit direction, per frame pair (App. E.5)."""
 
     name = "CLIP_E"
+    paper = "NRVBench App. E.5 (CLIP-E, directional)"
+    weights_from = {  # where the official weights are published
+        "model": "a transformers CLIP checkpoint, e.g. openai/clip-vit-large-patch14 (Hugging Face; "
+                 "NRVBench does not name its CLIP)",
+    }
     needs_source = True
     config_key = "metrics.CLIP_E.model"
 

@@ -48,6 +48,7 @@ class SSIM(FrameMetric):
     """
 
     name = "SSIM"
+    paper = "CoVEBench App. F.3 (Structural Fidelity)"
     config_class = SSIMConfig
     needs_source = True
     scale = "[0,1]"

@@ -181,6 +181,14 @@ class BackgroundLPIPS(FrameMetric):
     """LPIPS x 10^3 between source and edited frames over the background, averaged over frames (App. E.5)."""
 
     name = "BG_LPIPS"
+    paper = "NRVBench App. E.5 (background LPIPS x 1e3)"
+    weights_from = {  # where the official weights are published
+        "weights": "none published in this layout: set backbone_weights and lin_weights instead",
+        "backbone_weights": "torchvision's ImageNet weights (torchvision.models.VGG16_Weights.IMAGENET1K_V1, or "
+                            "AlexNet_Weights.IMAGENET1K_V1 for arch=alex)",
+        "lin_weights": "lpips/weights/v0.1/vgg.pth (or alex.pth) of "
+                       "https://github.com/richzhang/PerceptualSimilarity",
+    }
     config_class = LPIPSConfig
     choices = {"arch": LPIPS_ARCHS}
     higher_is_better = False

@@ -237,6 +237,11 @@ class MF(FrameMetric):
     """Motion Fidelity, CoVEBench App. F.3: Hungarian-matched trajectory similarity of source and edit."""
 
     name = "MF"
+    paper = "CoVEBench App. F.3 (Motion Fidelity)"
+    weights_from = {  # where the official weights are published
+        "cotracker_weights": "scaled_offline.pth of facebook/cotracker3 (Hugging Face), as the official CoVEBench "
+                             "download_assets.py fetches it",
+    }
     config_class = MFConfig
     choices = {"tracker": TRACKERS}
     needs_source = True

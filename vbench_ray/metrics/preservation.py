@@ -161,6 +161,7 @@ class BackgroundPSNR(BackgroundMetric):
     """PSNR (dB) between source and edited frames outside the mask, averaged over frames (App. E.5)."""
 
     name = "BG_PSNR"
+    paper = "NRVBench App. E.5 (background PSNR, dB)"
     scale = "dB"
 
     def compute(self, edited, source, mask=None) -> float:
@@ -173,6 +174,7 @@ class BackgroundMSE(BackgroundMetric):
     """MSE x 10^4 on RGB in [0, 1] outside the mask, averaged over frames (App. E.5)."""
 
     name = "BG_MSE"
+    paper = "NRVBench App. E.5 (background MSE x 1e4)"
     higher_is_better = False
     scale = "MSE x 1e4"
 
@@ -186,6 +188,7 @@ class BackgroundSSIM(BackgroundMetric):
     """SSIM x 100 outside the mask, averaged over frames (App. E.5)."""
 
     name = "BG_SSIM"
+    paper = "NRVBench App. E.5 (background SSIM x 100)"
     scale = "[0,100]"
     imports = ("skimage.metrics",)
 
@@ -342,6 +345,11 @@ class NIQE(FrameMetric):
     """Mean per-frame NIQE of the edited video (lower is better; Table 3)."""
 
     name = "NIQE"
+    paper = "NRVBench Table 3 (NIQE; Mittal et al. 2013)"
+    weights_from = {  # where the official weights are published
+        "model": "modelparameters.mat of the NIQE reference release (LIVE, "
+                 "http://live.ece.utexas.edu/research/quality/niqe_release.zip)",
+    }
     config_class = NIQEConfig
     needs_source = False
     higher_is_better = False
@@ -386,6 +394,7 @@ class MotionScore(FrameMetric):
     """Motion magnitude of the edited video from optical flow (Table 3 "Mot."; App. E.5)."""
 
     name = "MotionScore"
+    paper = "NRVBench App. E.5 (motion score)"
     config_class = MotionScoreConfig
     needs_source = False
     scale = "px/frame"

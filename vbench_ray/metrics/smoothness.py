@@ -119,6 +119,11 @@ class MSM(FrameMetric):
     """Motion Smoothness, CoVEBench App. F.2: flow-jitter score of the edited video (higher = smoother)."""
 
     name = "MSM"
+    paper = "CoVEBench App. F.2 (Motion Smoothness)"
+    weights_from = {  # where the official weights are published
+        "raft_weights": "torchvision's RAFT weights (torchvision.models.optical_flow.Raft_Large_Weights.DEFAULT "
+                        "or Raft_Small_Weights.DEFAULT); the official MSM uses OpenCV Farneback flow, no weights",
+    }
     config_class = MSMConfig
     choices = {"flow": FLOWS, "formula": FORMULAS}
     needs_source = False

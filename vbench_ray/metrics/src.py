@@ -133,6 +133,13 @@ class SRC(FrameMetric):
     DINO + SAM2 masks), mapped to [0, 1]. See the module docstring for every rule and its source."""
 
     name = "SRC"
+    paper = "CoVEBench App. F.3 (Static Region Consistency)"
+    weights_from = {  # where the official weights are published
+        "grounding_dino": "IDEA-Research/grounding-dino-base (Hugging Face)",
+        "sam2": "facebook/sam2-hiera-large (Hugging Face, transformers format); the official evaluator "
+                "downloads https://dl.fbaipublicfiles.com/segment_anything_2/072824/sam2_hiera_large.pt",
+        "dinov2": "facebook/dinov2-small (Hugging Face)",
+    }
     config_class = SRCConfig
     needs_source = True
     scale = "[0,1]"

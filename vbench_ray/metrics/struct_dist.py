@@ -165,6 +165,11 @@ class StructDist(FrameMetric):
     """Structure distance x 10^3 between source and edited frames (DINO key self-similarity; Table 3)."""
 
     name = "StructDist"
+    paper = "NRVBench Table 3, App. E.5 (structure distance x 1e3)"
+    weights_from = {  # where the official weights are published
+        "weights": "a DINO ViT checkpoint of https://github.com/facebookresearch/dino, e.g. "
+                   "https://dl.fbaipublicfiles.com/dino/dino_deitsmall8_pretrain/dino_deitsmall8_pretrain.pth",
+    }
     config_class = StructDistConfig
     higher_is_better = False
     scale = "x 1e3"

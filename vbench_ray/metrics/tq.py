@@ -151,6 +151,12 @@ class TQ(FrameMetric):
     """Technical Quality: DOVER++'s technical branch on spatial fragments, 0-100."""
 
     name = "TQ"
+    paper = "CoVEBench App. F.2 (Technical Quality, DOVER++ technical branch)"
+    weights_from = {  # where the official weights are published
+        "weights": "DOVER_plus_plus.pth in t2av-compass/Objective/Video/DOVER/pretrained_weights/ of "
+                   "https://github.com/NJU-LINK/T2AV-Compass (commit b726966, as the official CoVEBench "
+                   "download_assets.py pins it)",
+    }
     config_class = TQConfig
     choices = {"dtype": DTYPES, "arch": tuple(ARCHS)}
     needs_source = False
