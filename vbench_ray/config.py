@@ -149,6 +149,7 @@ class WandbConfig:
     group: Optional[str] = None  # sweeps put every variant's run in one group
     tags: List[str] = field(default_factory=list)
     log_cases: bool = True  # log the per-case table
+    strips: int = 16  # cases in that table shown with frame strips as images (source_frames, edited_frames)
 
 
 @dataclass

@@ -28,6 +28,8 @@ from vbench_ray.pipeline import Stage, build_dataset, cluster_capacity, iter_blo
 from vbench_ray.pool_plan import plan_stages
 from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_data_actors, start_ray
 from vbench_ray.run_lock import RunLock
+from vbench_ray import live
+from vbench_ray.figures import sweep_figures
 from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 
 log = logging.getLogger(__name__)
@@ -132,6 +134,7 @@ def _run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, schema: p
                 phase.prepare(rows)
         del rows
     del cases  # from here the driver holds the cases to do (`todo`, handed to the stream) and the keys
+    sink.on_write = live.start(run_dir, cfg, run_name(cfg), to_dict(cfg), sweep_info, n_todo).update  # W&B
     engines = EngineSet(str(run_dir))
     try:
         computed = _compute(bench, cfg, todo, schema, sink, phases, engines, run_dir,
@@ -371,8 +374,9 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
         log_to_wandb(run_dir, cfg.wandb, run_name(cfg), to_dict(cfg), summary, table)
     for v, (rows, _) in parts.items() if sweep_info else ():
         variant_summary = {"metrics": {m: s for m, s in by_variant[v].items()}}
-        log_to_wandb(run_dir, cfg.wandb, f"{run_name(cfg)}/{v}", {**to_dict(cfg), "variant": v},
-                     variant_summary, rows)
+        log_to_wandb(run_dir, cfg.wandb, f"{run_name(cfg)}/{v}", {**to_dict(cfg), **live.sweep_config(sweep_info, v)},
+                     variant_summary, rows, curves=sweep_figures(summary["sweep"], by_variant, list(summary["metrics"]))
+                     if v == "base" else ())
     return summary
 
 

@@ -15,10 +15,12 @@ import math
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from vbench_ray.live import open_run, wandb_env  # noqa: F401  (wandb_env: compare's wandb run too)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class CaseSink:
         for stale in self.dir.glob("*.tmp"):
             stale.unlink()
         self._failed: set[Key] = set()  # keys whose newest row failed
+        self.on_write: Callable[[pa.Table], None] | None = None  # e.g. live.Progress.update: W&B while it runs
         self._next: int | None = None  # number of the next shard
         self._done = self._read_keys()
 
@@ -105,6 +108,8 @@ class CaseSink:
         self._done.update(written)
         for key, fail in zip(written, failed):
             (self._failed.add if fail else self._failed.discard)(key)
+        if self.on_write is not None:
+            self.on_write(batch)
         return batch.num_rows
 
     def read_all(self) -> pa.Table:
@@ -198,38 +203,74 @@ def _flatten(prefix: str, obj: Any, out: dict) -> dict:
     return out
 
 
-def wandb_env(run_dir: str | Path) -> dict[str, str]:
-    """Keep every file wandb writes inside the run directory (STACK.md)."""
-    root = Path(run_dir).resolve() / "wandb"
-    root.mkdir(parents=True, exist_ok=True)
-    return {"WANDB_DIR": str(root.parent), "WANDB_CACHE_DIR": str(root / ".cache"),
-            "WANDB_DATA_DIR": str(root / ".data"), "WANDB_CONFIG_DIR": str(root / ".config"),
-            "WANDB_SILENT": "true"}
-
-
 def log_to_wandb(run_dir: str | Path, wandb_cfg: Any, run_name: str, config: dict, summary: dict,
-                 cases: pa.Table | None, extra_tables: Iterable[tuple[str, pa.Table]] = ()) -> str | None:
-    """One wandb run: the resolved config, the summary (flattened to ``metrics/SSIM/value`` ...) and the
-    per-case table. Offline by default: ``wandb sync RUN_DIR/wandb/offline-run-*`` uploads it later."""
+                 cases: pa.Table | None, extra_tables: Iterable[tuple[str, pa.Table]] = (),
+                 curves: Iterable[dict] = ()) -> str | None:
+    """The run's wandb run (the one :mod:`vbench_ray.live` opened for the stream, else a new one with the run
+    directory's id for ``run_name``): the resolved config, the summary (flattened to ``metrics/SSIM/value``
+    ...), the per-case table with the first ``wandb.strips`` cases' frame strips as images, and each sweep
+    ``curves`` figure (:func:`vbench_ray.figures.sweep_figures`, line kind) as a W&B line plot
+    ``sweep/<axis>/<metric>``. Offline by default: ``wandb sync RUN_DIR/wandb/offline-run-*`` uploads it later."""
     if wandb_cfg.mode == "disabled":
         return None
     os.environ.update(wandb_env(run_dir))
     import wandb
 
-    run = wandb.init(mode=wandb_cfg.mode, project=wandb_cfg.project, entity=wandb_cfg.entity,
-                     group=wandb_cfg.group, tags=list(wandb_cfg.tags), name=run_name, config=config,
-                     dir=str(Path(run_dir).resolve()), reinit="finish_previous")
+    run = open_run(run_dir, wandb_cfg, run_name, config)
     try:
         flat = _flatten("", {k: summary[k] for k in ("metrics", "by_category", "by_variant") if k in summary}, {})
         run.summary.update(flat)
         run.log(flat)
         if wandb_cfg.log_cases and cases is not None and cases.num_rows:
-            run.log({"cases": wandb.Table(dataframe=_loggable(cases))})
+            run.log({"cases": _case_table(cases, Path(run_dir), int(wandb_cfg.get("strips") or 0))})
         for name, table in extra_tables:
             run.log({name: wandb.Table(dataframe=_loggable(table))})
+        for fig in curves:
+            if fig.get("kind") == "line":
+                rows = [[x, v, lo, hi, n] for x, v, lo, hi, n in fig["points"]]
+                table = wandb.Table(data=rows, columns=[fig["axis"], fig["metric"], "ci_lo", "ci_hi", "n"])
+                run.log({f"sweep/{fig['axis']}/{fig['metric']}": wandb.plot.line(
+                    table, fig["axis"], fig["metric"], title=fig["title"])})
         return run.dir
     finally:
         run.finish()
+
+
+def _case_table(cases: pa.Table, run_dir: Path, n_strips: int):
+    """The per-case wandb table; the first ``n_strips`` cases with videos get ``source_frames`` /
+    ``edited_frames`` images (report's frame strips), the others none."""
+    import wandb
+
+    df = _loggable(cases)
+    columns = [c for c in ("source_path", "edited_path") if c in df.columns]
+    if not n_strips or not columns:
+        return wandb.Table(dataframe=df)
+    import io
+
+    from PIL import Image
+
+    from vbench_ray.strips import encode_strip, resolve
+
+    images: dict[str, list] = {c.replace("_path", "_frames"): [None] * len(df) for c in columns}
+    records = df.to_dict("records")
+    shown = 0
+    for i, row in enumerate(records):
+        if shown >= n_strips:
+            break
+        if any(str(k).startswith("error_") and isinstance(v, str) for k, v in row.items()):
+            continue  # a failed case: its videos may be what failed
+        for c in columns:
+            path = row[c]
+            if isinstance(path, str) and path:
+                try:
+                    png = encode_strip(resolve(path, run_dir))
+                    images[c.replace("_path", "_frames")][i] = wandb.Image(Image.open(io.BytesIO(png)), caption=path)
+                except Exception as exc:  # an undecodable video shows no image; the row stays
+                    log.warning("no frame strip for %s: %s", path, exc)
+        shown += 1
+    names = list(df.columns) + list(images)
+    data = [list(r.values()) + [images[k][i] for k in images] for i, r in enumerate(records)]
+    return wandb.Table(columns=names, data=data)
 
 
 def _loggable(table: pa.Table):
