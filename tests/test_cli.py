@@ -41,3 +41,129 @@ def test_verify_agentic_writes_reward_json(tmp_path, capsys):
     reward = json.loads((sub / "reward.json").read_text())
     assert reward["reward"] == 0 and reward["details"]["status"] == "invalid"
     assert "unknown clip" in reward["details"]["reason"] and info["n_tasks"] == 1
+
+
+# ----------------------------------------------------------------------------- discovery (issue 26, items 1 and 5)
+
+def _help(argv: list[str], capsys) -> str:
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv + ["--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+def _subparsers():
+    import argparse
+
+    from vbench_ray.cli import build_parser
+
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_list_prints_one_line_per_entry_with_section_scale_and_needs(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    for heading in ("benchmarks (4):", "metrics (15):", "judges (4):", "editors (4):"):
+        assert heading in out
+    assert {"cove", "vidic", "nrv", "agentic", "SSIM", "AES", "BG_LPIPS", "vllm", "http", "hf", "replay",
+            "precomputed", "identity", "command", "diffusers"} <= set(lines)
+    assert "CoVEBench App. F.3" in lines["SSIM"] and "scale [0,1]" in lines["SSIM"] and "needs: CPU only" in lines["SSIM"]
+    assert "needs: weights (metrics.AES.encoder, metrics.AES.weights), GPU optional" in lines["AES"]
+    assert "needs: weights for some settings (metrics.MF.cotracker_weights)" in lines["MF"]
+    assert "GPU" in lines["vllm"] and "judge.model" in lines["vllm"] and "NRVBench §4" in lines["nrv"]
+    assert main(["list", "judges"]) == 0
+    only = capsys.readouterr().out.splitlines()
+    assert only[0] == "judges (4):" and len(only) == 5
+
+
+def test_a_toy_of_each_registers_and_is_listed(monkeypatch, capsys):
+    """A new metric, benchmark, editor and judge backend: registering each is all `vbench-ray list` needs."""
+    from vbench_ray.benchmarks import BENCHMARKS, Benchmark
+    from vbench_ray.editors import EDITORS, Editor
+    from vbench_ray.judges.backends import BACKENDS
+    from vbench_ray.metrics import METRICS, FrameMetric
+
+    toy_metric = type("ToyMetric", (FrameMetric,), {"name": "ToyMetric", "paper": "Toy §9", "scale": "[0,7]",
+                                                      "weights_from": {"weights": "toy/toy-weights"}})
+    toy_bench = type("ToyBench", (Benchmark,), {"name": "toybench", "paper": "ToyBench §2", "needs": "a toy judge"})
+    toy_editor = type("ToyEditor", (Editor,), {"name": "toyedit", "paper": "toy editing", "needs": "GPU"})
+    for registry, name, obj in ((METRICS, "ToyMetric", toy_metric), (BENCHMARKS, "toybench", toy_bench),
+                                (EDITORS, "toyedit", toy_editor),
+                                (BACKENDS, "toyjudge", "vbench_ray.judges.backends.replay:ReplayBackend")):
+        monkeypatch.setitem(registry, name, obj)  # the registration, undone after the test
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert "Toy §9" in lines["ToyMetric"] and "scale [0,7]" in lines["ToyMetric"]
+    assert "needs: weights (metrics.ToyMetric.weights)" in lines["ToyMetric"]
+    assert "ToyBench §2" in lines["toybench"] and "needs: a toy judge" in lines["toybench"]
+    assert "toy editing" in lines["toyedit"] and "needs: GPU" in lines["toyedit"]
+    assert "toyjudge" in lines
+
+
+def test_config_prints_the_composed_config_with_comments(tmp_path, capsys):
+    from omegaconf import OmegaConf
+
+    from vbench_ray.configure import load_config
+
+    assert main(["config", "cove", "run.limit=3"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "  checklist: '???'  # the official checklist.json" in lines  # the benchmark's YAML
+    assert "  bootstrap_samples: 1000  # resamples for the 95% percentile bootstrap CIs in summary.json" in lines  # base
+    assert "  limit: 3  # evaluate only the first N cases (smoke runs)" in lines  # the override, base.yaml's comment
+    judge = lines[lines.index("judge:"):]
+    assert any(line.startswith("  backend: vllm  # vllm (a Ray Serve LLM") for line in judge)  # included files
+    # a key no YAML comments takes its dataclass field's comment
+    assert any(line.startswith("    grounding_dino: null  # local Grounding DINO dir") for line in lines)
+    # and it is the config a run gets: read back, it composes to the same values
+    saved = tmp_path / "cove_full.yaml"
+    saved.write_text(out)
+    again = load_config(saved, require_all=False)
+    assert OmegaConf.to_container(again) == OmegaConf.to_container(load_config("configs/cove.yaml", ["run.limit=3"],
+                                                                                require_all=False))
+    assert main(["config", "cvoe"]) == 2
+    assert "unknown benchmark 'cvoe'; available: agentic, cove, nrv, vidic" in capsys.readouterr().err
+
+
+def test_top_level_help_lists_every_command_and_every_option_has_help(capsys):
+    commands = _subparsers()
+    top = _help([], capsys)
+    for name in commands:
+        assert f"    vbench-ray {name}" in top, name  # a line each in the overview
+        assert f"    {name} " in top, name  # and in argparse's list
+    for name, parser in commands.items():
+        missing = [a.dest for a in parser._actions if not a.help and a.dest != "help"]
+        assert not missing, f"`vbench-ray {name}`: no help text for {missing}"
+    run = _help(["run"], capsys)
+    assert "vbench-ray config BENCHMARK" in run and "run.limit" in run and "metrics.enabled" in run
+
+
+def test_weights_check_needs_no_data_and_reports_every_missing_weight(capsys):
+    """No data.* and no output.dir; the metrics', the editor's and the judge's missing weights in one report,
+    each with its key and where the official weights are published."""
+    code = main(["weights", "check", "configs/cove.yaml", "metrics.enabled=[SSIM,AES,TQ,UAS]", "editor=vace"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 5 problems with the weights and models this config needs")
+    expected = {  # key -> where its official weights are published
+        "metrics.AES.encoder": "google/siglip-so400m-patch14-384",
+        "metrics.AES.weights": "https://github.com/discus0434/aesthetic-predictor-v2-5",
+        "metrics.TQ.weights": "https://github.com/NJU-LINK/T2AV-Compass",
+        "editor.weights": "Wan-AI/Wan2.1-VACE-14B-diffusers",
+        "judge.model": "Qwen/Qwen3.5-122B-A10B",
+    }
+    problems = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 5
+    for key, source in expected.items():
+        assert any(f"`{key}`" in p and source in p for p in problems), (key, problems)
+    assert "data." not in err and "output.dir" not in err
+
+
+def test_weights_check_without_data_passes_when_nothing_is_missing(capsys):
+    assert main(["weights", "check", "cove", "metrics.enabled=[SSIM,MSM]"]) == 0
+    assert "weights ok: no enabled metric or editor needs weights" in capsys.readouterr().out

@@ -1,9 +1,12 @@
-"""``vbench-ray``: run, synth, report, demo.
+"""``vbench-ray``: evaluate video benchmarks on Ray; one command per line below (``vbench-ray COMMAND --help``).
 
+    vbench-ray list [benchmarks|metrics|judges|editors]  what can be run: one line each (paper section, scale, needs)
+    vbench-ray config BENCHMARK [key=value ...]  the composed config of a benchmark (cove, or a YAML) with comments
     vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
     vbench-ray edit EDITOR.yaml [key=value ...]  edit CoVEBench's cases with one editing model (configs/editors/)
                                                  into output.dir/{id}.mp4; resumable; Table 5 cost in summary.json
-    vbench-ray weights check CONFIG [key=value]  every enabled metric's weights and the editor's model exist and load
+    vbench-ray weights check CONFIG [key=value]  every model the config needs (metrics, editor, judges), no data:
+                                                 all missing ones at once, where each is published; then loads them
     vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
     vbench-ray synth cove|vidic|nrv|agentic --out DIR  write a synthetic mini benchmark in the official layout
     vbench-ray verify agentic --task T --submission S   score one AgenticVBench submission, write reward.json
@@ -141,27 +144,54 @@ def _print_result(result) -> None:
         print(f"  {failures['count']} case(s) failed: {failures['by_stage']} (details in summary.json)")
 
 
+def _config_path(name: str) -> Path:
+    """A YAML path as given, or a bundled benchmark's by its name (``cove`` -> configs/cove.yaml)."""
+    path = Path(name).expanduser()
+    bundled = REPO_CONFIGS / f"{name}.yaml"
+    if path.is_file() or not bundled.is_file():
+        if not path.is_file() and path.suffix not in (".yaml", ".yml") and len(path.parts) == 1:
+            from vbench_ray.benchmarks import BENCHMARKS
+            from vbench_ray.config import ConfigError
+
+            raise ConfigError(f"{BENCHMARKS.unknown(name)} (or give the path of a YAML config)")
+        return path
+    return bundled
+
+
 def cmd_weights(args: argparse.Namespace) -> int:
-    """Every enabled model-backed metric's weights, and the editor's model: present (the config key named when not)
-    and loadable, by the loaders the run uses."""
+    """Every model the config needs: the enabled metrics' weights, the editor's model and each judge's model. Reads
+    no data (``data.*`` and ``output.dir`` may be unset). First every missing one at once, each with the key to set
+    and where the official weights are published; then the metrics' and the editor's weights are loaded by the
+    loaders the run uses (the judges' models are loaded by the run: a 100B judge is not loaded to check it)."""
     import time
 
     from vbench_ray import preflight
     from vbench_ray.configure import load_config
     from vbench_ray.metrics.base import METRICS, build_metric
 
-    cfg = load_config(args.config, args.overrides)
-    preflight.check(cfg)  # every missing path, named by its key, before anything loads
+    cfg = load_config(_config_path(args.config), args.overrides, require_all=False)
+    problems = preflight.weights_problems(cfg)
+    if problems:
+        print(f"error: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the weights and models this "
+              f"config needs (metrics, editor, judges):", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
     enabled = [m for m in (cfg.metrics.get("enabled") or []) if m in METRICS]
     models = [m for m in enabled if build_metric(m, cfg.metrics[m]).in_pool()]
+    failed = []
     for name in models:
         start = time.perf_counter()
         try:
             build_metric(name, cfg.metrics[name]).setup()
-        except Exception as exc:  # a file that exists but does not load: name the metric and the error
-            print(f"error: metrics.{name}: the weights do not load: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 2
+        except Exception as exc:  # a file that exists but does not load: name the metric and the error, go on
+            failed.append(f"metrics.{name}: the weights do not load: {type(exc).__name__}: {exc}")
+            continue
         print(f"{name}: loaded in {time.perf_counter() - start:.1f} s")
+    for problem in failed:
+        print(f"error: {problem}", file=sys.stderr)
+    if failed:
+        return 2
     editor = cfg.get("editor")
     if editor is not None and editor.name not in ("precomputed", "identity"):
         # what `edit` will do: its own loader (diffusers' from_pretrained reads every component; a folder that
@@ -178,7 +208,58 @@ def cmd_weights(args: argparse.Namespace) -> int:
             return 2
         print(f"editor ({editor.name}): loaded in {time.perf_counter() - start:.1f} s")
         models.append(f"editor ({editor.name})")
-    print(f"weights ok: {', '.join(models) if models else 'no enabled metric or editor needs weights'}")
+    print(f"weights ok: {', '.join(models) if models else 'no enabled metric or editor needs weights'}"
+          f"{'; judge models found (loaded by the run)' if _has_judge(cfg) else ''}")
+    return 0
+
+
+def _has_judge(cfg) -> bool:
+    from vbench_ray.benchmarks import get_benchmark
+
+    try:
+        return bool(get_benchmark(cfg.benchmark).judge_phases(cfg))
+    except Exception:  # noqa: BLE001 - only decides a word of the summary line; preflight checked the judges
+        return False
+
+
+LISTS = ("benchmarks", "metrics", "judges", "editors")
+
+CONFIG_KEYS_HELP = """config keys (key=value, dotted; lists as metrics.enabled=[SSIM,MSM]; a node from a file: judge=gpt5_mini_http):
+  every benchmark: output.dir (required), output.resume, run.limit, run.seed, run.name, ray.address, ray.num_cpus,
+  ray.workers, ray.pools, video.backend, stats.bootstrap_samples, stats.confidence, wandb.mode, wandb.project,
+  report.enabled ...; per benchmark: data.*, metrics.enabled, metrics.<METRIC>.*, judge.* (and vqr.*, model.*,
+  judges[...]), editor.*, score.* ...
+  `vbench-ray config BENCHMARK` prints every key of a benchmark with its default and what it does;
+  `vbench-ray list` the benchmarks, metrics, judge backends and editors there are."""
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The registries, one line per entry: name, paper section (or what it is), scale, what it needs to run."""
+    from vbench_ray.benchmarks import BENCHMARKS
+    from vbench_ray.editors import EDITORS
+    from vbench_ray.judges.backends import BACKENDS
+    from vbench_ray.metrics import METRICS
+    from vbench_ray.registry import Entry
+
+    registries = {"benchmarks": BENCHMARKS, "metrics": METRICS, "judges": BACKENDS, "editors": EDITORS}
+    for kind in [args.what] if args.what else LISTS:
+        entries = registries[kind].entries()
+        if kind == "editors":  # editor.name's default, not a registered editor: no editor stage
+            entries.insert(0, Entry("precomputed", "the edited videos already in data.edited_dir (the default)"))
+        print(f"{kind} ({len(entries)}):" + (" frame metrics; a benchmark's judge computes the others "
+                                             "(`vbench-ray config BENCHMARK`: metrics.enabled)"
+                                             if kind == "metrics" else ""))
+        width = max(len(e.name) for e in entries)
+        for entry in entries:
+            print(f"  {entry.line(width)}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """The composed config of a benchmark with the comments of the files it is composed from."""
+    from vbench_ray.config_show import show_config
+
+    sys.stdout.write(show_config(_config_path(args.benchmark), args.overrides))
     return 0
 
 
@@ -292,10 +373,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vbench-ray", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("run", help="evaluate a benchmark config")
+    p = sub.add_parser("list", help="list benchmarks, metrics, judge backends and editors (paper section, needs)")
+    p.add_argument("what", nargs="?", choices=LISTS, help="one registry (default: all four)")
+    p.set_defaults(fn=cmd_list)
+
+    p = sub.add_parser("config", help="print a benchmark's composed config, every key with its comment",
+                       epilog="Save it, edit it, run it: vbench-ray config cove > my.yaml; vbench-ray run my.yaml ...")
+    p.add_argument("benchmark", help="a benchmark's name (cove, vidic, nrv, agentic: configs/<name>.yaml) or a YAML")
+    p.add_argument("overrides", nargs="*", help="key=value overrides applied first, e.g. judge=gpt5_mini_http")
+    p.set_defaults(fn=cmd_config)
+
+    p = sub.add_parser("run", help="evaluate a benchmark config", epilog=CONFIG_KEYS_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("config", help="YAML config, e.g. configs/cove.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. output.dir=runs/x")
     p.set_defaults(fn=cmd_run)
@@ -305,9 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. data.checklist=... output.dir=...")
     p.set_defaults(fn=cmd_edit)
 
-    p = sub.add_parser("weights", help="check that every enabled metric's weights exist and load")
-    p.add_argument("action", choices=["check"])
-    p.add_argument("config", help="YAML config, e.g. configs/cove.yaml")
+    p = sub.add_parser("weights", help="check every model a config needs (metrics, editor, judges); no data needed")
+    p.add_argument("action", choices=["check"], help="check: report every missing weight at once, then load them")
+    p.add_argument("config", help="YAML config, e.g. configs/cove.yaml, or a benchmark's name (cove)")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. metrics.enabled=[SSIM,AES]")
     p.set_defaults(fn=cmd_weights)
 
@@ -317,14 +409,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("synth", help="write a synthetic mini benchmark")
-    p.add_argument("benchmark", choices=["cove", "vidic", "nrv", "agentic"])
-    p.add_argument("--out", required=True)
-    p.add_argument("--n", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("benchmark", choices=["cove", "vidic", "nrv", "agentic"], help="which benchmark's layout")
+    p.add_argument("--out", required=True, help="folder to write the data into (its paths are printed as JSON)")
+    p.add_argument("--n", type=int, default=8, help="number of cases (default: 8; agentic: one task per family)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the videos and annotations (default: 0)")
     p.set_defaults(fn=cmd_synth)
 
     p = sub.add_parser("verify", help="verify one AgenticVBench submission (writes reward.json)")
-    p.add_argument("benchmark", choices=["agentic"])
+    p.add_argument("benchmark", choices=["agentic"], help="the benchmark (AgenticVBench)")
     p.add_argument("--task", required=True, help="the task bundle folder")
     p.add_argument("--submission", required=True, help="the folder holding the deliverables")
     p.add_argument("--out", default=None, help="where reward.json goes (default: SUBMISSION/reward.json)")
@@ -332,8 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser("report", help="write RUN_DIR/report.html")
-    p.add_argument("run_dir")
-    p.add_argument("--n-strips", type=int, default=3)
+    p.add_argument("run_dir", help="a run directory (output.dir of a run)")
+    p.add_argument("--n-strips", type=int, default=3, help="cases shown as sampled frame strips (default: 3)")
     p.set_defaults(fn=cmd_report)
 
     p = sub.add_parser("compare", help="leaderboard of runs of one benchmark with paired statistics")
@@ -343,22 +435,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-mixed", action="store_true", help="compare runs scored with different options")
     p.add_argument("--metrics", nargs="*", default=[], help="only these metrics (default: all in summary.json)")
     p.add_argument("--rank-by", default=None, help="metric that orders the table (default: the benchmark's headline)")
-    p.add_argument("--variant", default="base")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--variant", default="base", help="the sweep variant compared (default: base)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the bootstrap and permutation resamples (default: 0)")
     p.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples (CIs, rank intervals)")
     p.add_argument("--n-permutations", type=int, default=10000, help="permutation-test resamples")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction")
-    p.add_argument("--wandb-mode", default="offline", choices=["offline", "online", "disabled"])
+    p.add_argument("--wandb-mode", default="offline", choices=["offline", "online", "disabled"],
+                   help="W&B logging of the leaderboard (default: offline, under OUT/wandb)")
     p.add_argument("--human-prefs", default=None, help="CoVEBench: human pairwise preferences (docs/analyses.md)")
     p.add_argument("--human-answers", default=None, help="CoVEBench / ViDiC: human answers to checklist questions")
     p.add_argument("--judge-repeats", nargs="*", default=[], help="CoVEBench / ViDiC: runs of one model repeated with other judge seeds")
     p.set_defaults(fn=cmd_compare)
 
     p = sub.add_parser("demo", help="synthetic CoVEBench on local Ray")
-    p.add_argument("--out", default="runs/demo")
-    p.add_argument("--n", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("overrides", nargs="*")
+    p.add_argument("--out", default="runs/demo", help="folder for the data, the tiny judge and the run (default: runs/demo)")
+    p.add_argument("--n", type=int, default=8, help="number of synthetic cases (default: 8)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the data, the judge's weights and the run (default: 0)")
+    p.add_argument("overrides", nargs="*", help="key=value overrides of the run's config (configs/cove.yaml)")
     p.set_defaults(fn=cmd_demo)
     return parser
 
@@ -368,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     from vbench_ray.config import ConfigError
     from vbench_ray.interrupt import ctrl_c_guard, exit_interrupted
     from vbench_ray.judges.base import JudgeUnavailable
+    from vbench_ray.registry import UnknownName
 
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
@@ -378,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             except KeyboardInterrupt:
                 exit_interrupted("interrupted: the rows finished so far are kept (cases/, the judge log); run the "
                                  "same command again to resume")
-    except (ConfigError, DataError) as exc:
+    except (ConfigError, DataError, UnknownName) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except JudgeUnavailable as exc:  # the judge endpoint is not there: rows and answers so far are kept

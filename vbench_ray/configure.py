@@ -39,10 +39,13 @@ def _check_choices(cfg: DictConfig) -> None:
             raise ConfigError(f"config key `{key}` = {value!r} is not one of {list(allowed)}")
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> DictConfig:
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, *,
+                require_all: bool = True) -> DictConfig:
     """Load ``path`` (YAML, may ``extends`` another and ``include`` files), apply ``key=value`` overrides, validate.
 
     Returns a read-only structured config. Raises ``ConfigError`` with a message naming the key.
+    ``require_all=False`` leaves required keys unset (``???``: the data paths, ``output.dir``) for commands that
+    never read them (``vbench-ray weights check``, ``vbench-ray config``).
     """
     user = read_yaml(Path(path)) if path else OmegaConf.create({})
     for item in overrides or []:
@@ -58,7 +61,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     except ValidationError as exc:
         raise ConfigError(f"invalid value for config key `{exc.full_key}`: {exc.msg}") from None
     missing = sorted(OmegaConf.missing_keys(cfg))
-    if missing:
+    if missing and require_all:
         raise ConfigError("required config keys are not set: " + ", ".join(f"`{k}`" for k in missing)
                           + " (set them in the YAML or as key=value)")
     _check_choices(cfg)

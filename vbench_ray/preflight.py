@@ -55,6 +55,19 @@ def check(cfg: DictConfig) -> None:
         raise ConfigError(f"the config cannot run ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n{lines}")
 
 
+def weights_problems(cfg: DictConfig) -> Problems:
+    """Every problem of what ``cfg``'s models need, all at once: the enabled metrics' weights, the editor's model and
+    each judge's model (``vbench-ray weights check``). Reads no data (``data.*`` and ``output.dir`` may be unset);
+    each message names the key to set and, where known, where the official weights are published."""
+    problems: Problems = []
+    for step in (_check_metrics, _check_editor, _check_judges):
+        try:
+            problems += step(cfg)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    return list(dict.fromkeys(problems))
+
+
 def _get(cfg: Any, key: str) -> Any:
     return OmegaConf.select(cfg, key) if isinstance(cfg, DictConfig) else getattr(cfg, key, None)
 
@@ -173,7 +186,9 @@ def _check_editor(cfg: DictConfig) -> Problems:
 
     if editor.name not in EDITORS:
         return [f"`editor.name` = {editor.name!r} is not a known editor: {['precomputed', *sorted(EDITORS)]}"]
-    out = list(EDITORS[editor.name].check_weights(editor))
+    cls = EDITORS[editor.name]
+    out = [_with_source(p, {f"editor.{k}": v for k, v in cls.weights_from.items()}, "official weights")
+           for p in cls.check_weights(editor)]
     device = editor.get("device")
     return out + _check_gpu(cfg, ["editor.device"] if device and str(device).startswith("cuda") else [])
 
@@ -183,8 +198,23 @@ def _check_editor(cfg: DictConfig) -> Problems:
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
-def _check_judge(node: Any, key: str) -> Problems:
-    """One judge config (``key``: where it sits in the config, e.g. ``judge``, ``model``, ``judges[1]``)."""
+def _with_source(problem: str, sources: dict[str, str], what: str) -> str:
+    """``problem`` followed by where the weights of the config key it names are published (``sources``: key ->
+    text), when it names one of them."""
+    for key, source in sources.items():
+        if f"`{key}`" in problem and source:
+            return f"{problem}; {what}: {source}"
+    return problem
+
+
+def _check_judge(node: Any, key: str, source: str | None = None) -> Problems:
+    """One judge config (``key``: where it sits in the config, e.g. ``judge``, ``model``, ``judges[1]``; ``source``:
+    the model the paper used there, said beside a model that is not set or not found)."""
+    out = [_with_source(p, {f"{key}.model": source or ""}, "the paper's model") for p in _judge_problems(node, key)]
+    return out
+
+
+def _judge_problems(node: Any, key: str) -> Problems:
     out: Problems = []
     backend = _get(node, "backend")
     model = _get(node, "model")
@@ -234,7 +264,8 @@ def _check_judges(cfg: DictConfig) -> Problems:
         if id(node) in seen or (cfg.benchmark == "vidic" and phase.name == "describe" and _get(cfg, "data.responses")):
             continue  # (ViDiC's precomputed responses are replayed from a file the run writes itself)
         seen.add(id(node))
-        out += _check_judge(node, _judge_key(cfg, phase.name, node))
+        key = _judge_key(cfg, phase.name, node)
+        out += _check_judge(node, key, bench.judge_models.get(key.split("[")[0].replace("judges", "judge")))
     gpu = [p.split(":", 1)[1] for p in out if p.startswith("__gpu__:")]
     return [p for p in out if not p.startswith("__gpu__:")] + _check_gpu(cfg, gpu)
 
