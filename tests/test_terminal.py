@@ -18,3 +18,23 @@ def test_nrv_run_prints_every_metric_per_method(capsys, tmp_path: Path):
     assert lines[at + 1].split() == ["method", "NRVE_Acc", "FPS"]
     assert lines[at + 3].split() == ["m1", "0.75", "[0.5,", "1]", "n=4", "10", "n=4"]
     assert lines[at + 4].split() == ["m2", "0.25", "[0,", "0.5]", "n=4", "n/a", "n=0"]
+
+
+class _Model:
+    def __call__(self, row):
+        return {}
+
+
+def test_pool_stage_log_line_says_pool_once(caplog, ray_local):
+    """Issue 26 item 6: the log said "stage m: pool pool of 1-4 actor(s)"."""
+    import logging
+
+    import ray
+
+    from vbench_ray.pipeline import Stage, apply_stage
+    from vbench_ray.pool_plan import StagePlan
+
+    with caplog.at_level(logging.INFO, logger="vbench_ray.pipeline"):
+        apply_stage(ray.data.range(1), Stage(name="m", fn=_Model, outputs={}, kind="pool"), StagePlan(1.0, 1, 4))
+    assert "stage m (pool): pool of 1-4 actor(s), 1.00 CPU and 0.00 GPU each" in caplog.text
+    assert "pool pool" not in caplog.text

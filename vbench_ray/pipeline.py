@@ -240,7 +240,7 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
     if stage.runtime_env:
         resources["runtime_env"] = stage.runtime_env
     if stage.is_actor:
-        log.info("stage %s: %s pool of %d-%d actor(s), %.2f CPU and %.2f GPU each", stage.name, stage.kind,
+        log.info("stage %s (%s): pool of %d-%d actor(s), %.2f CPU and %.2f GPU each", stage.name, stage.kind,
                  plan.min_size, plan.max_size, plan.num_cpus, num_gpus)
         return ds.map_batches(_actor_runner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
                               compute=ray.data.ActorPoolStrategy(min_size=plan.min_size, max_size=plan.max_size,
