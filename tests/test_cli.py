@@ -67,7 +67,7 @@ def test_list_prints_one_line_per_entry_with_section_scale_and_needs(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
-    for heading in ("benchmarks (4):", "metrics (15):", "judges (4):", "editors (4):"):
+    for heading in ("benchmarks (4):", "metrics (32):", "judges (4):", "editors (4):"):  # 15 frame metrics + 17
         assert heading in out
     assert {"cove", "vidic", "nrv", "agentic", "SSIM", "AES", "BG_LPIPS", "vllm", "http", "hf", "replay",
             "precomputed", "identity", "command", "diffusers"} <= set(lines)
@@ -75,6 +75,9 @@ def test_list_prints_one_line_per_entry_with_section_scale_and_needs(capsys):
     assert "needs: weights (metrics.AES.encoder, metrics.AES.weights), GPU optional" in lines["AES"]
     assert "needs: weights for some settings (metrics.MF.cotracker_weights)" in lines["MF"]
     assert "GPU" in lines["vllm"] and "judge.model" in lines["vllm"] and "NRVBench §4" in lines["nrv"]
+    # the metrics a benchmark scores with its judge or verifiers are listed too
+    assert "CoVEBench §3.1, App. F.1 [cove]" in lines["UAS"] and "scale percent" in lines["UAS"]
+    assert "NRVBench §4.2, Eq. 3 [nrv]" in lines["S_phy"] and "ViDiC §3.3.2" in lines["Avg"]
     assert main(["list", "judges"]) == 0
     only = capsys.readouterr().out.splitlines()
     assert only[0] == "judges (4):" and len(only) == 5

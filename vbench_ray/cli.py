@@ -246,9 +246,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         entries = registries[kind].entries()
         if kind == "editors":  # editor.name's default, not a registered editor: no editor stage
             entries.insert(0, Entry("precomputed", "the edited videos already in data.edited_dir (the default)"))
-        print(f"{kind} ({len(entries)}):" + (" frame metrics; a benchmark's judge computes the others "
-                                             "(`vbench-ray config BENCHMARK`: metrics.enabled)"
-                                             if kind == "metrics" else ""))
+        if kind == "metrics":  # then those a benchmark scores itself, with its judge or verifiers
+            entries += [Entry(name, f"{section} [{bench}]", scale, f"{bench}'s judge or verifiers")
+                        for bench, cls in BENCHMARKS.items() for name, (section, scale) in cls.scored_metrics.items()]
+        print(f"{kind} ({len(entries)}):")
         width = max(len(e.name) for e in entries)
         for entry in entries:
             print(f"  {entry.line(width)}")

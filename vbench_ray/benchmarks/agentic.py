@@ -138,6 +138,9 @@ class AgenticBench(Benchmark):
     name = "agentic"
     paper = "AgenticVBench §2.4-2.7, App. H (official code: PhiloLabs/agentic-vbench)"
     needs = "agent rollouts (a served model) or submissions; a judge for Repurpose's rubric items"
+    scored_metrics = {**{family: (f"AgenticVBench §2.{4 + i}, App. H (verifier)", "[0,1]")
+                         for i, family in enumerate(("assembly", "repair", "sequencing", "repurpose"))},
+                      "overall": ("AgenticVBench §3.1 (mean over tasks)", "[0,1]")}
     config_class = AgenticConfig
     result_sections = ("assembly", "sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
     config_choices = {**JUDGE_CHOICES, "data.agent": AGENTS, "sequencing.score": SEQUENCING_SCORES,

@@ -60,6 +60,9 @@ class Benchmark:
     # where each judge's key (judge, vqr, model; judges[i] reads judge) -> the model the paper used and where it is
     # published: said beside a judge model that is not set or not found (preflight, `vbench-ray weights check`)
     judge_models: ClassVar[dict[str, str]] = {}
+    # the metrics it scores itself (a judge's, a verifier's), beside the registered frame metrics it names:
+    # name -> (paper section, scale), for `vbench-ray list metrics`
+    scored_metrics: ClassVar[dict[str, tuple[str, str]]] = {}
     config_class: ClassVar[type] = object
     config_choices: ClassVar[dict[str, tuple[str, ...]]] = {}
     # the frame metrics it uses, by registered name (vbench_ray.metrics): its `metrics` config section is

@@ -255,6 +255,9 @@ class CoveBench(Benchmark):
     needs = "a VLM checklist judge (UAS/IFS/VRS/SEM; GPU with vllm), weights for AES, TQ, SRC"
     judge_models = {"judge": "Qwen/Qwen3.5-122B-A10B (Hugging Face; the official CoVEBench judge)",
                     "vqr": "TianheWu/VisualQuality-R1-7B (Hugging Face; the official VQR model)"}
+    scored_metrics = {"UAS": ("CoVEBench §3.1, App. F.1", "percent"), "IFS": ("CoVEBench App. F.1", "percent"),
+                      "VRS": ("CoVEBench App. F.1", "percent"), "SEM": ("CoVEBench App. F.3", "0-100"),
+                      "VQR": ("CoVEBench App. F.2 (VisualQuality-R1)", "1-5")}
     config_class = CoveConfig
     # rows made by another editor (or another editor config) are another model's: never resumed into
     result_sections = ("editor.name", "editor.config_hash")

@@ -156,6 +156,9 @@ class NRVBench(Benchmark):
     name = "nrv"
     paper = "NRVBench §4 (NRVE-Acc), App. E.5 (conventional metrics); no official code"
     needs = "VLM judges (NRVE-Acc; GPU with vllm), weights for BG_LPIPS, StructDist, CLIP_S, CLIP_E, NIQE"
+    scored_metrics = {"NRVE_Acc": ("NRVBench §4 (geometric mean of the three)", "[0,100]"),
+                      "S_instr": ("NRVBench §4.1, Eq. 2", "[0,100]"), "S_phy": ("NRVBench §4.2, Eq. 3", "[0,100]"),
+                      "S_temp": ("NRVBench §4.3, Eq. 4-5", "[0,100]")}
     judge_models = {"judge": "Qwen/Qwen2.5-VL-7B-Instruct, -32B-Instruct or -72B-Instruct (Hugging Face; the open "
                              "judges of NRVBench §5, App. E.3)"}
     config_class = NRVConfig

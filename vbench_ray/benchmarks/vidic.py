@@ -160,6 +160,9 @@ class VidicBench(Benchmark):
     name = "vidic"
     paper = "ViDiC §3.3, App. E (official code: NJU-LINK/ViDiC-1K)"
     needs = "the model under test (a VLM that describes; GPU with vllm) and a text judge"
+    scored_metrics = {"Sim": ("ViDiC §3.3.2 (similarity questions)", "percent"),
+                      "Diff": ("ViDiC §3.3.2 (difference questions)", "percent"),
+                      "Avg": ("ViDiC §3.3.2 (mean of Sim and Diff)", "percent")}
     judge_models = {"judge": "gpt-5-mini (OpenAI API, text only; the official ViDiC-1K judge)",
                     "model": "any VLM under test, e.g. Qwen/Qwen2.5-VL-7B-Instruct (Hugging Face), or a served model's name"}
     config_class = VidicConfig
