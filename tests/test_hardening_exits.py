@@ -377,7 +377,10 @@ def test_item8_a_second_ctrl_c_exits_at_once(cove_data, tmp_path):
     log = tmp_path / "run.log"
     proc = _cli(["run", str(COVE), *cove_overrides(cove_data, out, "ray.num_cpus=2")], ray_dir, log)
     try:
-        _wait_for(lambda: (out / "config.yaml").exists(), proc)  # the config passed its checks: Ray is starting
+        # Ray is starting (its session folder is made first; GCS and raylet take seconds more): the first Ctrl-C's
+        # clean-up waits for that start to end (a run never leaves ray.init half done)
+        _wait_for(lambda: any(Path(ray_dir).glob("*/session_*")), proc)
+        assert "Started a local Ray instance" not in log.read_text()
         proc.send_signal(signal.SIGINT)
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
