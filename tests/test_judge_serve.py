@@ -92,3 +92,49 @@ def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tmp_pa
     with pytest.raises(ConfigError, match=r"the Ray cluster has 4 CPUs, the judge engines hold 3"):
         run(cfg)
     assert not (out / "engines.jsonl").exists() and not list((out / "cases").glob("*.parquet"))  # nothing loaded
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_serve_replica_restarted_records_its_reload(ray_local, tmp_path):
+    """Issue 30, item 5: each Serve replica appends its own load to engines.jsonl (its pid, not the driver's), so a
+    replica Serve starts again after its process died shows as a second load."""
+    import os
+    import time
+
+    import ray
+    from omegaconf import OmegaConf
+    from ray import serve
+
+    from vbench_ray.judges.base import JudgeConfig
+    from vbench_ray.judges.engines import make_engine
+
+    model = build_tiny_qwen2(tmp_path / "qwen2")
+    tag = new_tag()
+    env = vllm_env(tmp_path / "vllm", tag, stub=False)
+    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig()), {
+        "backend": "vllm", "model": str(model), "max_tokens": 8, "env_vars": env,
+        "vllm": {"cpu": True, "max_model_len": 1024}})
+    engine = make_engine(cfg, str(tmp_path))
+    path = tmp_path / "engines.jsonl"
+
+    def loads() -> list[dict]:
+        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    try:
+        engine.start()
+        first = loads()
+        assert len(first) == 1 and first[0]["backend"] == "vllm-serve" and first[0]["pid"] != os.getpid()
+        replicas = [a for a in ray.util.list_named_actors(all_namespaces=True)
+                    if "SERVE_REPLICA" in a["name"] and engine.deployment in a["name"]]
+        assert len(replicas) == 1
+        ray.kill(ray.get_actor(replicas[0]["name"], namespace=replicas[0]["namespace"]), no_restart=True)
+        deadline = time.time() + 400
+        while len(loads()) < 2 and time.time() < deadline:
+            time.sleep(2)
+        again = loads()
+        assert len(again) == 2 and again[1]["pid"] != first[0]["pid"]  # the new replica's own load
+    finally:
+        engine.stop()
+        serve.shutdown()
+        kill_tagged(tag)
