@@ -224,6 +224,8 @@ def _judge_problems(node: Any, key: str) -> Problems:
     elif backend in ("vllm", "hf") and not Path(str(model)).expanduser().exists():
         if not _HUB_ID.fullmatch(str(model)):  # "org/name" may be a Hugging Face cache id; a path must exist
             out.append(f"`{key}.model` = {model!r} does not exist (the {backend} backend loads a local model folder)")
+    if backend == "vllm" and model:
+        out += [p for p in [_vllm_vision_problem(node, key)] if p]
     if backend == "http":
         if not _get(node, "http.base_url"):
             out.append(f"`{key}.http.base_url` is not set: the http backend needs the server's URL "
@@ -245,6 +247,40 @@ def _judge_problems(node: Any, key: str) -> Problems:
     if backend == "hf" and device and str(device).startswith("cuda"):
         out.append(f"__gpu__:{key}.hf.device")
     return out
+
+
+def _vllm_vision_problem(node: Any, key: str) -> str | None:
+    """A vLLM judge on a local vision-language model (``config.json`` with a ``vision_config``) needs torchvision in
+    the judge's Ray workers: vLLM 0.29's modules for Qwen2-VL, Qwen2.5-VL, LLaVA, InternVL ... and transformers'
+    video processors import it. The CPU stack of ``make setup`` has none (PyPI's torchvision is built against CUDA
+    torch: beside the CPU build it fails with ``operator torchvision::nms does not exist``), and the run then waited
+    in Ray Data's multimodal stage. Imported here in a subprocess with the workers' environment (``env_vars``)."""
+    import json
+    import subprocess
+    import sys
+
+    try:
+        config = json.loads((Path(str(_get(node, "model"))).expanduser() / "config.json").read_text())
+    except (OSError, ValueError):
+        return None  # a hub id, or no model folder (reported above)
+    if not isinstance(config, dict) or "vision_config" not in config:
+        return None
+    extra = _get(node, "env_vars")
+    extra = OmegaConf.to_container(extra) if isinstance(extra, DictConfig) else (extra or {})
+    env = {**os.environ, **{str(k): str(v) for k, v in extra.items() if v is not None}}
+    try:
+        done = subprocess.run([sys.executable, "-c", "import torchvision.transforms.functional"], env=env,
+                              capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode == 0:
+        return None
+    last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
+    return (f"`{key}.backend` = vllm with the vision-language model {str(_get(node, 'model'))!r} needs torchvision "
+            f"in the judge's workers, and it cannot be imported there ({last[:200]}). The CPU stack (make setup) has "
+            f"no working torchvision (PyPI's builds need CUDA torch): serve the judge where the GPU stack is "
+            f"installed (pip install -e '.[gpu]', vLLM's OpenAI server) and set {key}.backend=http with "
+            f"{key}.http.base_url, or install a torchvision built for this torch")
 
 
 def _check_judges(cfg: DictConfig) -> Problems:
