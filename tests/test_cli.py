@@ -170,3 +170,19 @@ def test_weights_check_needs_no_data_and_reports_every_missing_weight(capsys):
 def test_weights_check_without_data_passes_when_nothing_is_missing(capsys):
     assert main(["weights", "check", "cove", "metrics.enabled=[SSIM,MSM]"]) == 0
     assert "weights ok: no enabled metric or editor needs weights" in capsys.readouterr().out
+
+
+def test_weights_check_says_where_every_official_weight_is_published(capsys):
+    """Every model-backed metric of CoVEBench and NRVBench, the editor and every judge: each missing one is named by
+    its key with where its official weights (or the paper's judge) are published."""
+    cases = {
+        ("cove", "metrics.enabled=[SSIM,MSM,MF,SRC,AES,TQ,UAS,VQR]", "metrics.MSM.flow=raft",
+         "metrics.MF.tracker=cotracker", "editor=vace"): 11,  # MSM 1, MF 1, SRC 3, AES 2, TQ 1, editor, judge, vqr
+        ("nrv", "metrics.enabled=[NRVE_Acc,BG_LPIPS,StructDist,CLIP_S,CLIP_E,NIQE]"): 6,  # 5 metrics and the judge
+        ("vidic",): 2,  # the model under test and the judge
+    }
+    for argv, n in cases.items():
+        assert main(["weights", "check", *argv]) == 2
+        problems = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  - ")]
+        assert len(problems) == n, problems
+        assert all("; official weights: " in p or "; the paper's model: " in p for p in problems), problems

@@ -145,8 +145,9 @@ def _check_metrics(cfg: DictConfig) -> Problems:
         if "frames" in node:
             out += _int_at_least(node, "frames", 1, what=" (frames sampled per video; null: every frame)")
             out = [p.replace("`frames`", f"`metrics.{name}.frames`") for p in out]
-        if name in METRICS:
-            out += METRICS[name].check_weights(node)
+        if name in METRICS:  # (a MissingWeightsError's message says where the weights are published already)
+            sources = {f"metrics.{name}.{k}": v for k, v in METRICS[name].weights_from.items()}
+            out += [_with_source(p, sources, "official weights") for p in METRICS[name].check_weights(node)]
         if "device" in node and str(node.device).startswith("cuda"):
             gpu_keys.append(f"metrics.{name}.device")
     return out + _check_gpu(cfg, gpu_keys)
@@ -199,12 +200,14 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 def _with_source(problem: str, sources: dict[str, str], what: str) -> str:
-    """``problem`` followed by where the weights of the config key it names are published (``sources``: key ->
-    text), when it names one of them."""
-    for key, source in sources.items():
-        if f"`{key}`" in problem and source:
-            return f"{problem}; {what}: {source}"
-    return problem
+    """``problem`` followed by where the weights of the config keys it names are published (``sources``: key ->
+    text), unless it says so already."""
+    found = [(key, source) for key, source in sources.items() if f"`{key}`" in problem and source]
+    if not found or f"; {what}: " in problem:
+        return problem
+    if len(found) == 1:
+        return f"{problem}; {what}: {found[0][1]}"
+    return f"{problem}; {what}: " + "; ".join(f"`{key}`: {source}" for key, source in found)
 
 
 def _check_judge(node: Any, key: str, source: str | None = None) -> Problems:
