@@ -71,7 +71,8 @@ def test_list_prints_one_line_per_entry_with_section_scale_and_needs(capsys):
         assert heading in out
     assert {"cove", "vidic", "nrv", "agentic", "SSIM", "AES", "BG_LPIPS", "vllm", "http", "hf", "replay",
             "precomputed", "identity", "command", "diffusers"} <= set(lines)
-    assert "CoVEBench App. F.3" in lines["SSIM"] and "scale [0,1]" in lines["SSIM"] and "needs: CPU only" in lines["SSIM"]
+    assert "CoVEBench App. F.3" in lines["SSIM"] and "scale [0,1]" in lines["SSIM"]
+    assert "needs: CPU only" in lines["SSIM"]
     assert "needs: weights (metrics.AES.encoder, metrics.AES.weights), GPU optional" in lines["AES"]
     assert "needs: weights for some settings (metrics.MF.cotracker_weights)" in lines["MF"]
     assert "GPU" in lines["vllm"] and "judge.model" in lines["vllm"] and "NRVBench §4" in lines["nrv"]
@@ -117,7 +118,8 @@ def test_config_prints_the_composed_config_with_comments(tmp_path, capsys):
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert "  checklist: '???'  # the official checklist.json" in lines  # the benchmark's YAML
-    assert "  bootstrap_samples: 1000  # resamples for the 95% percentile bootstrap CIs in summary.json" in lines  # base
+    # base.yaml's
+    assert "  bootstrap_samples: 1000  # resamples for the 95% percentile bootstrap CIs in summary.json" in lines
     assert "  limit: 3  # evaluate only the first N cases (smoke runs)" in lines  # the override, base.yaml's comment
     judge = lines[lines.index("judge:"):]
     assert any(line.startswith("  backend: vllm  # vllm (a Ray Serve LLM") for line in judge)  # included files

@@ -224,7 +224,7 @@ def _has_judge(cfg) -> bool:
 
 LISTS = ("benchmarks", "metrics", "judges", "editors")
 
-CONFIG_KEYS_HELP = """config keys (key=value, dotted; lists as metrics.enabled=[SSIM,MSM]; a node from a file: judge=gpt5_mini_http):
+CONFIG_KEYS_HELP = """config keys (key=value, dotted; lists as metrics.enabled=[SSIM,MSM]; a file's node: judge=gpt5_mini_http):
   every benchmark: output.dir (required), output.resume, run.limit, run.seed, run.name, ray.address, ray.num_cpus,
   ray.workers, ray.pools, video.backend, stats.bootstrap_samples, stats.confidence, wandb.mode, wandb.project,
   report.enabled ...; per benchmark: data.*, metrics.enabled, metrics.<METRIC>.*, judge.* (and vqr.*, model.*,
@@ -449,7 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_compare)
 
     p = sub.add_parser("demo", help="synthetic CoVEBench on local Ray")
-    p.add_argument("--out", default="runs/demo", help="folder for the data, the tiny judge and the run (default: runs/demo)")
+    p.add_argument("--out", default="runs/demo",
+                   help="folder for the data, the tiny judge and the run (default: runs/demo)")
     p.add_argument("--n", type=int, default=8, help="number of synthetic cases (default: 8)")
     p.add_argument("--seed", type=int, default=0, help="seeds the data, the judge's weights and the run (default: 0)")
     p.add_argument("overrides", nargs="*", help="key=value overrides of the run's config (configs/cove.yaml)")
