@@ -87,6 +87,7 @@ class GpuMonitor:
     def __init__(self):
         self.samples: list[tuple[float, int, float, float]] = []  # (time, gpu, util %, memory MiB)
         self.procs: dict[int, float] = {}
+        self.names: dict[int, str] = {}  # read while the process lives (Ray's actors are gone by the end)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -116,6 +117,8 @@ class GpuMonitor:
                 parts = [x.strip() for x in line.split(",")]
                 if len(parts) == 2 and parts[0].isdigit() and parts[1].replace(".", "").isdigit():
                     self.procs[int(parts[0])] = max(self.procs.get(int(parts[0]), 0.0), float(parts[1]))
+                    if int(parts[0]) not in self.names or self.names[int(parts[0])] == "?":
+                        self.names.update(process_names([int(parts[0])]))
             self._stop.wait(0.5)
 
     def utilisation(self, start: float = 0.0, end: float = float("inf")) -> dict[int, float]:
@@ -140,8 +143,8 @@ def process_names(pids) -> dict[int, str]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             cmd = "?"
-        hit = re.search(r"Stage_(\w+)", cmd)
-        out[pid] = hit.group(1) if hit else cmd[:60]
+        hit = re.search(r"Stage_(\w+)|MapBatches\((\w+)\)", cmd)
+        out[pid] = (hit.group(1) or hit.group(2)) if hit else cmd[:60]
     return out
 
 
@@ -163,7 +166,7 @@ def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra:
     start = time.time()
     with GpuMonitor() as mon:
         proc = subprocess.run(args, capture_output=True, text=True, env=env)
-        names = process_names(mon.procs)
+    names = mon.names
     wall = time.time() - start
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
