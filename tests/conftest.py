@@ -16,20 +16,33 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
-def _session_ray_token() -> None:
-    """Ray 2.60 uses token auth even locally, with one token in ~/.ray/auth_token shared by every Ray on the
-    machine; the test session uses a token file of its own so nothing outside can replace it mid-run."""
+# What a test adds to its own process for a private Ray runtime (``private_ray_token``); a user's shell has none
+# of it, so subprocesses that run what a user runs get ``user_env()``.
+RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+
+
+def user_env(**extra: str) -> dict:
+    """This process's environment as a user's shell has it: no Ray token set-up (``private_ray_token``, or the
+    ``RAY_AUTH_MODE=token`` that a local ``ray.init`` writes into its own process), no ``RAY_ADDRESS``."""
+    env = {k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARS and k != "RAY_ADDRESS"}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def private_ray_token(tmp_path_factory):
+    """Token authentication with a token file of this session's own, for a Ray runtime started in this process
+    (``ray_local``): Ray 2.60's default token, ``~/.ray/auth_token``, is shared by every Ray of the user on the
+    machine. Only the tests that start such a runtime get it; subprocesses that run what a user runs use
+    ``user_env()``."""
     import secrets
-    import tempfile
 
-    if "RAY_AUTH_TOKEN_PATH" in os.environ:
-        return
-    path = Path(tempfile.mkdtemp(prefix="vbr-token-")) / "auth_token"
-    path.write_text(secrets.token_hex(32))
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(path))
-
-
-_session_ray_token()
+    if "RAY_AUTH_TOKEN_PATH" not in os.environ:
+        path = tmp_path_factory.mktemp("ray_token") / "auth_token"
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(path))
+    return os.environ["RAY_AUTH_TOKEN_PATH"]
 
 
 SHARED_SERVER = "tiny_vllm_server"  # the session's one vLLM OpenAI server (fixture below)
@@ -49,7 +62,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 @pytest.fixture(scope="session")
-def ray_local():
+def ray_local(private_ray_token):
     """A local Ray runtime shared by every test that needs one (starting Ray costs ~10 s)."""
     import ray
 

@@ -23,6 +23,7 @@ import io
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -232,6 +233,14 @@ def scenario_faults(cluster, data: dict, judge: Path, out: Path) -> dict:
 
 
 def main(out: Path) -> dict:
+    temp_dir = tempfile.mkdtemp(prefix="vbrmn", dir="/tmp")  # short: Ray's socket paths have a length limit
+    # a private cluster: token auth with a token of its own (not the user's ~/.ray/auth_token), which every node,
+    # this driver and the `ray job submit` below read from the environment; set before Ray is imported (it reads
+    # RAY_AUTH_MODE once)
+    token = Path(temp_dir) / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
     import ray
     from ray.cluster_utils import Cluster
 
@@ -241,10 +250,11 @@ def main(out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     data = synth_cove(out / "data", n=8, seed=0)
     judge = build_tiny_judge(out / "tiny-judge", seed=0)
-    temp_dir = tempfile.mkdtemp(prefix="vbrmn", dir="/tmp")  # short: Ray's socket paths have a length limit
     dash, gcs_port, client_port = _free_ports(3)
     os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ['PATH']}"  # nodes (and the job's `python`) use this env
-    common = {"node_ip_address": "127.0.0.1", "object_store_memory": 200 * 1024 * 1024}
+    # no fixed port: another Ray on the host may hold the dashboard agent's 52365 (every node here has an agent)
+    common = {"node_ip_address": "127.0.0.1", "object_store_memory": 200 * 1024 * 1024,
+              "dashboard_agent_listen_port": 0}
     t0 = time.time()
     cluster = Cluster(initialize_head=True, head_node_args={
         **common, "num_cpus": 0, "gcs_server_port": gcs_port, "include_dashboard": True, "dashboard_host": "127.0.0.1",
@@ -254,6 +264,12 @@ def main(out: Path) -> dict:
         cpu_node = cluster.add_node(**common, num_cpus=3)
         gpu_nodes = [cluster.add_node(**common, num_cpus=2, num_gpus=1) for _ in range(2)]
         cluster.wait_for_nodes()
+        # A job's driver finds its cluster through `{temp_dir}/ray_current_cluster` (Ray's job supervisor), which
+        # `Cluster` writes only to the default /tmp/ray: without it the driver attached to any GCS on the host
+        # (another user's, another test session's)
+        from ray._private.utils import write_ray_address
+
+        write_ray_address(cluster.address, temp_dir)
         ray.init(address=cluster.address, log_to_driver=False, _node_ip_address="127.0.0.1",
                  runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
         facts["nodes"] = {"head": cluster.head_node.node_id, "cpu": cpu_node.node_id,

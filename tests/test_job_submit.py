@@ -1,96 +1,112 @@
-"""The README's cluster lines, run as written, on a fresh copy of the repository after `make demo`.
+"""What a new user runs, in the environment a new user has: `make demo`'s command, then the README's cluster block.
 
-The block between `<!-- cluster-lines ... -->` and `<!-- /cluster-lines -->` in README.md is parsed out and each
-command runs in `bash` from a copy of the working tree (git's tracked and untracked, not ignored, files) whose
-`.venv` is this test's environment and whose `runs/demo/` holds what `make demo` writes there (the synthetic
-CoVEBench and the tiny judge), in a shell whose PATH has no project environment on it (like a fresh login; the
-pyenv/system `python` there lacks the project's packages). The commands are not edited, except where a shared
-test machine requires it, each listed here:
+A copy of the working tree (git's tracked and untracked, not ignored, files) whose `.venv` is this test's
+environment is driven from a login-like shell: `HOME` a fresh folder, `PATH` without the project's environment
+(the pyenv/system `python` there lacks the project's packages), `USER`, `LOGNAME`, `SHELL`, and nothing else:
+no `RAY_*`, no token, no `PYTHONPATH`. In it:
 
-* `ray start --head ...` gets this test's own ports, `--temp-dir` and `--disable-usage-stats` appended (other
-  Ray runtimes, the suite's own included, may hold the default ports), and the job URL's port 8265 becomes the
-  dashboard port chosen;
-* the token is this test's own file (`RAY_AUTH_TOKEN_PATH`) rather than `~/.ray/auth_token`;
-* `ray stop` (which stops every Ray runtime of the user on the machine) becomes: end this head's processes,
-  found by its own temp dir, by pid;
-* while the head's job agent is still coming up (`No available agent`), `ray job submit` is retried.
+1. `vbench-ray demo --out runs/demo` (the Makefile's `demo` target, with `--n 2` for time) after
+   `. .venv/bin/activate`: it writes `runs/demo/` and, as any local `ray.init` does, `~/.ray/auth_token`;
+2. the block between `<!-- cluster-lines ... -->` and `<!-- /cluster-lines -->` in README.md, as one bash script,
+   unedited, with one addition before its last line (`kill $RAY_HEAD`): a second job whose interpreter lacks the
+   project's packages, which must stop at once saying what to do.
+
+While the block runs, this test holds Ray's default ports (6379, 8265, the dashboard agent's 52365, the Ray
+Client's 10001) where they are free, as another Ray on the host would: the block must not need them. Every
+process the shell starts stays in the session it leads (`start_new_session`); the block's last line must leave
+none of them alive, and the test kills whatever is left, by pid, also on Ctrl-C (`tiny.procs.kill_session`).
 """
 
 import json
 import os
 import re
-import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+from tiny.procs import kill_session, session_pids
 
 pytestmark = pytest.mark.slow
 VENV = Path(sys.executable).parent.parent
 BLOCK = re.compile(r"<!-- cluster-lines[^>]*-->\s*```bash\n(.*?)```\s*<!-- /cluster-lines -->", re.S)
+DEMO_N = 2
+DEFAULT_PORTS = (6379, 8265, 52365, 10001)  # GCS, dashboard, dashboard agent, Ray Client
 
 
-def readme_cluster_lines() -> list[str]:
-    """The README's cluster commands, one per entry (backslash continuations joined, comments dropped)."""
+def readme_cluster_block() -> str:
     match = BLOCK.search((REPO / "README.md").read_text())
     assert match, "README.md has no <!-- cluster-lines --> block"
-    joined = match.group(1).replace("\\\n", " ")
-    return [re.sub(r"\s+#.*$", "", line).strip() for line in joined.splitlines() if line.strip()]
+    return match.group(1)
 
 
-def test_readme_lines_are_the_documented_path():
-    lines = readme_cluster_lines()
-    assert lines[0] == ". .venv/bin/activate", "the environment must be active before `ray start`"
-    assert [line.split()[:2] for line in lines[1:]] == [["ray", "start"], ["ray", "job"], ["ray", "stop"]]
-    assert "--node-ip-address=127.0.0.1" in lines[1] and "--dashboard-host=127.0.0.1" in lines[1]
-    assert "python jobs/cove.py" in lines[2] and "output.dir=$PWD/" in lines[2]
+def test_readme_block_sets_what_a_login_shell_lacks():
+    """The block itself turns token auth on, names no fixed port and stops only its own cluster."""
+    block = readme_cluster_block()
+    lines = [line.strip() for line in block.splitlines() if line.strip()]
+    assert lines[0].startswith(". .venv/bin/activate"), "the environment must be active before `ray start`"
+    assert "export RAY_AUTH_MODE=token" in block, "`ray job submit` sends the token only in token mode"
+    assert "ray get-auth-token --generate" in block
+    assert not re.search(r"\b(6379|8265|52365|10001)\b", block), "a default port: another Ray may hold it"
+    assert "--dashboard-agent-listen-port=0" in block and "--port=0" in block
+    assert "ray stop" not in block, "`ray stop` stops every Ray runtime of the user on the host"
+    assert lines[-1].startswith("kill $RAY_HEAD")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_kill_session_ends_every_process_of_the_session_by_pid(tmp_path):
+    """The clean-up these tests (and test_multinode) run on any exit, Ctrl-C included: a process in a process
+    group of its own (as raylet's workers are) and one that ignores SIGTERM (as a stuck agent may) are ended
+    too; a process group kill (`os.killpg`) would leave the first, SIGTERM alone the second."""
+    script = "sleep 300 & (trap '' TERM; sleep 300; true) & set -m; sleep 300 & echo ready; wait"
+    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        pids = session_pids(proc.pid)
+        groups = {os.getpgid(pid) for pid in pids}
+        assert len(pids) >= 4 and len(groups) >= 2, (pids, groups)  # bash, 3 children, one group of its own
+        stubborn = kill_session(proc.pid, grace_s=2.0)
+        assert session_pids(proc.pid) == []
+        assert stubborn, "the SIGTERM-ignoring subshell needed SIGKILL"
+    finally:
+        kill_session(proc.pid, grace_s=0.5)
+        proc.wait()
 
 
-def _stop_head(temp_dir: str) -> None:
-    """`ray stop` for this head only: every process whose command line names its temp dir, by pid."""
-    import psutil
+def login_env(home: Path) -> dict:
+    """A login-like environment: what a fresh shell has, nothing of this test session's."""
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and not p.startswith(str(VENV))
+            and ".venv" not in p]
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or "user"
+    return {"HOME": str(home), "PATH": os.pathsep.join(path), "USER": user, "LOGNAME": user, "SHELL": "/bin/bash"}
 
-    def ours():
-        found = []
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                if any(temp_dir in part for part in (p.info["cmdline"] or [])) and p.pid != os.getpid():
-                    found.append(p)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        return found
 
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in ours():
-            try:
-                p.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-        deadline = time.time() + 15
-        while ours() and time.time() < deadline:
+def run_shell(script: str, cwd: Path, env: dict, timeout: float) -> tuple[int, str, list[int]]:
+    """``script`` in bash, leading a session of its own; returns its exit code, its output, and the pids of
+    the session still alive 120 s after it ended (then killed): a `ray start --block` head drains its node
+    for up to 30 s on SIGTERM (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S) before it stops its processes.
+    Everything is killed on any exit."""
+    proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        deadline = time.monotonic() + 120
+        while session_pids(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.5)
+        return proc.returncode, out, session_pids(proc.pid)
+    finally:
+        kill_session(proc.pid)
+        proc.kill()
+        proc.wait()
 
 
-@pytest.fixture
-def fresh_clone(tmp_path_factory):
-    """A copy of the working tree with `.venv` and `runs/demo/` as `make demo` leaves them."""
-    from vbench_ray.judges.tiny import build_tiny_judge
-    from vbench_ray.synth.cove import synth_cove
-
+@pytest.fixture(scope="module")
+def user_clone(tmp_path_factory):
+    """A copy of the working tree, a fresh HOME, and what `make demo` leaves there (its output too)."""
     clone = tmp_path_factory.mktemp("clone")
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
                            capture_output=True, text=True).stdout.split("\0")
@@ -100,73 +116,76 @@ def fresh_clone(tmp_path_factory):
             (clone / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, clone / rel)
     (clone / ".venv").symlink_to(VENV)
-    synth_cove(clone / "runs" / "demo" / "data", n=8, seed=0)
-    build_tiny_judge(clone / "runs" / "demo" / "tiny-judge", seed=0)
-    return clone
-
-
-def _fresh_shell_env(token: Path) -> dict:
-    """A login-like environment: no project environment on PATH, no Ray address, this test's token."""
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and not p.startswith(str(VENV))
-            and ".venv" not in p]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "VIRTUAL_ENV", "PYTHON"))}
-    env.update(PATH=os.pathsep.join(path), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
-               RAY_AUTH_TOKEN_PATH=str(token))
-    return env
-
-
-def _bash(line: str, cwd: Path, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def test_readme_cluster_lines_run_as_written(fresh_clone):
-    activate, start, submit, stop = readme_cluster_lines()
-    temp_dir = tempfile.mkdtemp(prefix="vbrj", dir="/tmp")  # short: Ray's socket paths have a length limit
-    token = Path(temp_dir) / "auth_token"
-    token.write_text(secrets.token_hex(32))
-    env = _fresh_shell_env(token)
-    # the premise: without the activation line, `python` here is not the project's
-    bare = _bash("python -c 'import pyarrow, ray'", fresh_clone, env, 60)
+    home = tmp_path_factory.mktemp("home")
+    env = login_env(home)
+    bare = subprocess.run(["bash", "-c", "python -c 'import pyarrow, ray'"], cwd=clone, env=env,
+                          capture_output=True, timeout=60)
     assert bare.returncode != 0, "the test shell's python already has the project's packages: it proves nothing"
+    rc, out, left = run_shell(f". .venv/bin/activate && vbench-ray demo --out runs/demo --n {DEMO_N}", clone, env, 400)
+    return {"clone": clone, "home": home, "env": env, "demo": (rc, out, left)}
 
-    ports = {flag: _free_port() for flag in ("port", "dashboard-port", "dashboard-agent-listen-port",
-                                              "dashboard-agent-grpc-port", "metrics-export-port",
-                                              "runtime-env-agent-port", "ray-client-server-port", "node-manager-port",
-                                              "object-manager-port")}
-    start += f" --temp-dir={temp_dir} --disable-usage-stats " + " ".join(f"--{f}={p}" for f, p in ports.items())
-    assert "http://127.0.0.1:8265" in submit
-    submit = submit.replace("http://127.0.0.1:8265", f"http://127.0.0.1:{ports['dashboard-port']}")
-    assert stop == "ray stop"
+
+def test_demo_runs_in_a_users_shell(user_clone):
+    """`make demo`'s command with only what the README sets: it runs, says where its outputs are, and leaves
+    nothing running."""
+    rc, out, left = user_clone["demo"]
+    assert rc == 0, out[-4000:]
+    run_dir = user_clone["clone"] / "runs" / "demo" / "run"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["n_rows"] == DEMO_N and summary["failures"]["count"] == 0, summary["failures"]
+    assert summary["judge"]["backend"] == "hf" and "UAS" in summary["metrics"]
+    assert str(run_dir) in out and "note:" in out
+    assert (user_clone["home"] / ".ray" / "auth_token").is_file(), "a local ray.init writes the user's token"
+    assert not left, f"processes of the demo still running: {left}"
+
+
+def _hold_default_ports() -> list[socket.socket]:
+    held = []
+    for port in DEFAULT_PORTS:
+        s = socket.socket()
+        try:
+            s.bind(("0.0.0.0", port))
+            s.listen()
+            held.append(s)
+        except OSError:  # someone else holds it already: as good
+            s.close()
+    return held
+
+
+def test_readme_cluster_block_runs_as_written(user_clone):
+    assert user_clone["demo"][0] == 0, "the demo failed (test_demo_runs_in_a_users_shell)"
+    clone, env = user_clone["clone"], user_clone["env"]
+    block = readme_cluster_block().rstrip("\n").splitlines()
+    assert block[-1].startswith("kill $RAY_HEAD")
+    bare_python = shutil.which("python", path=env["PATH"]) or "/usr/bin/python3"
+    wrong_job = (f"echo @@BARE@@; ray job submit --address $(cat $RAY_TMP/ray_current_cluster) --working-dir . -- "
+                 f"{bare_python} jobs/cove.py configs/cove.yaml; echo @@BARE_RC=$?@@")
+    script = "\n".join([*block[:-1], wrong_job, block[-1]]) + "\n"
+    held = _hold_default_ports()
     try:
-        started = _bash(f"{activate} && {start}", fresh_clone, env, 180)
-        assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
-        for _ in range(24):  # the head's job agent registers a few seconds after `ray start` returns
-            proc = _bash(f"{activate} && {submit}", fresh_clone, env, 500)
-            if "No available agent" not in proc.stdout + proc.stderr:
-                break
-            time.sleep(5)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-        assert "succeeded" in proc.stdout
-        out = fresh_clone / "runs" / "cluster-demo"
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["n_rows"] == 8 and summary["failures"]["count"] == 0
-        for name in ("SSIM", "MSM", "MF", "UAS"):
-            assert name in summary["metrics"], name
-        assert summary["judge"]["backend"] == "hf"
-        assert (out / "report.html").exists() and list((out / "cases").glob("part-*.parquet"))
-        assert (out / "judge_log.jsonl").stat().st_size > 0
-
-        # A job whose interpreter lacks the project's packages stops at once with what to do.
-        bare_python = shutil.which("python", path=env["PATH"]) or "/usr/bin/python3"
-        wrong = submit.split(" -- ", 1)[0] + f" -- {bare_python} jobs/cove.py configs/cove.yaml"
-        failed = _bash(f"{activate} && {wrong}", fresh_clone, env, 300)
-        logs = failed.stdout + failed.stderr
-        assert failed.returncode != 0, logs[-2000:]
-        assert "vbench-ray job: this interpreter" in logs and ". .venv/bin/activate" in logs, logs[-3000:]
-        assert "ModuleNotFoundError" not in logs, logs[-3000:]
+        rc, out, left = run_shell(script, clone, env, 560)
     finally:
-        _stop_head(temp_dir)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        for s in held:
+            s.close()
+    job_out, _, bare_out = out.partition("@@BARE@@")
+    assert "Missing authentication token" not in out, out[-3000:]
+    assert "succeeded" in job_out, out[-5000:]
+    run_dir = clone / "runs" / "cluster-demo"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["n_rows"] == DEMO_N and summary["failures"]["count"] == 0
+    for name in ("SSIM", "MSM", "MF", "UAS"):
+        assert name in summary["metrics"], name
+    assert summary["judge"]["backend"] == "hf"
+    assert (run_dir / "report.html").exists() and list((run_dir / "cases").glob("part-*.parquet"))
+    assert (run_dir / "judge_log.jsonl").stat().st_size > 0
+
+    # A job whose interpreter lacks the project's packages stops at once with what to do.
+    assert "@@BARE_RC=0@@" not in bare_out, bare_out[-2000:]
+    assert "vbench-ray job: this interpreter" in bare_out and ". .venv/bin/activate" in bare_out, bare_out[-3000:]
+    assert "ModuleNotFoundError" not in bare_out, bare_out[-3000:]
+
+    assert rc == 0, out[-2000:]  # the last line, `kill $RAY_HEAD`, found the head still running
+    assert not left, f"`kill $RAY_HEAD` left processes of the cluster running: {left}"
 
 
 def test_job_without_the_packages_says_what_to_do(tmp_path):

@@ -18,14 +18,14 @@ the session's local Ray; the script prints the facts as JSON and each test asser
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, user_env
+from tiny.procs import kill_session
 
 pytestmark = pytest.mark.slow
 
@@ -33,11 +33,19 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def facts(tmp_path_factory):
     out = tmp_path_factory.mktemp("multinode")
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "multinode_cluster.py"), str(out)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("MULTINODE_RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-5000:]
+    # its own session: every process of the cluster (raylets' workers and agents too) is killed by pid when the
+    # script ends, fails or times out, or on Ctrl-C here (tiny.procs.kill_session)
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "multinode_cluster.py"), str(out)], cwd=REPO,
+                            env=user_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        kill_session(proc.pid)
+        proc.kill()
+        proc.wait()
+    lines = [line for line in stdout.splitlines() if line.startswith("MULTINODE_RESULT ")]
+    assert proc.returncode == 0 and lines, stdout[-3000:] + stderr[-5000:]
     return json.loads(lines[-1][len("MULTINODE_RESULT "):])
 
 

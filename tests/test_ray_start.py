@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, user_env
 
 SCRIPT = r'''
 import json, signal, sys, time
@@ -80,8 +80,7 @@ ray.shutdown()
 
 @pytest.mark.slow
 def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env = user_env(PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -126,8 +125,7 @@ print("@@BOUND@@", ray.data.Dataset is sys.modules["ray.data.dataset"].Dataset, 
 
 def test_a_failed_background_import_of_ray_data_leaves_no_half_made_modules(tmp_path):
     """Without the clean-up the last call raises ``module 'ray.data' has no attribute '_internal'`` (checked)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env = user_env(PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", FAILED_IMPORT], capture_output=True, text=True, timeout=120,
                           env=env, cwd=tmp_path)
     assert "@@FAILED@@ True" in proc.stdout, proc.stdout + proc.stderr[-3000:]  # the failure did happen

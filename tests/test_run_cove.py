@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO, cove_overrides, moving_square_video
+from conftest import REPO, cove_overrides, moving_square_video, user_env
 from vbench_ray.configure import load_config
 from vbench_ray.runner import run
 from vbench_ray.video.encode import write_video
@@ -159,7 +159,7 @@ def test_killed_run_restarts_without_recomputing(cove_data, tmp_path, ray_local)
     args = cove_overrides(data, out, "ray.shard_rows=1", "ray.batch_size=1", "ray.workers=1", "ray.num_cpus=2")
     proc = subprocess.Popen([sys.executable, "-m", "vbench_ray.cli", "run", str(COVE), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+                            env=user_env())
     try:
         deadline = time.time() + 300
         while time.time() < deadline and len(list((out / "cases").glob("part-*.parquet"))) < 3:

@@ -63,6 +63,51 @@ def kill_tagged(tag: str, grace_s: float = 5.0) -> None:
             time.sleep(0.2)
 
 
+def _live(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead, only not yet reaped
+    except (OSError, IndexError):
+        return False
+
+
+def session_pids(sid: int) -> list[int]:
+    """Pids of live processes in session ``sid``: everything a child started with ``start_new_session=True``
+    (it leads the session) started in turn, found by id. Ray's raylet puts its workers in process groups of
+    their own, and its agents outlive a killed raylet, but all stay in the session (none calls setsid)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.getsid(int(entry)) == sid and _live(int(entry)):
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def kill_session(sid: int, grace_s: float = 10.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every live process of session ``sid``, by pid (a test's clean-up, also on
+    Ctrl-C). Returns the pids still alive after the SIGTERM grace period (those that needed SIGKILL)."""
+    stubborn: list[int] = []
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        pids = session_pids(sid)
+        if not pids:
+            break
+        if sig == signal.SIGKILL:
+            stubborn = pids
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and session_pids(sid):
+            time.sleep(0.2)
+    return stubborn
+
+
 def vllm_env(tmp: Path, tag: str, *, stub: bool = True) -> dict[str, str]:
     """Environment variables for a vLLM process on the CPU test machine (to merge into an env or runtime_env).
 
