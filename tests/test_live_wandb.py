@@ -35,6 +35,7 @@ def test_progress_while_streaming_case_strips_and_resume_keeps_the_id(cove_data,
     assert last["running/SSIM/n"] == len(ssim) and last["running/SSIM/mean"] == pytest.approx(np.mean(ssim))
     assert last["progress/failures"] == 0 and last["progress/fraction"] == 1.0
     assert any(k.startswith("progress/cases_per_s/") and v > 0 for k, v in last.items())
+    assert not any(k.startswith("running/frames_decoded") for k in last)  # a decode counter is no metric
     # the summary and the table at the end went into the same run, after the progress steps
     hist = wandb_records.history(first)
     assert any("metrics/SSIM/value" in h for h in hist[hist.index(last):])
@@ -63,6 +64,28 @@ def test_progress_while_streaming_case_strips_and_resume_keeps_the_id(cove_data,
     assert wandb_records.run_record(second).run_id == run_id and second.name == f"run-{run_id}.wandb"
     steps = [h for h in wandb_records.history(second) if "progress/cases_done" in h]
     assert steps[-1]["progress/cases_done"] == 2 and steps[-1]["progress/cases_total"] == 2
+
+
+def test_progress_steps_hand_counted():
+    """Counts, failures and running means per variant, over two shards (no wandb needed for the numbers)."""
+    import pyarrow as pa
+
+    from vbench_ray.live import Progress
+
+    p = Progress(None, total=5, metrics={"SSIM"})
+    first = pa.table({"case_id": ["1", "2", "1"], "variant": ["base", "base", "fps:1"], "SSIM": [0.5, None, 0.9],
+                      "frames_decoded": [10, 10, 10], "error_load": [None, "bad file", None],
+                      "at_frames": [1.0, None, 2.0]})
+    step = p._step(first)
+    assert step["progress/cases_done"] == 3 and step["progress/failures"] == 1
+    assert step["running/base/SSIM/mean"] == 0.5 and step["running/base/SSIM/n"] == 1
+    assert step["running/fps:1/SSIM/n"] == 1 and not any("frames_decoded" in k for k in step)
+    step = p._step(pa.table({"case_id": ["3", "2"], "variant": ["base", "fps:1"], "SSIM": [0.7, 0.3],
+                             "error_load": [None, None], "at_frames": [3.0, 4.0]}))
+    assert step["progress/cases_done"] == 5 and step["progress/fraction"] == 1.0 and step["progress/failures"] == 1
+    assert step["running/base/SSIM/mean"] == pytest.approx((0.5 + 0.7) / 2) and step["running/base/SSIM/n"] == 2
+    assert step["running/fps:1/SSIM/mean"] == pytest.approx((0.9 + 0.3) / 2)
+    assert step["progress/cases_per_s/frames"] == pytest.approx(4 / step["progress/elapsed_s"])
 
 
 def test_sweep_axes_in_config_and_line_plots(cove_data, tmp_path, ray_local):

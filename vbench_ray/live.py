@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 IDS = "run_ids.json"
 _open: dict[str, Any] = {}  # run name -> the open wandb run the stream logs into
-BOOKKEEPING = ("at_", "seconds_", "error_")
+BOOKKEEPING = ("at_", "seconds_", "error_", "excluded_")  # column prefixes that are no metric
+COUNTERS = {"videos_opened", "frames_decoded"}  # decode counters, not metrics
 
 
 def wandb_env(run_dir: str | Path) -> dict[str, str]:
@@ -89,8 +90,9 @@ def open_run(run_dir: str | Path, wandb_cfg: Any, name: str, config: dict):
 class Progress:
     """Counts and running means over the rows written so far; one wandb step per call of :meth:`update`."""
 
-    def __init__(self, run: Any, total: int):
+    def __init__(self, run: Any, total: int, metrics: set[str] | None = None):
         self.run, self.total, self.start = run, total, time.monotonic()
+        self.metrics = metrics  # the enabled metrics: running means of these columns only (None: every number)
         self.done = self.failed = 0
         self.stage_rows: dict[str, int] = {}
         self.sums: dict[str, list[float]] = {}  # key -> [sum, n]
@@ -103,6 +105,13 @@ class Progress:
         except Exception as exc:  # progress is for watching; a wandb hiccup never stops the run
             log.warning("wandb progress not logged: %s", exc)
 
+    def _is_metric(self, name: str, kind: pa.DataType, names: list[str]) -> bool:
+        if name.startswith(BOOKKEEPING) or name in COUNTERS or not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+            return False
+        if self.metrics and self.metrics & set(names):  # a benchmark whose rows hold its enabled metrics
+            return name in self.metrics
+        return True
+
     def _step(self, batch: pa.Table) -> dict:
         self.done += batch.num_rows
         errors = [c.to_pylist() for n, c in zip(batch.column_names, batch.columns) if n.startswith("error_")]
@@ -112,7 +121,7 @@ class Progress:
         for name, col in zip(batch.column_names, batch.columns):
             if name.startswith("at_"):
                 self.stage_rows[name[3:]] = self.stage_rows.get(name[3:], 0) + len(col) - col.null_count
-            elif not name.startswith(BOOKKEEPING) and (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            elif self._is_metric(name, col.type, batch.column_names):
                 for v, x in zip(variants, col.to_pylist()):
                     if x is not None and math.isfinite(x):
                         acc = self.sums.setdefault(f"{v}/{name}" if sweep else name, [0.0, 0])
@@ -121,7 +130,7 @@ class Progress:
         elapsed = max(time.monotonic() - self.start, 1e-9)
         step: dict[str, Any] = {"progress/cases_done": self.done, "progress/cases_total": self.total,
                                 "progress/fraction": self.done / self.total if self.total else 1.0,
-                                "progress/failures": self.failed, "progress/elapsed_s": round(elapsed, 3)}
+                                "progress/failures": self.failed, "progress/elapsed_s": elapsed}
         for stage, n in self.stage_rows.items():
             step[f"progress/cases_per_s/{stage}"] = n / elapsed
         for key, (total, n) in self.sums.items():
@@ -146,4 +155,6 @@ def start(run_dir: Path, cfg: Any, name: str, config: dict, sweep_info: dict | N
         log.warning("wandb did not start; no live progress: %s", exc)
         return Progress(None, total)
     _open[name] = run
-    return Progress(run, total)
+    metrics = cfg.get("metrics")
+    enabled = metrics.get("enabled") if hasattr(metrics, "get") else None
+    return Progress(run, total, {str(m) for m in enabled} if enabled else None)
