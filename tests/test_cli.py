@@ -131,6 +131,9 @@ def test_config_prints_the_composed_config_with_comments(tmp_path, capsys):
     again = load_config(saved, require_all=False)
     assert OmegaConf.to_container(again) == OmegaConf.to_container(load_config("configs/cove.yaml", ["run.limit=3"],
                                                                                 require_all=False))
+    # a file an override puts at a node (editor=vace: configs/editors/vace.yaml) brings its comments there
+    assert main(["config", "cove", "editor=vace"]) == 0
+    assert "  weights: null  # the local Wan2.1-VACE-14B-diffusers folder" in capsys.readouterr().out
     assert main(["config", "cvoe"]) == 2
     assert "unknown benchmark 'cvoe'; available: agentic, cove, nrv, vidic" in capsys.readouterr().err
 

@@ -224,7 +224,8 @@ def _has_judge(cfg) -> bool:
 
 LISTS = ("benchmarks", "metrics", "judges", "editors")
 
-CONFIG_KEYS_HELP = """config keys (key=value, dotted; lists as metrics.enabled=[SSIM,MSM]; a file's node: judge=gpt5_mini_http):
+CONFIG_KEYS_HELP = """config keys (key=value, dotted; lists as metrics.enabled=[SSIM,MSM]; a file as a node:
+  judge.include=judges/gpt5_mini_http.yaml, editor=vace)
   every benchmark: output.dir (required), output.resume, run.limit, run.seed, run.name, ray.address, ray.num_cpus,
   ray.workers, ray.pools, video.backend, stats.bootstrap_samples, stats.confidence, wandb.mode, wandb.project,
   report.enabled ...; per benchmark: data.*, metrics.enabled, metrics.<METRIC>.*, judge.* (and vqr.*, model.*,
@@ -384,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="print a benchmark's composed config, every key with its comment",
                        epilog="Save it, edit it, run it: vbench-ray config cove > my.yaml; vbench-ray run my.yaml ...")
     p.add_argument("benchmark", help="a benchmark's name (cove, vidic, nrv, agentic: configs/<name>.yaml) or a YAML")
-    p.add_argument("overrides", nargs="*", help="key=value overrides applied first, e.g. judge=gpt5_mini_http")
+    p.add_argument("overrides", nargs="*", help="key=value overrides applied first, e.g. editor=vace")
     p.set_defaults(fn=cmd_config)
 
     p = sub.add_parser("run", help="evaluate a benchmark config", epilog=CONFIG_KEYS_HELP,

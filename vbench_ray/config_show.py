@@ -170,5 +170,13 @@ def show_config(path: Path, overrides: list[str] | None = None) -> str:
     """The composed config of the YAML at ``path`` with ``overrides``, commented (module docstring)."""
     from vbench_ray.configure import load_config
 
+    from vbench_ray.configure import _expand_group
+
     cfg = load_config(path, overrides or [], require_all=False)
-    return render(cfg, read_comments(Path(path)))
+    comments = read_comments(Path(path))
+    for item in map(_expand_group, overrides or []):  # a file an override puts at a node: its comments there
+        key, _, value = item.partition("=")
+        if key.strip().endswith("." + INCLUDE_KEY):
+            found = find_config(value.strip(), (Path.cwd(), Path(path).resolve().parent), f"override `{item}`")
+            comments.update(read_comments(found, key.strip()[: -len(INCLUDE_KEY) - 1]))
+    return render(cfg, comments)
