@@ -5,6 +5,7 @@ CPU or GPU that another pool holds. Expected values are worked out by hand in th
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -177,16 +178,34 @@ def test_no_gpu_free_is_refused_unless_the_cluster_adds_nodes():
     assert (plans["AES"].min_size, plans["AES"].max_size) == (1, 1) == (plans["TQ"].min_size, plans["TQ"].max_size)
 
 
+WAIT_S = 60.0  # how long a pool actor waits for the others before its first row (a bound, not a margin)
+
+
 class _Stamp:
     """Notes when this stage handled the row and when its actor (or worker) was ready (and sleeps, so the decode
-    stage is the slow one)."""
+    stage is the slow one). With ``marks``: once ready, the actor leaves a file named after its column there, and
+    before its first row it waits (up to ``WAIT_S``) for the files of every column in ``together``; its rows say
+    whether they were all there (``<column>_all_up``): which actors were up at once, by events, not clocks."""
 
-    def __init__(self, column: str, sleep: float = 0.0):
+    def __init__(self, column: str, sleep: float = 0.0, marks: str | None = None, together: tuple = ()):
         self.column, self.sleep, self.ready = column, sleep, time.time()
+        self.marks, self.together, self.all_up = marks, together, None
+        if marks:
+            (Path(marks) / column).touch()
+
+    def _wait_for_the_others(self) -> bool:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            if all((Path(self.marks) / c).exists() for c in self.together):
+                return True
+            time.sleep(0.05)
+        return False
 
     def __call__(self, row):
+        if self.marks and self.all_up is None:
+            self.all_up = self._wait_for_the_others()
         time.sleep(self.sleep)
-        return {self.column: time.time(), f"{self.column}_ready": self.ready}
+        return {self.column: time.time(), f"{self.column}_ready": self.ready, f"{self.column}_all_up": self.all_up}
 
 
 def _stream(stages: list[Stage], n: int, reserved: dict | None = None) -> pa.Table:
@@ -201,9 +220,11 @@ def _decode(sleep: float) -> Stage:
                  batch_size=1)
 
 
-def _stamping_pool(name: str, **kw) -> Stage:
-    return Stage(name, _Stamp, {f"t_{name}": "float", f"t_{name}_ready": "float"}, kind="pool",
-                 init_kwargs={"column": f"t_{name}"}, batch_size=1, **kw)
+def _stamping_pool(name: str, marks: Path | None = None, together: str = "", **kw) -> Stage:
+    return Stage(name, _Stamp, {f"t_{name}": "float", f"t_{name}_ready": "float", f"t_{name}_all_up": "bool"},
+                 kind="pool", batch_size=1, **kw,
+                 init_kwargs={"column": f"t_{name}", "marks": str(marks) if marks else None,
+                              "together": tuple(f"t_{n}" for n in together.split())})
 
 
 def _values(table: pa.Table, column: str) -> list[float]:
@@ -212,33 +233,34 @@ def _values(table: pa.Table, column: str) -> list[float]:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_four_cpu_pools_stream_at_once_beside_an_actor_holding_a_cpu(ray_local):
+def test_four_cpu_pools_stream_at_once_beside_an_actor_holding_a_cpu(ray_local, tmp_path):
     """On the session's 4-CPU Ray, an actor outside the stream holds one CPU (as an hf judge replica does) and
     four CPU pools follow a decode stage. At one CPU per pool actor only three pools could have an actor at a time
     and the fourth would start only when an earlier one had finished every case (or never, when it is the first,
-    as in CI): every pool's actor must be up before the first pool handles its last case."""
+    as in CI): every pool's actor waits, before its first row, for the other three to be up, and must see them."""
     import ray
 
     holder = ray.remote(num_cpus=1)(_Stamp).remote("held")
     ray.get(holder.__ray_ready__.remote())
     try:
-        table = _stream([_decode(0.4), *[_stamping_pool(n, workers=1) for n in "ABCD"]], 12,
+        table = _stream([_decode(0.4), *[_stamping_pool(n, tmp_path, "A B C D", workers=1) for n in "ABCD"]], 12,
                         reserved={"CPU": 1.0, "GPU": 0.0})
     finally:
         ray.kill(holder)
     assert table.num_rows == 12
-    assert max(max(_values(table, f"t_{n}_ready")) for n in "ABCD") < max(_values(table, "t_A"))
+    assert all(all(_values(table, f"t_{n}_all_up")) for n in "ABCD")  # the four pools' actors were up at once
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_two_gpu_pools_share_the_one_gpu_at_once(ray_local):
+def test_two_gpu_pools_share_the_one_gpu_at_once(ray_local, tmp_path):
     """The session's Ray has one (fake) GPU. Two pools of half a GPU each: sized alone, each asked for two actors
     (the whole GPU), and the second pool got its first actor only once the first pool was done with every case.
-    Planned together they get one actor each, both up before the first pool handles its last case."""
-    table = _stream([_decode(0.4), _stamping_pool("G1", num_gpus=0.5), _stamping_pool("G2", num_gpus=0.5)], 10)
+    Planned together they get one actor each, up at once (each waits for the other before its first row)."""
+    table = _stream([_decode(0.4), _stamping_pool("G1", tmp_path, "G1 G2", num_gpus=0.5),
+                     _stamping_pool("G2", tmp_path, "G1 G2", num_gpus=0.5)], 10)
     assert table.num_rows == 10
-    assert max(_values(table, "t_G2_ready")) < max(_values(table, "t_G1"))
+    assert all(_values(table, "t_G1_all_up")) and all(_values(table, "t_G2_all_up"))
 
 
 class _Slow(_Stamp):
