@@ -33,8 +33,9 @@ SUMMARY = {
                    for name, v in SSIM.items()},
     "sweep": {"name": "robustness", "variants": [{"name": n, "axis": a, "value": v} for n, a, v in VARIANTS]},
 }
-LINES = {("fps", "SSIM"): [0.5, 2.0, 4.0], ("resolution", "SSIM"): [240, 720], ("noise", "SSIM"): [15, 30],
-         ("blur", "SSIM"): [5, 9]}
+# noise kinds start at the base video's neutral level (sigma 0, no blur); fps and resolution have no base point
+LINES = {("fps", "SSIM"): [0.5, 2.0, 4.0], ("resolution", "SSIM"): [240, 720], ("noise", "SSIM"): [0, 15, 30],
+         ("blur", "SSIM"): [0, 5, 9]}
 
 
 @pytest.fixture()
@@ -62,7 +63,7 @@ def _check_lines(page: str) -> None:
         cxs = [p[2] for p in pts]
         assert cxs == sorted(cxs) and len(set(cxs)) == len(cxs)  # drawn left to right
         name = {"fps": "fps:{:g}", "resolution": "res:{:g}", "noise": "noise:{:g}", "blur": "blur:{:g}"}[axis]
-        assert [p[1] for p in pts] == [SSIM[name.format(x)] for x in xs]
+        assert [p[1] for p in pts] == [SSIM["base" if x == 0 else name.format(x)] for x in xs]
     # input order stays categorical: a bar chart with base and reverse
     order = re.search(r'id="fig-sweep-order-SSIM".*?</figure>', page, re.S).group(0)
     assert 'class="bars"' in order and "order:reverse" in order and ">base<" in order

@@ -19,6 +19,7 @@ from typing import Any
 
 NUMERIC_AXES = {"fps": "frames per second", "resolution": "short side (px)"}
 NOISE_LEVELS = {"noise": "noise sigma", "blur": "blur kernel", "saturation": "saturation factor"}
+NEUTRAL = {"noise": 0.0, "blur": 0.0, "saturation": 1.0}  # the level the unperturbed base video has
 
 W, H, LEFT, RIGHT, TOP, BOTTOM = 420, 250, 56, 16, 26, 42
 
@@ -51,7 +52,8 @@ def slug(text: str) -> str:
 
 def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str]) -> list[dict]:
     """Per swept axis and metric: a line for fps, resolution and each noise kind (noise sigma, blur kernel,
-    saturation), points in numeric order; bars for input order and negative controls (categorical)."""
+    saturation; the base video is a point at the kind's neutral level: sigma 0, no blur, saturation 1), points in
+    numeric order; bars for input order and negative controls (categorical)."""
     if not isinstance(sweep, dict) or not isinstance(by_variant, dict):
         return []
     series: dict[tuple[str, str], list[tuple[float | str, str]]] = {}
@@ -74,7 +76,8 @@ def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str]) -> list[dict]
             if not any(m in (by_variant.get(name) or {}) for _, name in members):
                 continue
             if numeric:
-                points = sorted((x, *_entry((by_variant.get(name) or {}).get(m))) for x, name in members)
+                named = members + ([(NEUTRAL[axis], "base")] if axis in NEUTRAL and "base" in by_variant else [])
+                points = sorted((x, *_entry((by_variant.get(name) or {}).get(m))) for x, name in named)
                 out.append({"kind": "line", "id": f"sweep-{axis}-{m}", "title": f"{m} vs {axis}", "axis": axis,
                             "metric": m, "x_label": x_label, "y_label": m, "points": points,
                             "base": _entry(base.get(m))[0]})
