@@ -27,7 +27,8 @@ class JudgeVideoConfig:
     """Frame sampling pinned for the judge (the official CoVEBench code leaves it to vLLM defaults)."""
 
     fps: float = bounded(2.0, gt=0)  # frames per second sampled from each video
-    max_frames: int = bounded(32, ge=1, note="the cap on frames sampled per video")  # cap per video
+    # cap per video; 0 is refused: vLLM's loaders read it as "no cap", the hf backend as "no frame" (a failed case)
+    max_frames: int = bounded(32, ge=1, note="the cap on frames sampled per video")
     max_pixels: int = bounded(360 * 640, ge=1)  # pixel budget per frame (resized down to fit)
 
 
