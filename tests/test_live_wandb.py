@@ -72,7 +72,10 @@ def test_progress_steps_hand_counted():
 
     from vbench_ray.live import Progress
 
-    p = Progress(None, total=5, metrics={"SSIM"})
+    p = Progress(None, total=6, metrics={"SSIM"}, per_variant=True)
+    only_base = pa.table({"case_id": ["4"], "variant": ["base"], "SSIM": [0.2], "error_load": [None]})
+    assert p._step(only_base)["running/base/SSIM/n"] == 1  # a sweep's shard of base rows only: still per variant
+    p = Progress(None, total=5, metrics={"SSIM"}, per_variant=True)
     first = pa.table({"case_id": ["1", "2", "1"], "variant": ["base", "base", "fps:1"], "SSIM": [0.5, None, 0.9],
                       "frames_decoded": [10, 10, 10], "error_load": [None, "bad file", None],
                       "at_frames": [1.0, None, 2.0]})
@@ -108,3 +111,15 @@ def test_sweep_axes_in_config_and_line_plots(cove_data, tmp_path, ray_local):
     [table] = (base_dir / "files" / "media" / "table" / "sweep" / "fps").glob("SSIM_table_*.table.json")
     data = json.loads(table.read_text())
     assert [row[0] for row in data["data"]] == [1.0, 2.0]  # the curve's points in numeric order
+
+
+def test_sweep_config_of_a_noise_variant():
+    from vbench_ray.live import sweep_config
+
+    info = {"variants": [{"name": "base", "axis": None, "value": None},
+                         {"name": "blur:9", "axis": "noise", "value": "blur:9"},
+                         {"name": "res:240", "axis": "resolution", "value": 240}]}
+    assert sweep_config(info, "blur:9") == {
+        "sweep/axes": {"noise": ["blur:9"], "resolution": [240]}, "variant": "blur:9", "sweep/axis": "noise",
+        "sweep/value": "blur:9", "sweep/noise": "blur:9", "sweep/noise_kind": "blur", "sweep/noise_level": 9.0}
+    assert sweep_config(info, "base")["sweep/axis"] == "base" and sweep_config(None) == {}

@@ -70,6 +70,9 @@ def sweep_config(sweep_info: dict | None, variant: str | None = None) -> dict:
         out["sweep/value"] = match.get("value")
         if match.get("axis"):
             out[f"sweep/{match['axis']}"] = match.get("value")
+        if match.get("axis") == "noise":  # "blur:9": its kind and numeric level, for parallel coordinates
+            kind, _, level = str(match.get("value")).partition(":")
+            out["sweep/noise_kind"], out["sweep/noise_level"] = kind, float(level) if level else None
     return out
 
 
@@ -90,8 +93,9 @@ def open_run(run_dir: str | Path, wandb_cfg: Any, name: str, config: dict):
 class Progress:
     """Counts and running means over the rows written so far; one wandb step per call of :meth:`update`."""
 
-    def __init__(self, run: Any, total: int, metrics: set[str] | None = None):
+    def __init__(self, run: Any, total: int, metrics: set[str] | None = None, per_variant: bool = False):
         self.run, self.total, self.start = run, total, time.monotonic()
+        self.per_variant = per_variant  # a sweep: running means keyed running/<variant>/<metric>
         self.metrics = metrics  # the enabled metrics: running means of these columns only (None: every number)
         self.done = self.failed = 0
         self.stage_rows: dict[str, int] = {}
@@ -117,14 +121,13 @@ class Progress:
         errors = [c.to_pylist() for n, c in zip(batch.column_names, batch.columns) if n.startswith("error_")]
         self.failed += sum(any(e) for e in zip(*errors)) if errors else 0
         variants = batch.column("variant").to_pylist() if "variant" in batch.column_names else [None] * batch.num_rows
-        sweep = any(v not in (None, "base") for v in variants)
         for name, col in zip(batch.column_names, batch.columns):
             if name.startswith("at_"):
                 self.stage_rows[name[3:]] = self.stage_rows.get(name[3:], 0) + len(col) - col.null_count
             elif self._is_metric(name, col.type, batch.column_names):
                 for v, x in zip(variants, col.to_pylist()):
                     if x is not None and math.isfinite(x):
-                        acc = self.sums.setdefault(f"{v}/{name}" if sweep else name, [0.0, 0])
+                        acc = self.sums.setdefault(f"{v}/{name}" if self.per_variant else name, [0.0, 0])
                         acc[0] += x
                         acc[1] += 1
         elapsed = max(time.monotonic() - self.start, 1e-9)
@@ -157,4 +160,4 @@ def start(run_dir: Path, cfg: Any, name: str, config: dict, sweep_info: dict | N
     _open[name] = run
     metrics = cfg.get("metrics")
     enabled = metrics.get("enabled") if hasattr(metrics, "get") else None
-    return Progress(run, total, {str(m) for m in enabled} if enabled else None)
+    return Progress(run, total, {str(m) for m in enabled} if enabled else None, per_variant=bool(sweep_info))
