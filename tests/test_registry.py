@@ -104,3 +104,12 @@ def test_judge_backends_are_listed_without_importing_them():
     vllm = next(line for line in out.stdout.splitlines() if line.startswith("vllm"))
     assert "judge.model" in vllm and "GPU" in vllm
 
+
+
+def test_a_config_naming_an_unknown_benchmark_says_which_there_are():
+    from vbench_ray.config import ConfigError
+    from vbench_ray.configure import load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config(REPO / "configs" / "cove.yaml", ["benchmark=cvoe"])
+    assert str(err.value) == "config key `benchmark`: unknown benchmark 'cvoe'; available: agentic, cove, nrv, vidic"

@@ -26,7 +26,7 @@ def _schema_for(benchmark: Any) -> type:
     if benchmark in (None, MISSING, "???"):
         raise ConfigError("config key `benchmark` is not set (one of: " + ", ".join(sorted(BENCHMARKS)) + ")")
     if benchmark not in BENCHMARKS:
-        raise ConfigError(f"unknown benchmark {benchmark!r}; known: {sorted(BENCHMARKS)}")
+        raise ConfigError(f"config key `benchmark`: {BENCHMARKS.unknown(benchmark)}")
     return BENCHMARKS[benchmark].config_class
 
 

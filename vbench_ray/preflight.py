@@ -186,7 +186,7 @@ def _check_editor(cfg: DictConfig) -> Problems:
     from vbench_ray.editors import EDITORS
 
     if editor.name not in EDITORS:
-        return [f"`editor.name` = {editor.name!r} is not a known editor: {['precomputed', *sorted(EDITORS)]}"]
+        return [f"`editor.name`: {EDITORS.unknown(editor.name)}"]
     cls = EDITORS[editor.name]
     out = [_with_source(p, {f"editor.{k}": v for k, v in cls.weights_from.items()}, "official weights")
            for p in cls.check_weights(editor)]

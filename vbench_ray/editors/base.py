@@ -232,7 +232,7 @@ def editor_stages(cfg: Any) -> list[Stage]:
     if editor.name not in EDITORS:
         from vbench_ray.config import ConfigError
 
-        raise ConfigError(f"editor.name={editor.name!r} is not a known editor: {['precomputed', *sorted(EDITORS)]}")
+        raise ConfigError(f"`editor.name`: {EDITORS.unknown(editor.name)}")
     from omegaconf import OmegaConf
 
     return [Stage(name="edit", fn=EditorPool, kind="pool",
