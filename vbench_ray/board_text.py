@@ -1,6 +1,6 @@
 """Plain-text tables for the terminal: the whole leaderboard of ``vbench-ray compare``, a run's metrics per
-NRVBench method (the paper's Table 1 rows are methods: NRVBench §5.1) and a sweep's metrics per variant
-(ViDiC §4.3's robustness study: one row per setting).
+NRVBench method (NRVBench Tables 2 and 3 have one row per method) and a sweep's metrics per variant (one row per
+setting of ViDiC's robustness study: fps, resolution, augmentation, input order).
 
 Only formatting: every number comes from the leaderboard dict (:func:`vbench_ray.compare.compare`) or the
 run's ``summary.json``.

@@ -137,7 +137,7 @@ def _print_result(result) -> None:
               + (f" (includes {m['n_fallback']} never-valid answers scored wrong / Score-MCQ 1, not the judge's)"
                  if m.get("n_fallback") and m.get("value") is not None else ""))
     by_method = result.summary.get("by_method")
-    if isinstance(by_method, dict) and by_method:  # NRVBench: the paper's tables are per method (§5.1)
+    if isinstance(by_method, dict) and by_method:  # NRVBench: the paper's Tables 2 and 3 are per method
         print("per method:")
         print("\n".join(format_groups(by_method, "method", list(metrics))))
     failures = result.summary.get("failures", {})

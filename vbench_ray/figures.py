@@ -1,9 +1,10 @@
 """The report's figures as data, drawn twice: inline SVG for ``report.html`` and a PNG in ``RUN_DIR/figures/``.
 
 A figure is a dict: ``kind`` ``"line"`` (a numeric sweep axis: one point per setting in numeric order, its 95% CI
-as a band and whiskers, the base setting as a dashed line; ViDiC §4.3, Fig. 5's score-vs-setting curves) or
-``"bars"`` (categories: CoVEBench Fig. 4's per-category scores, ViDiC's nine difference classes (Table 3),
-NRVBench's per-method and per-material tables (§5.1); one bar per category with its 95% CI).
+as a band and whiskers, the base setting as a dashed line; ViDiC Fig. 5a, accuracy against fps and resolution, and
+Fig. 5c, against augmentation intensity) or ``"bars"`` (categories: CoVEBench Fig. 5 middle, scores per major
+editing category; ViDiC Table 2 and Fig. 6, per category; NRVBench's six material categories and its per-method
+tables; one bar per category with its 95% CI).
 
 Line points: ``(x, value, lo, hi, n)``; bar rows: ``(label, value, lo, hi, n)``; ``None`` where missing.
 PNGs are drawn with Pillow (no browser, no plotting library): the same geometry as the SVG.
