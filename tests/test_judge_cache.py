@@ -115,7 +115,7 @@ def test_the_http_engine_hands_over_each_answer_as_it_arrives(tmp_path):
     import time
 
     from test_streaming import SlowJudge
-    from vbench_ray.judges.engines import direct_http_backend
+    from vbench_ray.judges.backends.http import HTTPBackend
 
     server = SlowJudge(delay=0.3)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -124,7 +124,7 @@ def test_the_http_engine_hands_over_each_answer_as_it_arrives(tmp_path):
             "backend": "http", "model": "slow", "http": {"base_url": f"http://127.0.0.1:{server.server_port}/v1",
                                                          "concurrency": 1, "max_retries": 0}})
         start, arrivals = time.monotonic(), []
-        for batch in direct_http_backend()(cfg).generate(requests(4)):
+        for batch in HTTPBackend(cfg).generate(requests(4)):
             arrivals += [time.monotonic() - start] * len(batch)
             assert len(batch) == 1 and batch[0].text == "[]"
     finally:

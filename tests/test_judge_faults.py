@@ -151,7 +151,7 @@ def test_an_endpoint_gone_mid_run_stops_early_and_the_resume_asks_only_the_rest(
     assert len(list((out / "cases").glob("*.parquet"))) >= 1  # the rows computed are kept
     assert 1 <= judge.total <= 2 * 4  # the first posts in flight (2 judge actors, 4 at a time) reached it
     # each judge process stops sending after DOWN_AFTER requests in a row could not connect
-    from vbench_ray.judges.engines import DOWN_AFTER
+    from vbench_ray.judges.backends.http import DOWN_AFTER
 
     assert len(spent) <= 2 * (DOWN_AFTER + 4) * 2  # 2 stream judge actors, 4 in flight each, 2 sends each
     back = Judge("ok", port=judge.port)

@@ -51,7 +51,7 @@ def test_the_check_passes_where_torchvision_imports(tiny_vl):
     from omegaconf import OmegaConf
 
     from vbench_ray.judges.base import JudgeConfig
-    from vbench_ray.preflight import _vllm_vision_problem
+    from vbench_ray.judges.backends.vllm import vision_problem as _vllm_vision_problem
 
     cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), {"backend": "vllm", "model": str(tiny_vl)})
     assert "torchvision" in _vllm_vision_problem(cfg, "judge")

@@ -1,4 +1,4 @@
-"""Fail fast: every check a config can fail before any compute, in about a second (issue 14, items 12-13).
+"""Fail fast: every check a config can fail before any compute, in about a second.
 
 ``check(cfg)`` runs at the start of ``runner.run``, before Ray starts, a video is opened or a model is
 loaded, and raises one ``ConfigError`` listing every problem found, each naming its config key:
@@ -27,7 +27,6 @@ recorded failure (README, "Bad input").
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -102,8 +101,8 @@ def _data_paths(cfg: DictConfig) -> dict[str, Path]:
 
 
 def _check_something_to_compute(cfg: DictConfig) -> Problems:
-    """``metrics.enabled: []`` with no editor to run: the run would compute nothing and report no metric (issue 23,
-    item 7). (``vbench-ray edit`` empties it on purpose: its editor is the work.)"""
+    """``metrics.enabled: []`` with no editor to run: the run would compute nothing and report no metric.
+    (``vbench-ray edit`` empties it on purpose: its editor is the work.)"""
     enabled = _get(cfg, "metrics.enabled")
     editor = _get(cfg, "editor.name")
     if enabled is not None and len(enabled) == 0 and editor in (None, "precomputed"):
@@ -196,9 +195,6 @@ def _check_editor(cfg: DictConfig) -> Problems:
 
 # ----------------------------------------------------------------------------- judges
 
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-
-
 def _with_source(problem: str, sources: dict[str, str], what: str) -> str:
     """``problem`` followed by where the weights of the config keys it names are published (``sources``: key ->
     text), unless it says so already."""
@@ -218,72 +214,16 @@ def _check_judge(node: Any, key: str, source: str | None = None) -> Problems:
 
 
 def _judge_problems(node: Any, key: str) -> Problems:
-    out: Problems = []
+    """The checks of the judge's backend (its registry entry's ``problems``), then its numeric ranges."""
+    from vbench_ray.judges.backends import BACKENDS
+
     backend = _get(node, "backend")
-    model = _get(node, "model")
-    if backend in ("vllm", "hf", "http") and not model:
-        what = "the served model name" if backend == "http" else "a local model folder"
-        out.append(f"`{key}.model` is not set: the {backend} backend needs {what}")
-    elif backend in ("vllm", "hf") and not Path(str(model)).expanduser().exists():
-        if not _HUB_ID.fullmatch(str(model)):  # "org/name" may be a Hugging Face cache id; a path must exist
-            out.append(f"`{key}.model` = {model!r} does not exist (the {backend} backend loads a local model folder)")
-    if backend == "vllm" and model:
-        out += [p for p in [_vllm_vision_problem(node, key)] if p]
-    if backend == "http":
-        if not _get(node, "http.base_url"):
-            out.append(f"`{key}.http.base_url` is not set: the http backend needs the server's URL "
-                       f"(e.g. http://127.0.0.1:8000/v1)")
-        env = _get(node, "http.api_key_env")
-        if env and not os.environ.get(str(env)):
-            out.append(f"`{key}.http.api_key_env` names the environment variable {env!r}, which is not set "
-                       f"(export it, or leave {key}.http.api_key_env null for a server without a key)")
-    if backend == "replay":
-        path = _get(node, "replay_path")
-        if not path:
-            out.append(f"`{key}.replay_path` is not set: the replay backend answers from a judge log "
-                       f"(a run directory or a JSONL of {{\"request_id\", \"text\"}} lines)")
-        elif not Path(str(path)).exists():
-            out.append(f"`{key}.replay_path` = {str(path)!r} does not exist")
+    if backend not in BACKENDS:
+        return [f"`{key}.backend`: {BACKENDS.unknown(backend)}"]
+    out: Problems = list(BACKENDS[backend].problems(node, key))
     if isinstance(node, DictConfig):  # its numeric ranges (NRVBench's `judges` entries are merged, not in the walk)
         out += check_bounds(node, key)
-    device = _get(node, "hf.device")
-    if backend == "hf" and device and str(device).startswith("cuda"):
-        out.append(f"__gpu__:{key}.hf.device")
     return out
-
-
-def _vllm_vision_problem(node: Any, key: str) -> str | None:
-    """A vLLM judge on a local vision-language model (``config.json`` with a ``vision_config``) needs torchvision in
-    the judge's Ray workers: vLLM 0.29's modules for Qwen2-VL, Qwen2.5-VL, LLaVA, InternVL ... and transformers'
-    video processors import it. The CPU stack of ``make setup`` has none (PyPI's torchvision is built against CUDA
-    torch: beside the CPU build it fails with ``operator torchvision::nms does not exist``), and the run then waited
-    in Ray Data's multimodal stage. Imported here in a subprocess with the workers' environment (``env_vars``)."""
-    import json
-    import subprocess
-    import sys
-
-    try:
-        config = json.loads((Path(str(_get(node, "model"))).expanduser() / "config.json").read_text())
-    except (OSError, ValueError):
-        return None  # a hub id, or no model folder (reported above)
-    if not isinstance(config, dict) or "vision_config" not in config:
-        return None
-    extra = _get(node, "env_vars")
-    extra = OmegaConf.to_container(extra) if isinstance(extra, DictConfig) else (extra or {})
-    env = {**os.environ, **{str(k): str(v) for k, v in extra.items() if v is not None}}
-    try:
-        done = subprocess.run([sys.executable, "-c", "import torchvision.transforms.functional"], env=env,
-                              capture_output=True, text=True, timeout=180)
-    except subprocess.TimeoutExpired:
-        return None
-    if done.returncode == 0:
-        return None
-    last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
-    return (f"`{key}.backend` = vllm with the vision-language model {str(_get(node, 'model'))!r} needs torchvision "
-            f"in the judge's workers, and it cannot be imported there ({last[:200]}). The CPU stack (make setup) has "
-            f"no working torchvision (PyPI's builds need CUDA torch): serve the judge where the GPU stack is "
-            f"installed (pip install -e '.[gpu]', vLLM's OpenAI server) and set {key}.backend=http with "
-            f"{key}.http.base_url, or install a torchvision built for this torch")
 
 
 def _check_judges(cfg: DictConfig) -> Problems:

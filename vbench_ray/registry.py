@@ -59,6 +59,11 @@ def _path(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', repr(obj))}"
 
 
+def load_target(target: str) -> Any:
+    """The object a ``"module:object"`` string names (imported now)."""
+    return _load(target)
+
+
 def _load(target: str) -> Any:
     module, _, attr = target.partition(":")
     if not module or not attr:

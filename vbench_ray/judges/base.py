@@ -1,6 +1,7 @@
 """The judge contract: requests, responses, configs and the backend interface.
 
-Every benchmark here is scored by an MLLM/LLM judge through the same loop (ANCHORS.md §10): build one
+Every benchmark here is scored by an MLLM/LLM judge through the same loop, the one the official evaluators share
+(NJU-LINK/CoVEBench 4fe1c2f ``eval_checklist.py``, NJU-LINK/ViDiC-1K b7aeefd ``judge/judge.py``): build one
 request per question group, send it to a backend, parse and validate the answer, retry the failed
 requests alone, and record every raw response in the run's judge log. A request is identified by
 ``{benchmark}/{case_id}/{variant}/{stage}/{group}`` (e.g. ``cove/17/base/checklist/AB-MCQ``), which is
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from typing import Any, Dict, Iterator, List, Optional
 
 from vbench_ray.config import bounded
@@ -93,8 +95,54 @@ class JudgeConfig:
     hf: HFJudgeConfig = field(default_factory=HFJudgeConfig)
 
 
-JUDGE_CHOICES = {"judge.backend": ("vllm", "http", "hf", "replay"), "judge.http.media": ("file", "base64"),
+class _BackendNames(Sequence):
+    """The judge backends' names, read from their registry at each use (a backend registered later counts)."""
+
+    def _names(self) -> list:
+        from vbench_ray.judges.backends import BACKENDS
+
+        return list(BACKENDS)
+
+    def __getitem__(self, i):
+        return self._names()[i]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __repr__(self) -> str:
+        return repr(tuple(self._names()))
+
+
+JUDGE_CHOICES = {"judge.backend": _BackendNames(), "judge.http.media": ("file", "base64"),
                  "judge.parse": ("official", "lenient")}
+
+
+def cfg_get(node: Any, key: str) -> Any:
+    """``node``'s dotted ``key`` (an OmegaConf node, a dataclass or a dict); None when absent."""
+    for part in key.split("."):
+        if node is None:
+            return None
+        node = node.get(part) if hasattr(node, "get") and not hasattr(node, "__dataclass_fields__") \
+            else getattr(node, part, None)
+    return node
+
+
+def model_problems(node: Any, key: str, backend: str, what: str, local: bool) -> List[str]:
+    """``{key}.model`` not set (``what`` the backend needs there), or, for a backend that loads a local model folder
+    (``local``), a path that does not exist ("org/name" may be a Hugging Face cache id)."""
+    import re
+    from pathlib import Path
+
+    model = cfg_get(node, "model")
+    if not model:
+        return [f"`{key}.model` is not set: the {backend} backend needs {what}"]
+    if local and not Path(str(model)).expanduser().exists() and \
+            not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", str(model)):
+        return [f"`{key}.model` = {model!r} does not exist (the {backend} backend loads a local model folder)"]
+    return []
 
 
 def request_id(benchmark: str, case_id: str, variant: str, stage: str, group: str) -> str:
@@ -175,6 +223,18 @@ class JudgeBackend:
     """
 
     name = ""
+    # The registry entry of a backend is its class (``backends.BACKENDS``); everything dispatched on its name lives on
+    # it: ``config_section`` the ``JudgeConfig`` field holding its own settings (None: none), ``engine`` the
+    # ``"module:function"`` that makes the run's engine (``engines.make_engine`` calls it with the config, this
+    # class and the run directory; a string so backends never import the engines), ``problems`` its preflight checks.
+    config_section: Optional[str] = None
+    engine: str = "vbench_ray.judges.engines:local_engine"
+
+    @classmethod
+    def problems(cls, node: Any, key: str) -> List[str]:
+        """What is wrong with judge config ``node`` (at ``key`` in the run's config, e.g. ``judge``, ``judges[1]``)
+        for this backend, found without loading anything: one sentence per problem, naming the key."""
+        return []
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
@@ -201,8 +261,8 @@ class JudgeBackend:
 
     def identity(self) -> str | None:
         """Who answers: backend, model and sampling, hashed. The judge log's cache key includes it, so a
-        different judge in the same run directory asks again instead of inheriting another judge's answers
-        (issue 14, item 5); the prompt is in the key already (``prompt_hash``). ``replay`` answers from the
+        different judge in the same run directory asks again instead of inheriting another judge's answers;
+        the prompt is in the key already (``prompt_hash``). ``replay`` answers from the
         records themselves: it has no identity of its own and accepts any judge's."""
         if self.name == "replay":
             return None

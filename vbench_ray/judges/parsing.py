@@ -1,16 +1,16 @@
 """Turning judge text into answers, and deciding whether an answer is usable.
 
-CoVEBench's official parsing (ANCHORS.md §1): drop everything up to ``</think>``; take a fenced
-```json block, else the first ``[...]``, else the first ``{...}``; ``json.loads``; the result must be
-a list of items with an ``id`` and an answer under ``final_answer`` / ``final_score`` / ``answer`` /
-``score``, with every expected id present. We also check each answer is in the allowed set of its
-question type (the prompts demand it), so a "Maybe" is retried rather than silently counted wrong.
+CoVEBench's official parsing (NJU-LINK/CoVEBench 4fe1c2f ``eval_checklist.py``): drop everything up to
+``</think>``; take a fenced ```json block, else the first ``[...]``, else the first ``{...}``; ``json.loads``; the
+result must be a list of items with an ``id`` and an answer under ``final_answer`` / ``final_score`` / ``answer``
+/ ``score``, with every expected id present. We also check each answer is in the allowed set of its question type
+(the prompts demand it), so a "Maybe" is retried rather than silently counted wrong.
 
-``judge.parse`` (issue 10) picks which of two parses decides validity for CoVEBench checklists:
+``judge.parse`` picks which of two parses decides validity for CoVEBench checklists:
 ``official`` (default; the official code's extraction and literal answers, so "Yes." or "Option A"
 score wrong) or ``lenient`` (the balanced-span extraction above and normalised answers: "True" -> Yes,
 "Option A" -> A). Both are computed on every answer so a run reports how many answers the two modes
-score differently. ``expected["validity"]`` (``score.validity``, issue 24): ``request`` (default) is the
+score differently. ``expected["validity"]`` (``score.validity``): ``request`` (default) is the
 official ``validate_llm_output`` (NJU-LINK/CoVEBench 4fe1c2f, metrics/subjective/mllm_checklist/
 eval_checklist.py): the whole request is valid or not, ids compared as ``str`` without stripping, the
 answer's value never checked; ``question`` judges each answer on its own (stripped ids, a Score-MCQ
@@ -148,8 +148,8 @@ def _lenient_answers(text: str, form: str) -> tuple[dict, list[str], str | None]
 # ----------------------------------------------------------------------------- the official CoVEBench parse
 
 def official_extract(text: str) -> Any:
-    """The official CoVEBench extraction (ANCHORS.md §1): the text after the last ``</think>``; the first
-    fenced block (```json or ```), else the span from the first ``[`` to the *last* ``]``, else from the
+    """The official CoVEBench extraction (4fe1c2f ``eval_checklist.py``): the text after the last ``</think>``; the
+    first fenced block (```json or ```), else the span from the first ``[`` to the *last* ``]``, else from the
     first ``{`` to the last ``}``, else the whole text; one ``json.loads``, no fallback to other spans."""
     text = text or ""
     if "</think>" in text:

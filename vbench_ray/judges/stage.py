@@ -1,6 +1,6 @@
 """The judge stage: requests -> backend -> parse -> validate -> retry the failed alone -> record.
 
-One generic loop for every benchmark (DESIGN.md, "Judges"):
+One generic loop for every benchmark (docs/architecture.md, "Judges"):
 
 1. Requests already answered validly in the run's judge log (same id, same prompt) are not sent again.
 2. The rest go to the backend; each response is appended to the log as its batch finishes.
@@ -8,7 +8,7 @@ One generic loop for every benchmark (DESIGN.md, "Judges"):
    The re-ask repeats the request with a short note quoting what was wrong (deterministic: the same
    failure gives the same re-ask).
 4. A transport or engine failure (timeout, 5xx, dead engine) is also retried, from the same budget.
-5. One budget per request per run (issue 30, item 2): every attempt in the judge log counts, failed or
+5. One budget per request per run: every attempt in the judge log counts, failed or
    invalid, whichever pass or invocation sent it (the stream, the scoring pass after it, a resume), so a
    request is sent at most ``judge.max_retries + 1`` times in all; raising ``judge.max_retries`` on a resume
    grants more. Attempts are numbered in the order sent (a re-ask after a transport failure is attempt 2,
@@ -57,7 +57,7 @@ def retry_request(request: JudgeRequest, reason: str) -> JudgeRequest:
 class JudgeStage:
     def __init__(self, backend, judge_log: JudgeLog, max_retries: int = 3, before_send=None):
         """``before_send``: called once, before the first request is sent (not at all when the log answers
-        everything): where the runner starts the engine, so a finished run loads no model (issue 30, item 3)."""
+        everything): where the runner starts the engine, so a finished run loads no model."""
         self.backend = backend
         self.log = judge_log
         self.max_retries = max_retries
@@ -181,8 +181,8 @@ class JudgeStage:
 
     @staticmethod
     def _partial(request: JudgeRequest, records: list[dict], last: Any = None) -> Any:
-        """The valid parts of a request's answers that never became valid as a whole (issue 10: a checklist
-        answer is valid per question, so valid sibling answers are kept): dict values merged over the
+        """The valid parts of a request's answers that never became valid as a whole (with
+        ``score.validity=question`` a checklist answer is valid per question, so valid sibling answers are kept): dict values merged over the
         attempts in order, a later valid part replacing an earlier one, None never replacing anything."""
         merged: Any = None
         values = [parse(request.parser, r["text"], request.expected).value

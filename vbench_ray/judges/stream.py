@@ -1,4 +1,4 @@
-"""Judge phases as stages of the run's one stream (DESIGN.md, "One Ray Data execution per run").
+"""Judge phases as stages of the run's one stream (docs/architecture.md, "Data flow").
 
 A benchmark's judge phases (``Benchmark.judge_phases``) become consecutive ``judge`` stages: each row that
 reaches a phase's stage gets that phase's requests built from the row alone plus the results of the

@@ -53,7 +53,7 @@ from typing import Any, Iterator
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
-from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse
+from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse, cfg_get, model_problems
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,16 @@ def resolve_model_path(model: str | None, env_vars: dict | None = None) -> Path:
 
 class HFBackend(JudgeBackend):
     name = "hf"
+    config_section = "hf"
+    engine = "vbench_ray.judges.engines:hf_engine"
+
+    @classmethod
+    def problems(cls, node: Any, key: str) -> list[str]:
+        out = model_problems(node, key, "hf", "a local model folder", local=True)
+        device = cfg_get(node, "hf.device")
+        if device and str(device).startswith("cuda"):
+            out.append(f"__gpu__:{key}.hf.device")  # preflight: said only when the cluster has no GPU
+        return out
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -1,31 +1,23 @@
-"""``http``: any OpenAI-compatible chat-completions server, through ``ray.data.llm``'s HTTP processor.
+"""``http``: any OpenAI-compatible chat-completions server, posted to from the calling process.
 
-``generate`` builds ``HttpRequestProcessorConfig(url=base_url + "/chat/completions", headers, qps, max_retries,
-base_retry_wait_time_in_s, session_factory, concurrency, batch_size)`` and ``build_processor``; every row carries
-``payload``, an OpenAI chat request body (``model``, ``messages``, ``temperature``, ``top_p``, ``max_tokens``,
-``seed``, and ``top_k`` when ``judge.top_k`` is set: vLLM's OpenAI server reads it as an extra sampling field).
-Ray must already be initialised.
+The one HTTP judge implementation: the run's engine (``engines.make_engine``, from the driver or a stream's judge
+actor) and a backend built by name (``backends.build_backend``: agentic verify, the perf scripts) both post through
+``HTTPBackend.generate``. Each request is one ``POST base_url + "/chat/completions"`` whose body is an OpenAI chat
+request (``model``, ``messages``, ``temperature``, ``top_p``, ``max_tokens``, ``seed``, and ``top_k`` when
+``judge.top_k`` is set: vLLM's OpenAI server reads it as an extra sampling field), ``judge.http.concurrency``
+requests in flight, each answer handed over as it arrives.
 
-**Per-row isolation (why the request step is replaced).** Ray 2.60's ``HttpRequestUDF`` cannot isolate a
-failing request: after its retries it raises for the whole batch (which stops the dataset), a non-JSON error
-body raises too, it retries 429/408/502/503/504 but not 500, it has no timeout setting (aiohttp's 5 min
-default) and it sends a batch's requests one after another. The processor built by ``build_processor`` is
-kept (actor pool of ``concurrency`` workers, batching, pre/postprocess), but its request UDF is replaced by a
-subclass, :func:`row_isolating_http_udf`, taking the same constructor arguments, that
+Transport (per request, never raising: a request that fails for good comes back with ``error`` set, its neighbours
+are unaffected):
 
-* sends the rows of a batch concurrently, the n-th no earlier than ``n / qps`` seconds after the first (when
-  ``judge.http.qps`` is set; per worker);
-* gives each request ``judge.http.timeout_s`` (``aiohttp.ClientTimeout(total=...)``, through the config's
-  ``session_factory``);
-* retries connection errors, timeouts, 408, 409, 425, 429 and 5xx up to ``judge.http.max_retries`` times, waiting
-  ``retry_wait_s * 2**attempt`` seconds (or the server's ``Retry-After``, at most 60 s); other 4xx are not retried;
-* never raises: a request that fails for good comes back with ``error`` set (``HTTP 429: <body>``, ``timeout
-  after 5.0s``, ``ClientConnectorError: ...``), its neighbours are unaffected;
-* returns the raw response body as a string column ``http_body`` (not Ray's ``http_response`` dict: response
-  schemas vary between servers and rows, which Arrow does not always unify), parsed by the postprocess into
-  ``choices[0].message.content`` and ``usage.{prompt,completion}_tokens``.
+* ``judge.http.timeout_s`` per attempt; connection errors, timeouts, a body cut short (``http.client.IncompleteRead``,
+  a bad status line) and HTTP 408, 409, 425, 429 and 5xx are retried up to ``judge.http.max_retries`` times,
+  waiting ``retry_wait_s * 2**attempt`` seconds or the server's ``Retry-After`` (at most 60 s); other 4xx are not;
+* ``judge.http.qps``: attempts start no closer than ``1 / qps`` seconds apart (per process);
+* an endpoint that accepts no connection is found before anything is computed (``probe``: a TCP connection, nothing
+  sent) and, once ``DOWN_AFTER`` requests in a row could not connect, is sent nothing more by this process
+  (``JudgeResponse.sent`` False: no attempt spent, nothing logged); the run then stops with its error.
 
-Retry wait: ``judge.http.retry_wait_s`` (default 1.0 s, Ray's ``base_retry_wait_time_in_s``).
 Sampling: ``judge.http.send_sampling=false`` leaves temperature, top_p, top_k, max_tokens and seed out of the body,
 for APIs that accept only their defaults (the official ViDiC judge, gpt-5-mini, is called with none).
 
@@ -35,51 +27,47 @@ remote API sees it. Frame sampling is then the server's (for a vLLM server: ``--
 request fields would break other OpenAI-compatible APIs.
 
 The API key is read from the variable named by ``judge.http.api_key_env`` and sent as ``Authorization: Bearer``.
-It is never logged: it lives only in the request headers, error texts are scrubbed of it, and neither this
+It lives only in the request headers; answers and errors are scrubbed of it (``media.scrub``), and neither this
 object's ``repr`` nor its log lines show it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
+import errno
+import http.client
 import json
-import logging
-import math
 import os
+import socket
+import threading
 import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Optional
 
-from vbench_ray.judges.backends.media import (
-    IDX,
-    env_vars,
-    inline_local_media,
-    media_problem,
-    opt,
-    response_row,
-    short,
-    stream_responses,
+from vbench_ray.judges.backends.media import IDX, inline_local_media, media_problem, opt, response_row, scrub, short
+from vbench_ray.judges.base import (
+    JudgeBackend,
+    JudgeRequest,
+    JudgeResponse,
+    JudgeUnavailable,
+    cfg_get,
+    model_problems,
 )
-from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse
-
-log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 60.0
-MAX_BATCH = 16
+ERROR_DETAIL = 200  # characters of an error body kept (scrubbed of the key by the caller)
+DOWN_AFTER = 3  # consecutive requests none of whose attempts could connect: the endpoint is down
+
+_DOWN_LOCK = threading.Lock()
+_DOWN: dict[str, dict] = {}  # per endpoint URL, in this process: consecutive unreachable requests, last error
 
 
 def _config_error(message: str) -> Exception:
     from vbench_ray.config import ConfigError
 
     return ConfigError(message)
-
-
-def make_session(timeout_s: float):
-    """An aiohttp session whose requests each give up after ``timeout_s`` seconds (the processor's session_factory)."""
-    import aiohttp
-
-    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=float(timeout_s)))
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
@@ -89,13 +77,10 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
         return None  # an HTTP date: use our own backoff
 
 
-ERROR_DETAIL = 200  # characters of an error body kept (scrubbed of the key by the caller)
-
-
 def error_detail(body: str) -> str:
     """What an error response says, short: the JSON ``error.message`` (or ``error`` / ``detail`` / ``message``)
     when there is one, else the start of the body. Never the whole body: a server may quote the request's
-    headers in it (issue 23, item 2), and the callers scrub what is kept."""
+    headers in it, and the callers scrub what is kept."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -109,72 +94,31 @@ def error_detail(body: str) -> str:
     return short(body, ERROR_DETAIL)
 
 
-_HTTP_UDF = None
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says nothing listens at the endpoint (refused, no such host, no route), as opposed to a
+    server that was reached and failed (timeout, reset, 5xx)."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, (ConnectionRefusedError, socket.gaierror)):
+        return True
+    return isinstance(reason, OSError) and reason.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
 
 
-def row_isolating_http_udf():
-    """A subclass of Ray's ``HttpRequestUDF`` that answers every row, failed or not (see the module docstring)."""
-    global _HTTP_UDF
-    if _HTTP_UDF is not None:
-        return _HTTP_UDF
-    import aiohttp
-    from ray.llm._internal.batch.stages.http_request_stage import HttpRequestUDF
+def endpoint_down(url: str) -> str | None:
+    """The endpoint's last connection error once ``DOWN_AFTER`` requests in a row could not connect, else None."""
+    with _DOWN_LOCK:
+        state = _DOWN.get(url) or {}
+        return state.get("error") if state.get("count", 0) >= DOWN_AFTER else None
 
-    class RowIsolatingHttpRequestUDF(HttpRequestUDF):
-        async def udf(self, batch):
-            async with self.session_factory() as session:
-                start = time.monotonic()
 
-                async def paced(n: int, row: dict) -> dict:
-                    if self.qps:
-                        await asyncio.sleep(max(0.0, start + n / float(self.qps) - time.monotonic()))
-                    return await self._send(session, row)
-
-                tasks = [asyncio.ensure_future(paced(n, row)) for n, row in enumerate(batch)]
-                for done in asyncio.as_completed(tasks):
-                    yield await done
-
-        async def _send(self, session, row: dict) -> dict:
-            out = {self.IDX_IN_BATCH_COLUMN: row[self.IDX_IN_BATCH_COLUMN], "http_body": "", "http_status": -1,
-                   "http_error": "", "http_latency_s": -1.0, "http_attempts": 0}
-            if row.get("vbr_prep_error"):
-                out["http_error"] = str(row["vbr_prep_error"])
-                return out
-            error = "not sent"
-            for attempt in range(int(self.max_retries) + 1):
-                out["http_attempts"] = attempt + 1
-                wait = None
-                t0 = time.monotonic()
-                try:
-                    body, headers = self._build_request(row["payload"])
-                    async with session.post(self.url, headers=headers, data=body) as response:
-                        status = response.status
-                        raw = await response.read()
-                        retry_after = response.headers.get("Retry-After")
-                    text = raw.decode("utf-8", errors="replace")
-                    out.update(http_status=status, http_latency_s=time.monotonic() - t0)
-                    if 200 <= status < 300:
-                        out.update(http_body=text, http_error="")
-                        return out
-                    error = f"HTTP {status}: {error_detail(text)}"
-                    if status not in RETRY_STATUS:
-                        break
-                    wait = _retry_after(retry_after)
-                except asyncio.TimeoutError:
-                    error = f"timeout: no complete response within {session.timeout.total}s"
-                except aiohttp.ClientError as exc:
-                    error = f"{type(exc).__name__}: {short(str(exc), 300)}"
-                except Exception as exc:  # e.g. a payload that cannot be serialised: not worth retrying
-                    error = f"{type(exc).__name__}: {short(str(exc), 300)}"
-                    break
-                if attempt < int(self.max_retries):
-                    backoff = float(self.base_retry_wait_time_in_s) * 2 ** attempt
-                    await asyncio.sleep(wait if wait is not None else backoff)
-            out["http_error"] = f"{error} (after {out['http_attempts']} attempt(s))"
-            return out
-
-    _HTTP_UDF = RowIsolatingHttpRequestUDF
-    return _HTTP_UDF
+def _note_reach(url: str, error: str | None) -> None:
+    """A request's outcome: ``error`` when none of its attempts could connect, None when the server was reached."""
+    with _DOWN_LOCK:
+        if error is None:
+            _DOWN.pop(url, None)
+        else:
+            state = _DOWN.setdefault(url, {"count": 0})
+            state["count"] += 1
+            state["error"] = error
 
 
 def _message_text(content: Any) -> Optional[str]:
@@ -186,7 +130,8 @@ def _message_text(content: Any) -> Optional[str]:
 
 
 def _postprocess(row: dict) -> dict:
-    """An HTTP result row -> the flat response row: ``choices[0].message.content`` and ``usage``."""
+    """An HTTP result row (``http_body``, ``http_error``, ``http_latency_s``) -> the flat response row:
+    ``choices[0].message.content`` and ``usage``. Also reads the Serve judge's answers (``engines.ServeEngine``)."""
     idx = row[IDX]
     latency = row.get("http_latency_s")
     latency = latency if latency is not None and latency >= 0 else None
@@ -214,6 +159,19 @@ def _postprocess(row: dict) -> dict:
 
 class HTTPBackend(JudgeBackend):
     name = "http"
+    config_section = "http"
+
+    @classmethod
+    def problems(cls, node: Any, key: str) -> list[str]:
+        out = model_problems(node, key, "http", "the served model name", local=False)
+        if not cfg_get(node, "http.base_url"):
+            out.append(f"`{key}.http.base_url` is not set: the http backend needs the server's URL "
+                       f"(e.g. http://127.0.0.1:8000/v1)")
+        env = cfg_get(node, "http.api_key_env")
+        if env and not os.environ.get(str(env)):
+            out.append(f"`{key}.http.api_key_env` names the environment variable {env!r}, which is not set "
+                       f"(export it, or leave {key}.http.api_key_env null for a server without a key)")
+        return out
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -234,9 +192,11 @@ class HTTPBackend(JudgeBackend):
             value = opt(h, key)
             if value is None or int(value) < low:
                 raise _config_error(f"judge.http.{key} must be >= {low}, got {value!r}")
+        self.max_retries, self.concurrency = int(h.max_retries), int(h.concurrency)
         timeout = opt(h, "timeout_s")
         if timeout is None or float(timeout) <= 0:
             raise _config_error(f"judge.http.timeout_s must be > 0, got {timeout!r}")
+        self.timeout_s = float(timeout)
         qps = opt(h, "qps")
         if qps is not None and float(qps) <= 0:
             raise _config_error(f"judge.http.qps must be > 0 (or null for no limit), got {qps!r}")
@@ -251,10 +211,18 @@ class HTTPBackend(JudgeBackend):
                                     f"which is not set (or empty) in this process")
             self.__key = value
         self.key_env = key_env
-        self.env = env_vars(cfg)
+        self._pace_lock = threading.Lock()
+        self._next_slot = 0.0  # monotonic time before which no attempt starts (judge.http.qps)
 
     def __repr__(self) -> str:
         return f"HTTPBackend(url={self.url!r}, media={self.media!r}, api_key_env={self.key_env!r})"
+
+    def __getstate__(self):  # a lock does not pickle; the pacing starts afresh in the receiving process
+        return {k: v for k, v in self.__dict__.items() if k != "_pace_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._pace_lock = threading.Lock()
 
     @property
     def _secrets(self) -> list[str]:
@@ -263,69 +231,109 @@ class HTTPBackend(JudgeBackend):
     def headers(self) -> dict:
         return {"Authorization": f"Bearer {self.__key}"} if self.__key else {}
 
-    def processor_config_kwargs(self, n_requests: int) -> dict:
-        """Keyword arguments of ``HttpRequestProcessorConfig`` (the key only inside ``headers``)."""
-        h = self.cfg.http
-        concurrency = int(h.concurrency)
-        kwargs = dict(
-            url=self.url,
-            headers=self.headers(),
-            # Ray's field is an int; the request step gets the exact float (set in _build_dataset)
-            qps=None if self.qps is None else max(1, int(round(self.qps))),
-            max_retries=int(h.max_retries),
-            base_retry_wait_time_in_s=self.retry_wait_s,
-            session_factory=functools.partial(make_session, float(h.timeout_s)),
-            concurrency=concurrency,
-            batch_size=max(1, min(MAX_BATCH, math.ceil(max(1, n_requests) / concurrency))),
-        )
-        if self.env:
-            kwargs["http_request_stage"] = {"runtime_env": {"env_vars": dict(self.env)}}
-        return kwargs
-
     def payload_base(self) -> dict:
         body = self.sampling_params() if opt(self.cfg.http, "send_sampling", True) else {}
         if self.cfg.model:
             body = {"model": str(self.cfg.model), **body}
         return body
 
-    def _build_dataset(self, rows: list[dict]):
-        import ray
-        from ray.data.llm import HttpRequestProcessorConfig, build_processor
+    def probe(self) -> None:
+        """Raise ``JudgeUnavailable`` when nothing accepts a connection at the endpoint: found before any case is
+        computed, not after a minute of retries per case. Only a TCP connection: nothing is sent, nothing is paid."""
+        from urllib.parse import urlsplit
 
-        kwargs = self.processor_config_kwargs(len(rows))
-        shown = {k: v for k, v in kwargs.items() if k not in ("headers", "session_factory", "http_request_stage")}
-        log.info("http judge: %d requests, processor %s, headers %s, timeout %ss, media %s", len(rows),
-                 json.dumps(shown, default=str), sorted(kwargs["headers"]), self.cfg.http.timeout_s, self.media)
-        config = HttpRequestProcessorConfig(**kwargs)
-        base, inline = self.payload_base(), self.media == "base64"
+        parts = urlsplit(self.url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parts.hostname, port), timeout=min(10.0, self.timeout_s)):
+                pass
+        except OSError as exc:
+            raise JudgeUnavailable(scrub(f"the judge endpoint {self.url} cannot be reached: {type(exc).__name__}: "
+                                         f"{short(str(exc), 200)}. Start the server (or fix judge.http.base_url) "
+                                         f"and run the same command again: the run resumes", self._secrets)) from None
+        _note_reach(self.url, None)
 
-        def preprocess(row: dict) -> dict:
+    def _pace(self) -> None:
+        """Wait for this attempt's slot: attempts start ``1 / qps`` seconds apart (no limit without qps)."""
+        if self.qps is None:
+            return
+        with self._pace_lock:
+            now = time.monotonic()
+            slot = max(now, self._next_slot)
+            self._next_slot = slot + 1.0 / self.qps
+        time.sleep(max(0.0, slot - now))
+
+    def _post(self, payload: dict) -> dict:
+        """One request with its transport retries -> ``{http_body, http_error, http_latency_s}``."""
+        row = {IDX: 0, "http_body": "", "http_error": "", "http_latency_s": -1.0}
+        body = json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json", **self.headers()}
+        error, attempts, reached = "not sent", 0, False
+        for attempt in range(self.max_retries + 1):
+            attempts = attempt + 1
+            wait = None
+            self._pace()
+            t0 = time.monotonic()
             try:
-                messages = json.loads(row["vbr_messages"])
-                if inline:
-                    messages = inline_local_media(messages)
-                return {"payload": {**base, "messages": messages}, "vbr_prep_error": ""}
-            except Exception as exc:  # e.g. a media file that vanished: this request fails, not the run
-                return {"payload": None, "vbr_prep_error": f"preparing the request failed: {type(exc).__name__}: "
-                                                           f"{short(str(exc), 300)}"}
+                request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    reached = True
+                    row.update(http_body=response.read().decode("utf-8", errors="replace"),
+                               http_latency_s=time.monotonic() - t0)
+                    _note_reach(self.url, None)
+                    return row
+            except urllib.error.HTTPError as exc:
+                reached = True
+                error = f"HTTP {exc.code}: {error_detail(exc.read().decode('utf-8', errors='replace'))}"
+                if exc.code not in RETRY_STATUS:
+                    break
+                wait = _retry_after(exc.headers.get("Retry-After"))
+            except (TimeoutError, socket.timeout):
+                reached = True
+                error = f"timeout: no complete response within {self.timeout_s}s"
+            except http.client.HTTPException as exc:  # IncompleteRead, a bad status line: the body was cut
+                reached = True
+                error = f"{type(exc).__name__}: the response was cut short"
+            except (urllib.error.URLError, ConnectionError, OSError) as exc:
+                reached = reached or not _unreachable(exc)
+                error = f"{type(exc).__name__}: {short(str(exc), 200)}"
+            if attempt < self.max_retries and not endpoint_down(self.url):
+                time.sleep(wait if wait is not None else self.retry_wait_s * 2 ** attempt)
+            elif attempt < self.max_retries:
+                break  # other requests found the endpoint down meanwhile: stop spending attempts
+        _note_reach(self.url, None if reached else error)
+        row["http_error"] = f"{error} (after {attempts} attempt(s))"
+        return row
 
-        processor = build_processor(config, preprocess=preprocess, postprocess=_postprocess)
-        stage = processor.get_stage_by_name("HttpRequestStage")
-        stage.fn = row_isolating_http_udf()
-        stage.fn_constructor_kwargs["qps"] = self.qps
-        dataset = ray.data.from_items(rows, override_num_blocks=max(1, min(len(rows), 64)))
-        return processor(dataset)
+    def _one(self, request: JudgeRequest) -> JudgeResponse:
+        secrets = self._secrets
+        problem = media_problem(request.messages)
+        if problem:
+            return JudgeResponse(request.request_id, error=scrub(f"http: {problem}", secrets), model=self.model_label)
+        down = endpoint_down(self.url)
+        if down:
+            return JudgeResponse(request.request_id, error=scrub(f"http: not sent: the endpoint is down ({down})",
+                                                                 secrets), model=self.model_label, sent=False)
+        try:
+            messages = inline_local_media(request.messages) if self.media == "base64" else request.messages
+            payload = {**self.payload_base(), "messages": messages}
+        except Exception as exc:  # e.g. a media file that vanished: this request fails, not the run
+            return JudgeResponse(request.request_id, model=self.model_label, error=scrub(
+                f"http: preparing the request failed: {type(exc).__name__}: {short(str(exc), 200)}", secrets))
+        out = _postprocess(self._post(payload))
+        error = scrub(out.get("error"), secrets)
+        text = scrub(out.get("text"), secrets) if error is None else None  # a server may echo the key
+        return JudgeResponse(request.request_id, text=text, error=error,
+                             latency_s=out.get("latency_s"), prompt_tokens=out.get("prompt_tokens"),
+                             completion_tokens=out.get("completion_tokens"), model=self.model_label)
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
+        """One response per request, in order, each yielded as soon as it (and those before it) are answered."""
         if not requests:
             return
-        pre_failed = {}
-        for i, request in enumerate(requests):
-            problem = media_problem(request.messages)
-            if problem:
-                pre_failed[i] = f"http: {problem}"
-        yield from stream_responses(requests, pre_failed, self._build_dataset, model=self.model_label,
-                                    secrets=self._secrets, what="http judge")
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            for response in pool.map(self._one, requests):
+                yield [response]
 
 
-__all__ = ["HTTPBackend", "row_isolating_http_udf", "make_session"]
+__all__ = ["HTTPBackend", "DOWN_AFTER", "endpoint_down"]

