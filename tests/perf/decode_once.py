@@ -1,4 +1,4 @@
-"""Decode once vs decode per metric, on the synthetic CoVEBench (DESIGN.md "Decode once").
+"""Decode once vs decode per metric, on the synthetic CoVEBench (docs/architecture.md, "Decode once").
 
     .venv/bin/python tests/perf/decode_once.py [--n 16] [--size 320x240] [--frames 48]
 

@@ -1,6 +1,6 @@
 """Cost of CoVEBench's model metrics (AES, TQ, SRC, VQR) at their real sizes, random weights (never accuracy).
 
-Issue 11 asks, per model: frames/s per GPU in its pool, peak GPU memory, the same work done the official way,
+What it measures, per model: frames/s per GPU in its pool, peak GPU memory, the same work done the official way,
 their ratio (goal: the pools >= 3x faster) and whether the four model metrics of a 626-task CoVEBench run fit in
 10 minutes on one H100. What runs here:
 
@@ -18,7 +18,7 @@ their ratio (goal: the pools >= 3x faster) and whether the four model metrics of
   up, waits until all are ready, then times its batches (the machine's cores split between them, as Ray's
   ``OMP_NUM_THREADS``); combined throughput per GPU = all the videos / (last end - first start), next to the one
   actor's.
-* **official**: ANCHORS.md section 1 and the official scripts (``metrics/vq/aes/eval_aes.py``,
+* **official**: NJU-LINK/CoVEBench 4fe1c2f's scripts (``metrics/vq/aes/eval_aes.py``,
   ``metrics/vq/dover/eval_dover.py`` -> DOVER's ``evaluate_a_set_of_videos.py``, ``metrics/vf/src/eval_src.py``,
   ``metrics/vq/vqr/eval_vqr.py``): one script per metric = a separate Python process that loads its model(s)
   once, then for one video at a time decodes it (OpenCV, reading up to the last frame needed, as ``eval_aes.py``)
@@ -747,8 +747,8 @@ def report(name: str, cfg: dict, pool: dict, shared: dict, official: dict | None
 
 
 def _torchvision_for_qwen() -> None:
-    """Qwen2.5-VL's processor imports torchvision. A CPU machine of this project has none (STACK.md): for the tiny
-    smoke run only, the tests' stand-in (tests/tiny/torchvision_stub, plain torch) takes its place."""
+    """Qwen2.5-VL's processor imports torchvision. A CPU machine of this project has none (docs/stack.md): for the
+    tiny smoke run only, the tests' stand-in (tests/tiny/torchvision_stub, plain torch) takes its place."""
     import importlib.util
 
     if importlib.util.find_spec("torchvision") is None:

@@ -37,7 +37,7 @@ TEXT_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VISION_SPECIAL_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 BPE_VOCAB_SIZE = 1024  # trained vocabulary, special tokens included; the model's vocab_size equals len(tokenizer)
 
-# Text sizes shared by both models (STACK.md: head_dim 64; 16 is rejected by vLLM's CPU attention backend).
+# Text sizes shared by both models (docs/stack.md: head_dim 64; 16 is rejected by vLLM's CPU attention backend).
 TEXT_SIZES = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6)
 VISION_SIZES = dict(depth=2, embed_dim=128, num_heads=2, mlp_ratio=4, patch_size=14, spatial_merge_size=2,

@@ -2,7 +2,7 @@
 
 Why it exists: on the project's CPU machines the PyPI ``torchvision`` wheels are CUDA-linked and break beside
 the CPU build of torch (``operator torchvision::nms does not exist``), so the CPU stack uninstalls torchvision
-(``../shared/STACK.md``). Yet transformers' Qwen2-VL image/video processors and, through them, vLLM's Qwen2-VL
+(``docs/stack.md``). Yet transformers' Qwen2-VL image/video processors and, through them, vLLM's Qwen2-VL
 model module import ``torchvision.transforms.v2.functional`` at import time. To exercise the VLM judge paths
 (vLLM, Ray Data LLM) with a tiny random Qwen2-VL in tests, this package provides the handful of functions those
 code paths actually call, implemented with plain torch (resize via ``torch.nn.functional.interpolate``,
