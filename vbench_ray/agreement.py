@@ -1,4 +1,4 @@
-"""Agreement between judges and human annotators (NRVBench paper, seeds/001, §5 "Human Evaluation",
+"""Agreement between judges and human annotators (NRVBench paper, "Beyond Rigid", §5 "Human Evaluation",
 Table 4/6, App. B.2, App. F.2).
 
 B.2's protocol, which this module follows:

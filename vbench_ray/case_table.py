@@ -1,4 +1,4 @@
-"""The run's case table in the driver, as Arrow chunks (issue 16, "Bounded memory at benchmark scale").
+"""The run's case table in the driver, as Arrow chunks, so its memory stays bounded at benchmark scale.
 
 A loader's rows (a list, or a generator such as ``CoveBench.iter_cases``) become Arrow tables of
 ``CHUNK_ROWS`` rows as they come, so the driver never holds every case as Python dicts: about 3.5 KB per

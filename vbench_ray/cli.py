@@ -88,7 +88,7 @@ EXIT_ALL_FAILED = 5
 
 
 def _run_exit(summary: dict) -> int:
-    """The exit status of a finished run (issue 23, item 7): a run in which every case failed (videos that do not
+    """The exit status of a finished run: a run in which every case failed (videos that do not
     load, an editor that made nothing) scored nothing, whatever its metrics say: say why, exit non-zero."""
     code = _unavailable_exit(summary)
     n, failures = summary.get("n_rows") or 0, summary.get("failures") or {}
@@ -103,7 +103,7 @@ def _run_exit(summary: dict) -> int:
 
 
 def _unavailable_exit(summary: dict) -> int:
-    """Issue 14, item 6: a metric whose judge answers were mostly unusable is no score; say so, exit non-zero."""
+    """A metric whose judge answers were mostly unusable is no score; say so, exit non-zero."""
     from vbench_ray.benchmarks.base import unavailable_metrics
 
     bad = unavailable_metrics(summary)

@@ -65,7 +65,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError("required config keys are not set: " + ", ".join(f"`{k}`" for k in missing)
                           + " (set them in the YAML or as key=value)")
     _check_choices(cfg)
-    if "editor" in cfg and cfg.editor.name != "precomputed":  # issue 12: the editor's hash goes in config.yaml
+    if "editor" in cfg and cfg.editor.name != "precomputed":  # the editor's hash goes in config.yaml
         from vbench_ray.editors import editor_config_hash
 
         cfg.editor.config_hash = editor_config_hash(cfg.editor)
@@ -109,8 +109,8 @@ def _apply_overrides(user: DictConfig, overrides: list[str], config_dir: Path | 
 
 
 def _yaml_error(items: list[str]) -> ConfigError:
-    """The override whose value is not YAML, named, with the parser's complaint in one line (issue 23, item 10:
-    was a ``yaml.parser.ParserError`` traceback, e.g. for ``metrics.enabled=[SSIM,${...}]``)."""
+    """The override whose value is not YAML, named, with the parser's complaint in one line, not
+    a ``yaml.parser.ParserError`` traceback (e.g. for ``metrics.enabled=[SSIM,${...}]``)."""
     for item in items:
         try:
             OmegaConf.from_dotlist([item])

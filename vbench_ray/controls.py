@@ -1,4 +1,4 @@
-"""Negative controls for editing benchmarks (NRVBench paper, seeds/001, App. F.1, Table 8, Figure 19).
+"""Negative controls for editing benchmarks (NRVBench paper, "Beyond Rigid", App. F.1, Table 8, Figure 19).
 
 A negative control is an "edited video" made on purpose to fail one thing, so that an evaluator can be
 checked: a valid metric must not reward it. Five controls, each built from the case's source video, its

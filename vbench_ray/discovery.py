@@ -61,7 +61,7 @@ def cmd_weights(args: argparse.Namespace) -> int:
     editor = cfg.get("editor")
     if editor is not None and editor.name not in ("precomputed", "identity"):
         # what `edit` will do: its own loader (diffusers' from_pretrained reads every component; a folder that
-        # preflight's file checks pass can still fail here), not a guess at it (issue 23, item 10)
+        # preflight's file checks pass can still fail here), not a guess at it
         from vbench_ray.editors import EDITORS
 
         start = time.perf_counter()

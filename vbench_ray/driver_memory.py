@@ -1,4 +1,4 @@
-"""Memory hygiene for the run's driver process (issue 16, "Bounded memory at benchmark scale")."""
+"""Memory hygiene for the run's driver process, so its memory stays bounded at benchmark scale."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ def use_c_allocator() -> None:
     """Make the C library's allocator Arrow's default pool in this process (the run's driver).
 
     The driver's Arrow work is building the case table chunk by chunk and reading back hundreds of small
-    shards: with Arrow's default (mimalloc) the driver's private memory was about twice what Arrow held
-    (measured on 940 shards of 30k rows: 204 MB for 105 MB of tables; 132 MB with the C allocator), and the
-    peak of the final sort 401 MB against 316. Buffers made before the switch are still freed by their own
+    shards: with Arrow's default (mimalloc) the driver's private memory grows to about twice what Arrow holds
+    (docs/performance.md, "Driver memory"), the C allocator's stays close to it. Buffers made before the switch are still freed by their own
     pool. Speed is not at stake: the driver copies little (blocks arrive from the object store zero-copy)."""
     if pa.default_memory_pool().backend_name != "system":
         pa.set_memory_pool(pa.system_memory_pool())

@@ -1,12 +1,12 @@
-"""Ctrl-C during a command (issue 23, item 8): the first stops it cleanly within seconds, a second at once.
+"""Ctrl-C during a command: the first stops it cleanly within seconds, a second at once.
 
 The first SIGINT raises ``KeyboardInterrupt`` in the main thread, as Python's own handler does, so the run unwinds:
 the stream writes the rows it holds (``runner.drain_to_sink``), the judge engines stop. ``exit_interrupted`` then
 ends the process with ``os._exit`` while Ray is still up. Not ``ray.shutdown()`` first, nor the interpreter's
 teardown (whose ``atexit`` shuts Ray down): Ray Data's prefetch thread is still running the stream's executor, and
 when it finishes, the executor's shutdown reports its stats to Ray; with Ray gone that call initialises Ray again,
-starting a fresh local runtime (or attaching to another one on the machine), which is what hung a Ctrl-C'd run for
-over 90 s. Nothing is lost by skipping the teardown: shards are written atomically, judge-log records are
+starting a fresh local runtime (or attaching to another one on the machine), which would hold a Ctrl-C'd run for
+a minute or more. Nothing is lost by skipping the teardown: shards are written atomically, judge-log records are
 flushed and synced as they are appended, and a local Ray's processes end with the process that started them
 (``ray_start``: Ray starts them with ``PR_SET_PDEATHSIG``); an attached cluster sees its driver gone and frees what
 the run held. A second SIGINT, or a clean-up still running ``GRACE_S`` seconds after the first, ends the process

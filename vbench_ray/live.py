@@ -31,7 +31,7 @@ COUNTERS = {"videos_opened", "frames_decoded"}  # decode counters, not metrics
 
 
 def wandb_env(run_dir: str | Path) -> dict[str, str]:
-    """Keep every file wandb writes inside the run directory (STACK.md)."""
+    """Keep every file wandb writes inside the run directory (docs/stack.md)."""
     root = Path(run_dir).resolve() / "wandb"
     root.mkdir(parents=True, exist_ok=True)
     return {"WANDB_DIR": str(root.parent), "WANDB_CACHE_DIR": str(root / ".cache"),

@@ -1,4 +1,4 @@
-"""Compose stages into one streaming Ray Data pipeline (DESIGN.md, "Data flow: one stream of pools").
+"""Compose stages into one streaming Ray Data pipeline (docs/architecture.md, "Data flow").
 
 A ``Stage`` declares the columns it writes (with Arrow types, so every block has the same schema), the
 columns it reads (``inputs``, for documentation and checks), its resources, and its *kind*:
@@ -260,7 +260,7 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
     ``rows`` is a list of dicts (typed by ``schema``), or a list of Arrow tables with ``schema`` (the runner's
     case table in chunks, ``vbench_ray.case_table``). A list of tables is consumed: each table leaves the list
     once its rows are in the object store, so a caller that passed its only reference keeps no second copy of
-    the case table in the driver (issue 16)."""
+    the case table in the driver."""
     import ray
 
     from vbench_ray.driver_memory import release_memory
@@ -294,7 +294,7 @@ def iter_blocks(ds):
     """The stream's output blocks (Arrow tables), each as soon as it is done.
 
     ``prefetch_batches=0``: with Ray Data's default of 1 the iterator holds a finished block until the next one
-    is done too (0.2-0.5 s in a run here; the first row waited for the second case)."""
+    is done too, so the first row would wait for the second case (docs/performance.md)."""
     return ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)
 
 
@@ -310,7 +310,7 @@ def dataset_of_blocks(refs: list, metadata: list):
 
     ``ray.data.from_arrow_refs`` learns each block's row count and schema by one remote task per block and waits
     for all of them before the dataset exists: with a block per case that is hundreds of tasks queued behind the
-    workers' first imports, seconds before the first case starts (issue 15's fixed overhead). The same logical
+    workers' first imports, seconds before the first case starts. The same logical
     plan (``FromArrow``, an ``InputDataBuffer`` at execution, as ``from_arrow_refs`` builds) made from the metadata
     in hand starts at once. These are Ray Data internals of the pinned Ray: if they move, the public call is used."""
     import ray.data

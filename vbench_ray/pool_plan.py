@@ -1,4 +1,4 @@
-"""How a stream's actor stages share the cluster: every pool's size and CPU share, planned together (issue 15).
+"""How a stream's actor stages share the cluster: every pool's size and CPU share, planned together.
 
 Ray Data starts each actor pool's ``min_size`` actors when the stream starts, and an actor holds its CPUs and GPUs
 for as long as the stream runs. Sized one pool at a time, the pools' minimums (plus the judge engines' replicas,

@@ -1,4 +1,4 @@
-"""Starting Ray for a run, and warming it up while the driver plans the stream (issue 15's fixed overhead).
+"""Starting Ray for a run, and warming it up while the driver plans the stream.
 
 A fresh local Ray takes 4-8 s to start, nearly all of it Ray's own processes (GCS, dashboard head, raylet,
 agents); then Ray Data's first execution starts an actor of its own and reads a budget from it, and each new
@@ -33,7 +33,7 @@ def start_ray(cfg: Any) -> bool:
     """Begin starting (or connecting to) Ray in a background thread and return at once (True: begun; False: Ray
     is up or starting already); ``ensure_ray`` waits for it.
 
-    Issue 15's fixed overhead: a fresh local Ray takes 4-8 s, nearly all of it waiting for Ray's own processes
+    A fresh local Ray takes seconds (docs/performance.md), nearly all of it waiting for Ray's own processes
     (GCS, dashboard head, raylet, agents). The runner calls this as soon as the config has passed its checks, so
     the driver loads the cases, builds the case table and plans the stream meanwhile instead of before.
 
@@ -90,7 +90,7 @@ def settle_ray_start() -> BaseException | None:
 
 
 def import_ray_data() -> None:
-    """Import ``ray.data`` ahead of the main thread's first use (~0.3 s here, ~1.5 s on a cloud VM, overlapped).
+    """Import ``ray.data`` ahead of the main thread's first use (it takes up to seconds; here it overlaps Ray's start).
 
     Only from the thread that ran ``ray.init`` and before ``ensure_ray`` returns: the main thread imports nothing of
     Ray meanwhile. Two threads importing overlapping packages can each be handed the other's half-made module
@@ -120,7 +120,7 @@ def _init_ray(cfg: Any) -> None:
     if address:
         ray.init(address=address, log_to_driver=True)
     else:
-        # Logical CPUs: at least 4, so a stage's actors never starve the tasks feeding them (STACK.md)
+        # Logical CPUs: at least 4, so a stage's actors never starve the tasks feeding them (docs/stack.md)
         num_cpus = cfg.ray.num_cpus or max(4, os.cpu_count() or 1)
         # address="local": a fresh runtime, never silently attaching to a cluster someone else started
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
@@ -145,7 +145,7 @@ def start_data_actors() -> None:
     """Start Ray Data's autoscaling coordinator now, while the driver plans the stream, not when it starts.
 
     Ray Data (2.60) budgets a run by what this actor reserves for it, and reads the reservation at most once a
-    second: until the actor has started (a new worker process, 1-4 s on a busy machine) and answered, the stream
+    second: until the actor has started (a new worker process: seconds on a busy machine) and answered, the stream
     runs only the one task Ray Data's liveness rule lets through, and an actor started with the stream put its
     own start on the first case's path. The actor is named and detached; the stream finds this one. Ray Data
     internals: if they move, the stream simply starts it itself, as before.
@@ -177,17 +177,16 @@ def _read_budget_before_stream_starts() -> None:
     get_reserved_resources``: it returns the last answer and sends the next read) and its resource manager keeps
     what it read for a second (``ResourceManager.get_global_limits``, ``GLOBAL_LIMITS_UPDATE_INTERVAL_S``). The
     executor's first read therefore returns an empty reservation and the run's limits stay zero until its second
-    read ~1 s later: only the one task Ray Data's liveness rule lets through runs meanwhile (2-CPU local Ray,
-    4 tasks of 0.5 s: the second task started only when the first ended, ~0.9 s after ``iter_batches``).
+    read ~1 s later: only the one task Ray Data's liveness rule lets through runs meanwhile.
     An execution callback (``DataContext.custom_execution_callback_classes``), called in the driver's thread once
     the executor has registered with the coordinator and before its loop's thread starts, sends that first read
-    and waits for the answer (8-10 ms once ``start_data_actors`` reached the coordinator; at most
-    ``FIRST_BUDGET_WAIT_S``), so the loop's first read finds it: the same budget, a second earlier (the second
-    task at ~0.45 s, the 4 tasks done in 1.6 s instead of 2.2 s); the first task starts as before. Ray Data
+    and waits for the answer (at most
+    ``FIRST_BUDGET_WAIT_S``), so the loop's first read finds it: the same budget, a second earlier (measured in
+    docs/performance.md); the first task starts as before. Ray Data
     internals (the executor's autoscaler, its client's pending read): if they move, the callback does nothing
-    and the stream starts as before. (Once taken out because streams with actor pools then hung in the test suite
-    and on a local multi-node cluster: the budget only changed which pool's actors Ray placed first; the hang was
-    pools whose starting actors did not fit the cluster together, now planned by ``vbench_ray.pool_plan``.)"""
+    and the stream starts as before. The budget only changes which pool's actors Ray places first: pools whose
+    starting actors do not fit the cluster together wait for each other whatever it is, which is why
+    ``vbench_ray.pool_plan`` plans them to fit."""
     try:
         from ray.data import DataContext
         from ray.data._internal.execution.execution_callback import ExecutionCallback

@@ -4,7 +4,7 @@ Everything is inline: CSS in a ``<style>`` block, charts as inline SVG, frames a
 URIs. No scripts, no external URLs, no template engine. Every piece of text that comes from the run
 (metric names, categories, instructions, error messages) goes through :func:`html.escape`.
 
-Inputs (see DESIGN.md, "Sinks"): ``summary.json`` (required) and ``cases/*.parquet`` (optional; one
+Inputs (see docs/architecture.md, "Sink"): ``summary.json`` (required) and ``cases/*.parquet`` (optional; one
 row per ``(case_id, variant)``). Metric names are whatever ``summary.json`` holds; nothing here knows
 a benchmark. The output is deterministic: the same run directory gives the same bytes.
 """

@@ -77,18 +77,18 @@ def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
 def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     """Evaluate ``cfg``; with ``variants`` (``vbench_ray.sweeps``), every case once per variant.
 
-    One stream (DESIGN.md, "Data flow"): the cases still to do go through the benchmark's stages and its
+    One stream (docs/architecture.md, "Data flow"): the cases still to do go through the benchmark's stages and its
     judge phases in one Ray Data execution, rows reaching ``cases/`` as they finish; the judges' engines
     are started once for the run. Then every row (earlier runs' too) is scored from the judge log.
     """
     start = time.perf_counter()
     timing = {"wall_start": time.time()}  # seconds since the start at each milestone -> summary.timing
-    preflight.check(cfg)  # every config problem up front, before Ray, a video or a model (issue 14, items 12-13)
+    preflight.check(cfg)  # every config problem up front, before Ray, a video or a model
     bench = get_benchmark(cfg.benchmark)
-    bench.check_data(cfg)  # a missing data file, duplicate ids: before Ray starts (issue 23, item 10)
+    bench.check_data(cfg)  # a missing data file, duplicate ids: before Ray starts
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    # one run per directory for the run's life (issue 30, item 1): a second one refuses here, writing nothing
+    # one run per directory for the run's life: a second one refuses here, writing nothing
     with RunLock(run_dir):
         return _locked_run(cfg, variants, bench, run_dir, start, timing)
 
@@ -99,9 +99,9 @@ def _locked_run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, st
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
 
     schema = bench.schema(cfg)
-    driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (issue 16; see there why)
+    driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (driver_memory says why)
     sink = CaseSink(run_dir, schema, retry_failed=cfg.output.retry_failed)
-    # a fresh run (nothing to resume) that needs Ray: Ray starts while the cases load (issue 15's fixed overhead)
+    # a fresh run (nothing to resume) that needs Ray: Ray starts while the cases load
     stream_stages = editor_stages(cfg) + list(bench.stages(cfg))
     if not sink.done_keys and _needs_ray(stream_stages, bench.judge_phases(cfg)) and start_ray(cfg):
         timing["ray_start"] = time.perf_counter() - start
@@ -113,7 +113,7 @@ def _locked_run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, st
 
 def _run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, schema: pa.Schema, sink: CaseSink,
          start: float, timing: dict) -> RunResult:
-    # the case table as Arrow chunks, made while the loader streams its rows (issue 16: no list of dicts)
+    # the case table as Arrow chunks, made while the loader streams its rows (no list of dicts)
     cases = case_table.case_chunks(bench.iter_cases(cfg), schema)
     sweep_info = None
     if variants is None:  # a benchmark may ask for variants itself (NRVBench's negative controls)
@@ -198,7 +198,7 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     # `todo` (the case table's chunks) is emptied into the object store: no second copy stays in the driver
     ds = build_dataset(todo, stages, todo[0].schema, parallelism=case_table.num_rows(todo), plans=plans)
     mark("stream_planned")
-    # no row for ray.stall_s: the stream fails naming what it waits for (issue 30, item 4), not 0 rows for ever
+    # no row for ray.stall_s: the stream fails naming what it waits for, not 0 rows for ever
     blocks = stall.guard(iter_blocks(ds), cfg.ray.stall_s, lambda: stall.waiting_for(plans, reserved))
     written = drain_to_sink(blocks, sink, cfg.ray, mark)
     try:  # Ray Data's per-operator stats (wall, CPU, rows, object-store use) for whoever tunes the run
@@ -212,8 +212,7 @@ def drain_to_sink(blocks, sink: CaseSink, ray_cfg, mark=lambda name: None) -> in
     """Write the stream's ``blocks`` as they finish; return the rows written. A shard when ``ray.shard_rows`` rows
     are in or ``ray.shard_seconds`` passed (the first block at once), so the first rows are on disk within seconds
     whatever the run's size, and a large run does not write tiny files. When the stream stops early (Ctrl-C's
-    ``KeyboardInterrupt``, a failure), the rows already received are written before the exception goes on
-    (issue 23, item 8)."""
+    ``KeyboardInterrupt``, a failure), the rows already received are written before the exception goes on."""
     written, buffered, last = 0, [], 0.0
     try:
         for block in blocks:
@@ -311,7 +310,7 @@ def _judge(bench, cfg: DictConfig, phases: list, rows: list[dict], run_dir: Path
 
 def _starter(cfg: DictConfig, judge_cfg, engines: EngineSet):
     """Ray and the engine for ``judge_cfg``, started when a request is about to be sent, not before: a run
-    whose judge log answers everything (a resume with nothing left) loads no model (issue 30, item 3)."""
+    whose judge log answers everything (a resume with nothing left) loads no model."""
     def start() -> None:
         if judge_cfg.backend != "replay":
             ensure_ray(cfg)

@@ -3,7 +3,7 @@
 Shards are written by the driver as result batches stream out of Ray Data, each one atomically
 (``*.tmp`` then ``os.replace``), so a killed run leaves only whole shards behind. On restart the keys
 ``(case_id, variant)`` found in ``cases/`` are skipped, except rows that failed (carry an ``error_*``),
-which are computed again (``output.retry_failed``, issue 14 item 9): the new row supersedes the failed
+which are computed again (``output.retry_failed``): the new row supersedes the failed
 one, as ``read_all`` keeps the newest row of each key. A half-written ``*.tmp`` is deleted.
 """
 
@@ -179,7 +179,7 @@ def write_json(path: str | Path, obj: Any) -> Path:
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to a temporary file next to ``path``, flush it to disk, then rename it over ``path``:
-    a full disk or a kill leaves the previous file (or none), never a truncated one (issue 14, item 10)."""
+    a full disk or a kill leaves the previous file (or none), never a truncated one."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:

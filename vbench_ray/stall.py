@@ -1,4 +1,4 @@
-"""A stream that stops moving fails, saying what it waits for, instead of sitting at 0 rows (issue 30, item 4).
+"""A stream that stops moving fails, saying what it waits for, instead of sitting at 0 rows.
 
 The plan (``vbench_ray.pool_plan``) refuses what cannot run on the cluster as it is when the stream starts; what
 it cannot see is the cluster changing under it (another job on a shared cluster taking the CPUs, a node lost and

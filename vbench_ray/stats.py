@@ -1,6 +1,6 @@
 """Statistics for summaries: point estimates with 95% percentile-bootstrap CIs (fixed seed).
 
-The reviewers of CoVEBench asked for confidence intervals (seeds/003); every headline number in
+The reviewers of CoVEBench asked for confidence intervals (the paper's public review); every headline number in
 ``summary.json`` therefore carries ``value``, ``ci95`` and ``n``.
 """
 

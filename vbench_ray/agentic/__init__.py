@@ -1,4 +1,5 @@
-"""AgenticVBench (paper seeds/004): task bundles, the four verifiers, synthetic tasks and baseline agents.
+"""AgenticVBench ("Can AI Agents Complete Real-World Post-Production Tasks?"): task bundles, the four verifiers,
+synthetic tasks and baseline agents.
 
 * :mod:`~vbench_ray.agentic.bundle`: the task bundle and submission folder format (docs/agentic_bundle.md).
 * :mod:`~vbench_ray.agentic.verifiers`: Assembly (§2.4), Repair (§2.5, App. H.1), Sequencing (§2.6,

@@ -1,7 +1,7 @@
 """AgenticVBench task bundles and submission folders (format documented in docs/agentic_bundle.md).
 
-A task bundle is one folder per task (paper §2.3-2.7, App. A.1 Table 2; ANCHORS.md §4: the official
-tasks are Harbor folders with ``task.toml``, ``environment/brief.md`` and ``instruction.md``)::
+A task bundle is one folder per task (paper §2.3-2.7, App. A.1 Table 2; PhiloLabs/agentic-vbench 4ed7ffc: the
+official tasks are Harbor folders with ``task.toml``, ``environment/brief.md`` and ``instruction.md``)::
 
     TASK_ID/
       task.json         public metadata: task_id, family, subtype, deliverables, delivery spec

@@ -1,5 +1,5 @@
 """Agreement statistics shared by the papers' analyses: Cohen's kappa, Fleiss' kappa, percent agreement,
-and CoVEBench's adaptive-tie human alignment (seeds/000 App. G.2).
+and CoVEBench's adaptive-tie human alignment (CoVEBench paper App. G.2).
 
 * :func:`cohen_kappa`: two raters, nominal labels: ``(p_o - p_e) / (1 - p_e)`` with ``p_e`` from the two
   raters' own marginals.

@@ -1,4 +1,4 @@
-"""ViDiC's judge analyses (seeds/002 §4 "Judge Consistency Analysis", Table 3) over run directories loaded by
+"""ViDiC's judge analyses (ViDiC paper §4 "Judge Consistency Analysis", Table 3) over run directories loaded by
 :func:`vbench_ray.compare.load_run`.
 
 * :func:`judge_human_concordance` - Table 3: on a human-labelled subset of checklist questions, the share of

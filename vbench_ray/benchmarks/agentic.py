@@ -1,8 +1,8 @@
 """AgenticVBench: agent rollouts verified as Ray Data tasks, Repurpose rubric items judged, scores per family.
 
-Spec: AgenticVBench paper (seeds/004) §2.4-2.7 and App. H (the verifiers, :mod:`vbench_ray.agentic.verifiers`),
+Spec: AgenticVBench paper §2.4-2.7 and App. H (the verifiers, :mod:`vbench_ray.agentic.verifiers`),
 §3 and App. A.4 (K=3 repetitions per task averaged; failed rollouts scored 0; per-family means), and
-ANCHORS.md §4 (official layout and judge). Bundle and submission format: docs/agentic_bundle.md.
+PhiloLabs/agentic-vbench 4ed7ffc (official layout and judge). Bundle and submission format: docs/agentic_bundle.md.
 
 Cases are rollouts: one row per ``(task, repetition)``, ``case_id = "{task_id}:{rep}"``.
 
@@ -333,7 +333,7 @@ class AgenticBench(Benchmark):
                                                       "scale": "[0,1]", "higher_is_better": True}
             summary["repurpose_judged"] = bool(cfg.repurpose.judge_enabled)
             items = [j for j in judged or [] if j["status"] != "programmatic"]
-            if cfg.repurpose.judge_enabled and items:  # a dead judge is not a score (issue 14, item 6)
+            if cfg.repurpose.judge_enabled and items:  # a dead judge is not a score (base.unusable_judge)
                 for m in ("repurpose", "overall"):
                     if m in summary["metrics"]:
                         judge_availability(summary["metrics"][m], items, float(cfg.judge.max_invalid_fraction),

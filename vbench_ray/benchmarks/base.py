@@ -78,11 +78,11 @@ class Benchmark:
     def check_data(self, cfg) -> None:
         """Raise ``DataError`` for whole-data problems found cheaply (ids only, no video opened): a data file that
         does not exist, duplicate ids. The runner calls it before Ray starts, so such a run stops in about a
-        second instead of after Ray's start (issue 23, item 10); the loader still checks the same while it reads."""
+        second instead of after Ray's start; the loader still checks the same while it reads."""
 
     def iter_cases(self, cfg) -> Iterator[dict]:
         """``load_cases``' rows one at a time; what the runner reads. A benchmark whose data can be large
-        streams them (CoVEBench), so the driver never holds every case as dicts (issue 16)."""
+        streams them (CoVEBench), so the driver never holds every case as dicts."""
         return iter(self.load_cases(cfg))
 
     def stages(self, cfg) -> list[Stage]:
@@ -181,8 +181,8 @@ def group_rows(rows: list[dict], key: str) -> dict[str, list[dict]]:
 
 
 def duplicate_ids(ids: Iterable[str], what: str, where: Any) -> None:
-    """Raise ``DataError`` naming every id that occurs more than once (issue 14, item 8): a duplicate makes
-    the data ambiguous (which record is scored?) and used to crash the run after every metric was computed."""
+    """Raise ``DataError`` naming every id that occurs more than once: a duplicate makes
+    the data ambiguous (which record is scored?), so the run stops before any metric is computed."""
     counts = Counter(ids)
     dups = sorted(i for i, n in counts.items() if n > 1)
     if dups:
@@ -196,7 +196,7 @@ UNUSABLE_STATUSES = ("invalid", "error", "missing")
 
 def judge_availability(stats: dict, rows: list[dict], max_fraction: float,
                        unusable: tuple[str, ...] = UNUSABLE_STATUSES, what: str = "judge answers") -> dict:
-    """Issue 14, item 6: a dead judge is not a score.
+    """A dead judge is not a score.
 
     ``rows`` are the metric's judged items (each with ``status`` and, when known, ``error``: what the endpoint
     or the parser said). When the share of items whose status is in ``unusable`` passes ``max_fraction``
@@ -220,7 +220,7 @@ def judge_availability(stats: dict, rows: list[dict], max_fraction: float,
 
 
 def blank_unavailable(summary: dict, keys: tuple[str, ...] = ("by_category", "by_difficulty", "by_method")) -> None:
-    """No number where none was earned (issue 24): a metric the headline reports unavailable (a dead judge) is
+    """No number where none was earned: a metric the headline reports unavailable (a dead judge) is
     null in every breakdown too (``value`` and ``ci95`` None, ``unavailable`` True), never its fallback scores."""
     dead = [m for m, stats in (summary.get("metrics") or {}).items() if isinstance(stats, dict) and stats.get("unavailable")]
     for key in keys:

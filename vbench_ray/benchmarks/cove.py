@@ -1,7 +1,7 @@
 """CoVEBench: loader for the official layout, objective-metric stages, exclusions and summary.
 
-Spec: CoVEBench paper (seeds/000) App. F.2 (MSM), App. F.3 (SSIM, MF), App. F.4 (sample filtering);
-official layout and conventions in ANCHORS.md §1:
+Spec: CoVEBench paper App. F.2 (MSM), App. F.3 (SSIM, MF), App. F.4 (sample filtering);
+official layout and conventions of NJU-LINK/CoVEBench 4fe1c2f (``src/covebench_eval/``):
 
 * ``data.checklist``: the official ``checklist.json``, a list of tasks with ``id``, ``editing_instruction``,
   ``evaluation_groups[].questions[]``, ``videoA_path`` (relative to ``data.source_dir``) and ``category``
@@ -46,7 +46,8 @@ from vbench_ray.video.frames import FrameMetricsStage, decode_outputs, sink_outp
 QUESTION_TYPES = ("AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ")
 DIMENSIONS = ("Execution Accuracy", "Physical Logic", "Semantic Preservation")
 VIDEO_EXTS = (".mp4", ".mov", ".webm", ".mkv", ".avi")
-# Official edited-video naming, tried in this order (ANCHORS.md §1, `task_id_from_path`).
+# Official edited-video naming, tried in this order (NJU-LINK/CoVEBench 4fe1c2f, src/covebench_eval/common.py
+# `task_id_from_path`).
 EDITED_NAME_PATTERNS = [re.compile(p) for p in (r"task_(\d+)_output", r"output_id(\d+)", r"video[_-](\d+)", r"^(\d+)$")]
 # The frame metrics CoVEBench uses, by their registered names (vbench_ray.metrics): their config sections,
 # allowed values and stages all come from the metric classes.
@@ -324,7 +325,7 @@ class CoveBench(Benchmark):
         return list(self.iter_cases(cfg))
 
     def iter_cases(self, cfg) -> Iterator[dict]:
-        """The case rows one at a time (issue 16): the checklist is parsed a task at a time, so memory holds the
+        """The case rows one at a time: the checklist is parsed a task at a time, so memory holds the
         rows already made, never the parsed file. A checklist-wide problem (invalid JSON, duplicate ids) is
         raised once the file has been read, before the caller has computed anything."""
         checklist = Path(cfg.data.checklist)
@@ -408,7 +409,7 @@ class CoveBench(Benchmark):
 
     @staticmethod
     def judge_requests(cases: list[dict], parse: str = "official", validity: str = "request") -> list[JudgeRequest]:
-        """Requests of the cases that loaded and whose edited video decodes (issue 14, item 7: a case
+        """Requests of the cases that loaded and whose edited video decodes (a case
         without a usable edited video is not sent; ``score.missing_output`` scores it)."""
         return [r for case in cases if not case.get("error_load") and not unusable_edited(case)
                 for r in checklist.build_requests(case, parse, validity)]
@@ -506,7 +507,7 @@ def unusable_edited(case: dict) -> str | None:
 def probe_edited(rows: list[dict], frame_metrics: list[str], backend: str = "auto", threads: int = 8) -> None:
     """Set ``error_edited`` on rows whose edited video does not open and decode its first frame, for the rows
     no frame stage opens (no frame metric enabled, or every one excluded): the judge must not be sent an
-    undecodable (zero-byte, corrupt, audio-only) video (issue 14, item 7)."""
+    undecodable (zero-byte, corrupt, audio-only) video."""
     from concurrent.futures import ThreadPoolExecutor
 
     from vbench_ray.video.io import probe

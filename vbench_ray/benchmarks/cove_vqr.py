@@ -1,8 +1,9 @@
 """CoVEBench's VQR (Comprehensive Quality, paper Table 2 and App. F): VisualQuality-R1 through the judge machinery.
 
-Spec (paper seeds/000, App. F, "Comprehensive Quality (VQR)"): VisualQuality-R1 is applied to 10 sampled frames
+Spec (CoVEBench paper, App. F, "Comprehensive Quality (VQR)"): VisualQuality-R1 is applied to 10 sampled frames
 of each edited video and VQR is the mean of its scores over those frames. Where the paper is silent, this follows
-the official evaluator (``metrics/vq/vqr/eval_vqr.py``, ANCHORS.md §1) and VisualQuality-R1's published usage:
+the official evaluator (NJU-LINK/CoVEBench 4fe1c2f ``metrics/vq/vqr/eval_vqr.py``) and VisualQuality-R1's published
+usage:
 
 * frames: ``uniform_indices(T, 10)`` of the **edited** video (the official sampler: ``min(T, 10)`` distinct frames
   at ``round(i * (T-1) / 9)``), written as JPEG (quality 95, as the official script) under

@@ -1,4 +1,4 @@
-"""Reading a large JSON array one element at a time (issue 16, "Bounded memory at benchmark scale").
+"""Reading a large JSON array one element at a time, so a benchmark-scale checklist never sits in memory whole.
 
 A 100k-task CoVEBench ``checklist.json`` is about 320 MB of text; ``json.loads`` of it builds every task's
 dicts at once (about 13 KB of Python objects per task, 1.3 GB) before the first case row exists. Here the

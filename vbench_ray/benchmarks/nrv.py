@@ -1,6 +1,7 @@
-"""NRVBench: non-rigid video editing, scored by NRVE-Acc and conventional metrics (paper: seeds/001).
+"""NRVBench: non-rigid video editing, scored by NRVE-Acc and conventional metrics (paper: "Beyond Rigid:
+Benchmarking Non-Rigid Video Editing").
 
-No official code or data format exists (ANCHORS.md §3); the paper is the spec and ``docs/nrv_format.md``
+No official code or data format is published; the paper is the spec and ``docs/nrv_format.md``
 documents the format defined here (App. A lists the fields, §3.2 the construction, App. C the categories):
 
 * ``data.annotations``: JSONL, one edit instance per line (``id``, ``video_id``, ``video``, ``mask``,
@@ -120,7 +121,7 @@ class NRVAgreementConfig:
 
 
 def _judge_defaults() -> JudgeConfig:
-    # App. E.5: one deterministic retry, then the lowest score; temperature 0 (DESIGN.md)
+    # App. E.5: one deterministic retry, then the lowest score; temperature 0 (deterministic judging)
     return JudgeConfig(max_retries=1, temperature=0.0, max_tokens=512)
 
 
@@ -452,7 +453,7 @@ class NRVBench(Benchmark):
 
 
 def _blank_unavailable(summary: dict) -> None:
-    """No number where none was earned (issue 24): a metric the headline reports unavailable is null in
+    """No number where none was earned: a metric the headline reports unavailable is null in
     ``by_category`` / ``by_difficulty`` / ``by_method`` and in the cross-judge table's methods too."""
     from vbench_ray.benchmarks.base import blank_unavailable
 

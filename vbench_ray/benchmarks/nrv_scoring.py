@@ -1,6 +1,6 @@
-"""NRVE-Acc: judge requests, answer parsing and the per-instance score (NRVBench paper, seeds/001).
+"""NRVE-Acc: judge requests, answer parsing and the per-instance score (NRVBench paper, "Beyond Rigid").
 
-Spec, section by section (no official code exists, ANCHORS.md §3; the paper is the only source):
+Spec, section by section (no official code is published; the paper is the only source):
 
 * **Eq. 1** (§4): ``NRVE-Acc(V) = 100 * prod_k (S_k(V) + eps) ** w_k`` over ``k in {instr, phy, temp}``,
   ``sum_k w_k = 1``, default ``w_k = 1/3`` and ``eps = 1e-6``. Computed **per instance, then averaged over

@@ -77,7 +77,7 @@ def _by_judge(instances, judged, labels, stats) -> dict:
 
 
 def judges_availability(metrics: dict, by_judge: dict | None, judged: list[dict], limits: dict[str, float]) -> None:
-    """A dead judge is not a score (issue 14, item 6), each judge held to its own ``max_invalid_fraction``
+    """A dead judge is not a score (``base.unusable_judge``), each judge held to its own ``max_invalid_fraction``
     (``limits``: label -> the value of its ``judges`` entry, of the file that entry includes, else of ``judge``).
 
     For each NRVE metric: ``base.judge_availability`` over each judge's base-variant answers to the metric's

@@ -1,8 +1,8 @@
 """ViDiC-1K: video difference captioning, scored by a checklist judged from the model's own description.
 
-Spec: ViDiC paper (seeds/002) §3.3.2, Table 2, Table 5, App. G.3-G.5; official layout and code facts in
-ANCHORS.md §2. The pipeline has no per-case compute stage; it is three judge phases
-(:mod:`vbench_ray.benchmarks.vidic_scoring`):
+Spec: ViDiC paper §3.3.2, Table 2, Table 5, App. G.3-G.5; official layout and code: NJU-LINK/ViDiC-1K
+b7aeefd (``inference/``, ``judge/judge.py``, ``utils/calculate.py``). The pipeline has no per-case compute stage;
+it is three judge phases (:mod:`vbench_ray.benchmarks.vidic_scoring`):
 
 1. ``describe``: the **model under test** (``model.*``, any judge backend; temperature 0.7, 2 fps, as
    Table 5 for most models) compares Video A and Video B in free text.
@@ -78,7 +78,8 @@ class VidicErrorAnalysisConfig:
 
 
 def _model_defaults() -> JudgeConfig:
-    # Table 5 (Qwen2.5-VL / Qwen3-VL rows) and ANCHORS.md §2: temperature 0.7, top_p 0.9, 2 fps
+    # Table 5 (Qwen2.5-VL / Qwen3-VL rows) and the official ``inference/get_response_qwen*.py``: temperature 0.7,
+    # top_p 0.9, 2 fps
     return JudgeConfig(temperature=0.7, top_p=0.9, max_tokens=2048,
                        video=JudgeVideoConfig(fps=2.0, max_frames=32))
 

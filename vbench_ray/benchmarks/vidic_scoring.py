@@ -1,9 +1,9 @@
 """ViDiC-1K: checklist questions, the three judge phases' requests and parsers, the question table,
 and the accuracies Sim, Diff and Avg.
 
-Spec: ViDiC paper (seeds/002) §3.3.2 (accuracy, Eq. 1), Table 2 (Avg, Diff, Sim and the seven class
+Spec: ViDiC paper §3.3.2 (accuracy, Eq. 1), Table 2 (Avg, Diff, Sim and the seven class
 columns), App. G.3 (prompt of the model under test), G.4 (judge protocol), G.5 (error analyst), §F
-(error analysis); official code facts in ANCHORS.md §2:
+(error analysis); official code NJU-LINK/ViDiC-1K b7aeefd:
 
 * **describe**: the model under test sees the G.3 prompt, then Video A (``video1_path``) and Video B
   (``video2_path``), and writes a free-text comparison. Request id ``vidic/{index}/{variant}/describe/response``.
@@ -11,7 +11,7 @@ columns), App. G.3 (prompt of the model under test), G.4 (judge protocol), G.5 (
   per question: system ``"You are a rigorous video analysis assistant. This is a {section} problem."``
   (section = ``Similarities`` | ``Differences``, as in the official code), user = the G.4 protocol with the
   description and the question. Ids ``.../judge/sim{k}`` and ``.../judge/diff{k}`` (k = position in its
-  list, from 0). ``judge.parse`` (issue 10):
+  list, from 0). ``judge.parse`` (how an answer is read):
 
   - ``official`` (default; Table 2 was computed with it): the official chain exactly: a fenced
     ```json block, then the whole text as JSON, then the regex ``answer\s*[:：]\s*(yes|no|unsure)``,
@@ -317,8 +317,8 @@ _OFFICIAL_ANSWER_RE = re.compile(r"answer\s*[:：]\s*(yes|no|unsure)", re.IGNORE
 
 
 def official_judge_answer(text: str | None) -> str:
-    """The official ``parse_judge_response`` answer (ANCHORS.md §2): a ```json block's ``answer``, else the
-    whole text's (a JSON object), else the first ``answer: yes|no|unsure`` (lower-cased), else ``"error"``.
+    """The official ``parse_judge_response`` answer (NJU-LINK/ViDiC-1K b7aeefd ``judge/judge.py``): a ```json
+    block's ``answer``, else the whole text's (a JSON object), else the first ``answer: yes|no|unsure`` (lower-cased), else ``"error"``.
     A JSON answer is kept literally (``"Yes."`` stays ``"Yes."``)."""
     if text is None:
         return "error"

@@ -1,4 +1,4 @@
-"""Editing models under test (DESIGN.md, "Editors"): one module per editor family, registered by name.
+"""Editing models under test (docs/architecture.md, "Editors"): one module per editor family, registered by name.
 
 An editor is a model pool stage first in the stream (``editor_stages``): source video + instruction ->
 the edited video under ``editor.output_dir``, with its cost per output frame and peak GPU memory recorded

@@ -1,4 +1,4 @@
-"""CLIP-S and CLIP-E (``CLIP_S``, ``CLIP_E``), model-backed conventional metrics of NRVBench (seeds/001,
+"""CLIP-S and CLIP-E (``CLIP_S``, ``CLIP_E``), model-backed conventional metrics of NRVBench (paper,
 Table 3, App. E.5), on one shared base class and model loader. They load **local** weights only (config keys
 below; no downloads) and can run on a random-weight model for tests (``build_tiny_clip``: plumbing, shapes
 and determinism, never accuracy).

@@ -35,11 +35,10 @@ ones (``fnet.*``, ``corr_mlp.fc1/fc2``, ``updateformer.*`` including its ``virua
 ``time_emb`` buffer of the 60-frame offline window, ``(1, 60, 1110)``; ``scaled_online.pth`` has a 16-frame one
 and is refused); a missing or reshaped key fails naming the config key (``base.load_checked``).
 
-What was checked (against the official definition run side by side, random weights, not in the test suite
-since the official package is not installed here): the same 188 state-dict entries and shapes (25,385,700
+What was checked (against the official definition run side by side, random weights; not in the test suite,
+which has no official package): the same 188 state-dict entries and shapes (25,385,700
 parameters); float64 outputs equal to 1e-11 px; on an H100 in float32 at the official MF settings (16 frames,
-384x512, 10x10 grid, 6 updates) tracks within 3e-5 px and the same visible points; 51 ms per video alone vs the
-official 62 ms, 34 ms per video in batches of 8 (7 GiB peak). Attention uses PyTorch's
+384x512, 10x10 grid, 6 updates) tracks within 3e-5 px and the same visible points (speed: docs/performance.md). Attention uses PyTorch's
 ``scaled_dot_product_attention``, equal to the explicit softmax up to float rounding.
 """
 

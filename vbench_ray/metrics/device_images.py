@@ -2,7 +2,7 @@
 DINOv2 inputs; any metric whose processor ``image_plan`` can read).
 
 A processor prepares each image on the CPU: for a GPU pool that is the pool's one CPU resizing 720p frames while the
-GPU waits (issue 11: 18.5 ms per Grounding DINO image). ``device_preprocess`` does the same resize, centre crop and
+GPU waits (docs/performance.md). ``device_preprocess`` does the same resize, centre crop and
 normalisation on the device from uint8 frames, following the loaded processor (``image_plan``); ``encoder_class``
 wraps an image encoder so that a batch with repeated images runs each distinct image once, optionally in bf16.
 """

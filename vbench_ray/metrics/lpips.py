@@ -1,4 +1,4 @@
-"""Background LPIPS (``BG_LPIPS``), a model-backed conventional metric of NRVBench (seeds/001, Table 3,
+"""Background LPIPS (``BG_LPIPS``), a model-backed conventional metric of NRVBench (paper, Table 3,
 App. E.5). It loads **local** weights only (config keys below; no downloads) and can be built with random
 weights for tests (``save_random_lpips``: plumbing, shapes and determinism, never accuracy).
 

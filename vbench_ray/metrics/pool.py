@@ -1,4 +1,5 @@
-"""Model pools for metrics: a model-backed metric gets an actor pool of its own (DESIGN.md, "Stage kinds").
+"""Model pools for metrics: a model-backed metric gets an actor pool of its own (docs/architecture.md, "Stage
+kinds").
 
 The decode stage (``vbench_ray.video.frames``) reads each video once and computes the CPU metrics on the
 spot; for a metric that runs in a pool (``FrameMetric.in_pool()``: RAFT, CoTracker, LPIPS, CLIP, DINO ...)

@@ -1,6 +1,6 @@
 """Background preservation (PSNR, SSIM, MSE), no-reference quality (NIQE) and motion score.
 
-The conventional metrics of the NRVBench paper (seeds/001) §5, Table 3 and App. E.5, on the scales App.
+The conventional metrics of the NRVBench paper ("Beyond Rigid") §5, Table 3 and App. E.5, on the scales App.
 E.5 fixes: every frame-level metric is computed per frame, then averaged over frames (and the benchmark
 averages over videos); PSNR in dB, SSIM x 100, MSE x 10^4 on RGB values in [0, 1].
 

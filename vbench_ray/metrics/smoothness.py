@@ -17,8 +17,8 @@ Two formulas, both kept (``metrics.MSM.formula``):
 
 * ``official`` (default): the official repository's score, which is what the paper's published numbers
   come from: Table 3 reports MSM 0.63-0.71, which this formula produces, while the App. F.2 text's
-  formula gives about 0.2-0.3 on the same videos (ANCHORS.md §1; measured 0.52-0.69 vs 0.17-0.31 on
-  synthetic videos). A number comparable with Table 3 needs this one.
+  formula gives about 0.2-0.3 on the same videos (docs/official_parity.md, CoVEBench). A number comparable with
+  Table 3 needs this one.
 * ``paper_text``: the App. F.2 formula as written above.
 
 The official score, per flow

@@ -4,7 +4,7 @@
 
     out_dir/data/{k}.mp4          source videos (procedural scenes, h264)
     out_dir/edited/{id}.mp4       one edited video per task, named by task id
-    out_dir/checklist.json        tasks in the official checklist schema (ANCHORS.md §1)
+    out_dir/checklist.json        tasks in the official checklist schema (NJU-LINK/CoVEBench data/checklist.json)
     out_dir/synth_manifest.json   seed, parameters, and per task the edits made and both scene specs
 
 Every edit is made in the renderer (:mod:`vbench_ray.synth.scenes`): the edited video is the source

@@ -4,7 +4,7 @@
 
     out_dir/data/<class>/<k>_src.mp4    Video A of pair k (video1_path)
     out_dir/data/<class>/<k>_tgt.mp4    Video B of pair k (video2_path)
-    out_dir/checklist.json               the pairs in the official checklist schema (ANCHORS.md §2)
+    out_dir/checklist.json               the pairs in the official checklist schema
     out_dir/responses_oracle.json        a correct description per pair, in the official responses schema
     out_dir/synth_manifest.json          seed, parameters, per pair the difference made and both scene specs
 

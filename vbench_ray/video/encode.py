@@ -1,4 +1,4 @@
-"""Writing videos: h264 mp4 through PyAV (STACK.md: about 0.12 s for 64 frames at 256x256)."""
+"""Writing videos: h264 mp4 through PyAV (docs/stack.md)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ Two estimators:
   poly_n 5, poly_sigma 1.2), so scores are comparable with the official numbers.
 * ``RaftFlow``: torchvision's RAFT (small or large, read from the weights) on RGB frames, a GPU option. torchvision is
   imported only when a ``RaftFlow`` is built, because the CPU stack has no working torchvision
-  (STACK.md); weights come only from a local ``.pth`` (no downloads on cluster nodes).
+  (docs/stack.md); weights come only from a local ``.pth`` (no downloads on cluster nodes).
 
 Flows are float32 arrays ``(H, W, 2)`` holding ``(dx, dy)`` in pixels, from frame ``t`` to ``t + 1``.
 ``flow_to_color`` turns one into an RGB picture (hue = direction, brightness = magnitude) for reports.

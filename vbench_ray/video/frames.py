@@ -1,6 +1,6 @@
 """The decode stage: decode each video of a case once, feed every frame metric from that one decode.
 
-DESIGN.md, "Decode once": the stage takes the union of the frame indices that the enabled metrics ask
+docs/architecture.md, "Decode once": the stage takes the union of the frame indices that the enabled metrics ask
 for (each metric's ``Sampling``), reads those frames once per video, then hands each metric its own
 subset. CPU metrics are computed here (a CPU stage: stateless tasks); a metric that runs in a model pool
 (``FrameMetric.in_pool``) gets its frames in the row instead (``vbench_ray.metrics.pool``), so no model is

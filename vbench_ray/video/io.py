@@ -3,11 +3,11 @@
 Every benchmark samples frames the same two ways:
 
 * uniform: ``idx_i = round(i * (T - 1) / (n - 1))`` for ``i = 0..n-1`` (CoVEBench's official
-  ``equal_indices``; ANCHORS.md §1, "Objective metrics");
+  ``equal_indices``, NJU-LINK/CoVEBench 4fe1c2f ``src/covebench_eval/common.py``);
 * by rate: one frame every ``1 / fps`` seconds, optionally capped at ``max_frames`` (ViDiC's models
   under test, VLMEvalKit's ``_1fps`` presets).
 
-Decoders disagree on nothing that matters here (STACK.md: decord, PyAV and OpenCV agree on frame
+Decoders disagree on nothing that matters here (docs/stack.md: decord, PyAV and OpenCV agree on frame
 count and fps for h264), so the first one that opens the file wins and the choice is recorded.
 """
 
@@ -56,9 +56,9 @@ class VideoInfo:
 def uniform_indices(num_frames: int, n: int) -> list[int]:
     """``min(T, n)`` distinct frames at ``round(i * (T-1) / (m-1))``, i in 0..m-1, m = min(T, n).
 
-    CoVEBench's official sampler (ANCHORS.md §1; paper App. F: "T uniformly sampled frames"): a video
-    shorter than ``n`` frames gives all of its ``T`` frames, never repeats (a repeated frame would look
-    like a frozen video to MSM and like zero motion to MF). With one frame to take, the index is
+    CoVEBench's official sampler (4fe1c2f ``src/covebench_eval/common.py``; paper App. F: "T uniformly sampled
+    frames"): a video shorter than ``n`` frames gives all of its ``T`` frames, never repeats (a repeated frame
+    would look like a frozen video to MSM and like zero motion to MF). With one frame to take, the index is
     ``T // 2``. Python's ``round`` is banker's rounding, as in the official code, so ties match.
     """
     if num_frames <= 0:
@@ -233,7 +233,7 @@ class _PyAVImpl:
     frames in display order (frame ``i`` has the ``i``-th smallest pts; decord counts the same way) and the
     packets flagged as keyframes are the seek points. ``read`` seeks to the keyframe at or before each wanted
     frame, or decodes on when no keyframe lies between, and converts only the wanted frames to RGB: a
-    10-minute 1080p video sampled at 10 frames holds about 10 frames, never the stream (issue 16). A stream
+    10-minute 1080p video sampled at 10 frames holds about 10 frames, never the stream. A stream
     whose packets lack timestamps (or repeat one) is counted by decoding it once, dropping each frame, and
     read by decoding from its start; so is one whose decoded frames' timestamps are not its packets'.
     """

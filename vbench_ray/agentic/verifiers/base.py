@@ -32,7 +32,8 @@ class Verdict:
     details: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        """The ``reward.json`` payload (ANCHORS.md §4: ``{"reward": ..., "details": {...}}``)."""
+        """The ``reward.json`` payload (the official harness's ``verifier/reward.json``: ``{"reward": ...,
+        "details": {...}}``)."""
         return {"reward": float(self.reward), "details": {"status": self.status, **_plain(self.details)}}
 
     @classmethod

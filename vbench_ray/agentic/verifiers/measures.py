@@ -1,11 +1,11 @@
 """Measurements the Repair verifier places between the broken input and the golden reference.
 
-Paper App. H.1 (seeds/004): for every measurement ``M``, ``s = clip((M_out - M_broken) / (M_golden -
+AgenticVBench paper App. H.1: for every measurement ``M``, ``s = clip((M_out - M_broken) / (M_golden -
 M_broken), 0, 1)``, with the sign flipped where lower is better (:func:`rescale`). H.1.2 names what is
 measured: PSNR and SSIM per frame for visual defects; for audio defects a perceptual-quality score, an
 intelligibility score and a waveform-fidelity score. The paper's verifier (and the official one,
-ANCHORS.md §4) uses PESQ-WB, STOI, SRMR, masked SI-SDR, LSD, CIEDE2000 and LPIPS depending on the
-sub-type. The real measures (``repair.measures=paper``, the default):
+PhiloLabs/AgentVBench f058cd6 ``verifiers/repair``) uses PESQ-WB, STOI, SRMR, masked SI-SDR, LSD, CIEDE2000 and
+LPIPS depending on the sub-type. The real measures (``repair.measures=paper``, the default):
 
 * ``pesq_wb``: ITU-T P.862.2 wide-band PESQ (MOS-LQO, about 1.04-4.64), the ``pesq`` package; signals
   are resampled to 16 kHz, the rate P.862.2 is defined at;

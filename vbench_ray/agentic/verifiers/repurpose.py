@@ -1,7 +1,8 @@
 """Repurpose verifier: the Format pillar programmatically, the other pillars as judged rubric items.
 
 Spec: paper §2.7 (five pillars: Format, Visual, Narrative, Sound, optional Penalty; binary items with
-signed weights, ~30 items and ~36 points per task) and ANCHORS.md §4 (official ``judge.py``).
+signed weights, ~30 items and ~36 points per task) and the official ``steps/solve/tests/judge.py`` of
+PhiloLabs/agentic-vbench 3fad058.
 
 * **Format** (programmatic, like the official pillar 0's ffprobe checks): ``check.type`` is
   ``runtime`` (``target_s``, ``tolerance_s``), ``aspect_ratio`` (``target`` such as ``"9:16"``,

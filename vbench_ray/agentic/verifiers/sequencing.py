@@ -10,7 +10,7 @@ and predicted orders, and ``n`` clips:
 * ``strict = 1[predicted order == ground truth]`` (Eq. 7), reported beside the score.
 
 ``solution.json`` may be ``{"order": [...]}``, a bare list, or the official harness's
-``{"segments": [{"source": "<clip>", ...}, ...]}`` (issue 10 item 8). A missing or malformed
+``{"segments": [{"source": "<clip>", ...}, ...]}`` (what its agents write). A missing or malformed
 ``solution.json``, or one that is not a permutation of the provided clips, is invalid and scores 0 (App.
 H.2 "Invalid Submissions"; the continuous score is computed only for valid permutations), with the reason
 in ``details``. A missing ``solution.mp4`` (a required deliverable) scores 0 too, the order's metrics kept
@@ -23,8 +23,8 @@ given without its ``.mp4`` when the key has it scores 0); ``lenient`` also takes
 a path, or the clip's number.
 
 ``sequencing.score=official_weighted`` reports ``0.4 (1-ND) + 0.3 LIS + 0.3 ADJ`` instead (the
-official runner's ``final``, ANCHORS.md §4); the paper's multiplicative score is the default and is
-always in ``details`` as ``adjusted``.
+official runner's ``final``, PhiloLabs/AgentVBench 193db62 ``verifiers/sequencing/score.py``); the paper's
+multiplicative score is the default and is always in ``details`` as ``adjusted``.
 """
 
 from __future__ import annotations
