@@ -40,6 +40,26 @@ def _empty_mp4(path: Path) -> None:
         c.start_encoding()  # header only, no frames
 
 
+def _ssim_by_hand(source: Path, edited: Path, t: int = 10, size: int = 224) -> float:
+    """CoVEBench App. F.3's Structural Fidelity written out: T = 10 frames at round(i (n-1) / (m-1)) of each video
+    (m = min(n, T)), grayscale, 224x224 INTER_AREA, scikit-image SSIM (data_range 255), mean over the pairs."""
+    import av
+    import cv2
+    from skimage.metrics import structural_similarity
+
+    def frames(path):
+        with av.open(str(path)) as c:
+            all_frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+        m = min(len(all_frames), t)
+        idx = [len(all_frames) // 2] if m == 1 else [round(i * (len(all_frames) - 1) / (m - 1)) for i in range(m)]
+        return [cv2.resize(cv2.cvtColor(all_frames[i], cv2.COLOR_RGB2GRAY), (size, size),
+                           interpolation=cv2.INTER_AREA) for i in idx]
+
+    a, b = frames(source), frames(edited)
+    k = min(len(a), len(b))
+    return float(np.mean([structural_similarity(x, y, data_range=255) for x, y in zip(a[:k], b[:k])]))
+
+
 def test_clean_run_writes_the_run_directory(cove_data, tmp_path, ray_local):
     out = tmp_path / "run"
     result = run(_cfg(cove_data, out, "wandb.mode=offline", "report.enabled=true"))
@@ -64,6 +84,11 @@ def test_clean_run_writes_the_run_directory(cove_data, tmp_path, ray_local):
         assert s["n"] == len(values) and s["value"] == pytest.approx(np.mean(values))
         assert s["ci95"][0] <= s["value"] <= s["ci95"][1]
         assert s["n"] + s["n_excluded"] + s["n_failed"] == 8
+    # SSIM recomputed here from the mp4 files (PyAV, OpenCV, scikit-image), not from the run's own table
+    by_hand = {r["case_id"]: _ssim_by_hand(Path(r["source_path"]), Path(r["edited_path"]))
+               for r in table if not r["excluded_SSIM"]}
+    assert {r["case_id"]: r["SSIM"] for r in table if not r["excluded_SSIM"]} == pytest.approx(by_hand, abs=1e-4)
+    assert summary["metrics"]["SSIM"]["value"] == pytest.approx(np.mean(list(by_hand.values())), abs=1e-4)
     assert summary["exclusions"]["SSIM"] == {"category:Background": sum("Background" in r["categories"] for r in table)}
     assert summary["failures"]["count"] == 0
     assert set(summary["by_category"]) == {c for r in table for c in r["categories"]}
