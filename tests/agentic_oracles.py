@@ -2,6 +2,9 @@
 
 * Assembly: PhiloLabs/agentic-vbench at 4ed7ffc, ``tasks/agentic_vbench_assembly/agentic-vbench-assembly-task1/
   steps/solve/tests/judge.py`` (``score``, ``_check_honesty``, ``_read_frames_around``, ``_ssim_gray``).
+* Sequencing: the same commit, ``tasks/agentic_vbench_sequencing/agentic-vbench-sequencing-task1/steps/solve/
+  tests/judge.py`` (``score``, ``_metric_nd``, ``_metric_lis``, ``_metric_adj``; its ``_check_honesty`` is the
+  assembly judge's, run on every slot).
 * Repair: PhiloLabs/AgentVBench at f058cd6, ``verifiers/repair/score.py`` (``score_task``,
   ``_edit_kwargs_for``), ``lib/rubrics/format.py`` (``score_format``), ``lib/rubrics/_localize.py``
   (``parse_diagnosis``, ``parse_diagnosis_windows``, ``score_with_scene``, ``score_with_scene_multi``),
@@ -104,6 +107,48 @@ def assembly_judge(solution_json: Path, solution_mp4: Path, materials: Path, cor
             honest += _asm_honest(solution_mp4, materials / pred[i], segments[i])
     p = honest / n
     return {"reward": max(0.0, (p - 1 / 3) / (1 - 1 / 3)), "reason": "ok"}
+
+
+# ----------------------------------------------------------------------------- sequencing judge.py
+
+
+def sequencing_judge(solution_json: Path, solution_mp4: Path, materials: Path, correct: list[str]) -> dict:
+    """``judge.py`` ``score``: ``{"reward", "reason", "ordering", "honesty"}``; ``correct`` as its
+    ``CORRECT_ORDER`` (clip numbers as text), the clips ``materials/<entry>.mp4``."""
+    if not solution_json.exists():
+        return {"reward": 0.0, "reason": "solution.json not found"}
+    try:
+        sol = json.loads(solution_json.read_text())
+    except json.JSONDecodeError:
+        return {"reward": 0.0, "reason": "solution.json invalid JSON"}
+    segments = sol.get("segments")
+    if not isinstance(segments, list):
+        return {"reward": 0.0, "reason": "solution.json: segments not a list"}
+    pred = [str(s.get("source", "")) for s in segments]
+    n = len(correct)
+    if len(pred) != n:
+        return {"reward": 0.0, "reason": "slot count mismatch"}
+    if sorted(pred) != sorted(correct):
+        return {"reward": 0.0, "reason": "slot set mismatch"}
+    pos = {c: i for i, c in enumerate(pred)}
+    nd = sum(abs(pos[c] - i) for i, c in enumerate(correct)) / ((n * n) // 2) if (n * n) // 2 else 0.0
+    rank = {c: i for i, c in enumerate(correct)}
+    tails: list = []
+    for x in [rank[c] for c in pred]:
+        lo, hi = 0, len(tails)
+        while lo < hi:  # bisect_left
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if tails[mid] < x else (lo, mid)
+        tails[lo:lo + 1] = [x]
+    lis = len(tails) / len(pred)
+    adj = 1.0 if n <= 1 else sum(pos.get(correct[i + 1], -2) - pos.get(correct[i], -1) == 1
+                                 for i in range(n - 1)) / (n - 1)
+    ordering = (1.0 - nd) * adj * lis
+    if not solution_mp4.exists():
+        return {"reward": 0.0, "reason": "solution.mp4 not found", "ordering": ordering}
+    honest = sum(bool((materials / f"{pred[i]}.mp4").exists()
+                      and _asm_honest(solution_mp4, materials / f"{pred[i]}.mp4", segments[i])) for i in range(n))
+    return {"reward": honest / n * ordering, "reason": "ok", "ordering": ordering, "honesty": honest / n}
 
 
 # ----------------------------------------------------------------------------- repair: format.py

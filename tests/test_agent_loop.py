@@ -72,9 +72,20 @@ def sequencing_policy(messages: list[dict]) -> dict:
         listing = "".join(f"file '/sandbox/inputs/clips/{c}'\\n" for c in order)
         cmd = (f"printf \"{listing}\" > list.txt && ffmpeg -hide_banner -loglevel error -f concat -safe 0 "
                "-i list.txt -c copy -y outputs/solution.mp4 && ffprobe outputs/solution.mp4 | grep duration")
+        # solution.json as the official harness writes it: each clip's place in solution.mp4 and in the clip
+        # (the verifier's default checks the frames there), from the clips' durations
+        script = ("import itertools, json\n"
+                  "rows = [line.split() for line in open('durations.txt')]\n"
+                  "ends = list(itertools.accumulate(float(d) for _, d in rows))\n"
+                  "json.dump({'segments': [{'source': c, 'output': [ends[i] - float(d), ends[i]],\n"
+                  "                         'source_range': [0, float(d)]} for i, (c, d) in enumerate(rows)]},\n"
+                  "          open('outputs/solution.json', 'w'))\n")
+        durations = ("for c in " + " ".join(order) + "; do echo \"$c $(ffprobe -v error -show_entries "
+                     "format=duration -of csv=p=0 inputs/clips/$c)\"; done > durations.txt && python3 segments.py")
         return {"role": "assistant", "content": "Rendering.", "tool_calls": [
             _call("render", "shell", {"command": cmd}),
-            _call("write", "write_file", {"path": "outputs/solution.json", "content": json.dumps({"order": order})})]}
+            _call("write", "write_file", {"path": "segments.py", "content": script}),
+            _call("segments", "shell", {"command": durations})]}
     return {"role": "assistant", "content": "Done.", "tool_calls": [_call("submit", "submit", {"note": "ordered"})]}
 
 

@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import REPO
-from vbench_ray.agentic.baselines import solve
+from vbench_ray.agentic.baselines import sequencing_oracle, solve
 from vbench_ray.agentic.bundle import BundleError, find_reps, list_tasks, load_task
 from vbench_ray.agentic.media import read_media
 from vbench_ray.agentic.synth import CINEMATIC_VARIABLES, synth_agentic
@@ -141,8 +141,8 @@ def test_continuity_baseline_recovers_the_synthetic_order(data, tmp_path):
     for k in range(2):
         task = _task(data, f"sequencing_00{k}")
         solve("heuristic", task.root, tmp_path / str(k))
-        got = json.loads((tmp_path / str(k) / "solution.json").read_text())["order"]
-        assert got == task.truth["order"]
+        got = json.loads((tmp_path / str(k) / "solution.json").read_text())["segments"]
+        assert [s["source"] for s in got] == task.truth["order"]
         assert (tmp_path / str(k) / "solution.mp4").exists()
 
 
@@ -190,9 +190,7 @@ def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
     subs = tmp_path / "subs"
     # sequencing_000: rep 0 perfect, rep 1 malformed, rep 2 absent -> (1 + 0 + 0) / 3
     seq = _task(data, "sequencing_000")
-    (subs / "sequencing_000" / "0").mkdir(parents=True)
-    (subs / "sequencing_000" / "0" / "solution.json").write_text(json.dumps({"order": seq.truth["order"]}))
-    (subs / "sequencing_000" / "0" / "solution.mp4").write_bytes(b"\x00")  # required (issue 24 (b))
+    sequencing_oracle(seq, subs / "sequencing_000" / "0", np.random.default_rng(0))  # segments + the clips shown
     (subs / "sequencing_000" / "1").mkdir()
     (subs / "sequencing_000" / "1" / "solution.json").write_text("{oops")
     # repair_002 (repeated frames): the broken input copied -> gated

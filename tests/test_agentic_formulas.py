@@ -104,13 +104,15 @@ def test_sequencing_invalid_submissions_score_zero_with_reason(tmp_path, content
     assert v.status == ("missing" if content is None else "invalid")
 
 
-LENIENT = sequencing.SequencingConfig(names="lenient")
+# the order part of the score (the frame check of solution.mp4 is tested in test_sequencing_parity.py)
+EXISTS = sequencing.SequencingConfig(video="exists")
+LENIENT = sequencing.SequencingConfig(names="lenient", video="exists")
 
 
 def _seq_sub(tmp_path: Path) -> Path:
     sub = tmp_path / "sub"
     sub.mkdir()
-    (sub / "solution.mp4").write_bytes(b"\x00")  # the required deliverable is there (its content is not checked)
+    (sub / "solution.mp4").write_bytes(b"\x00")  # the required deliverable is there (content unchecked: EXISTS)
     return sub
 
 
@@ -123,7 +125,7 @@ def test_sequencing_accepts_stems_and_a_bare_list(tmp_path):
     official = sequencing.verify(task, sub)  # the official judge: names as the key writes them, else 0
     assert official.reward == 0.0 and "unknown clip" in official.details["reason"]
     (sub / "solution.json").write_text(json.dumps({"order": ["b", "a", "c"]}))
-    v = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient"))
+    v = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient", video="exists"))
     m = sequencing.sequencing_metrics(["b.mp4", "a.mp4", "c.mp4"], ["a.mp4", "b.mp4", "c.mp4"])
     assert v.reward == pytest.approx(m["weighted"]) and v.details["adjusted"] == pytest.approx(m["adjusted"])
 
@@ -143,7 +145,7 @@ def test_sequencing_reads_the_official_segments_format(tmp_path, sources):
     assert v.status == "ok" and v.details["predicted"] == ["clip_03.mp4", "clip_01.mp4", "clip_02.mp4", "clip_04.mp4"]
     assert (v.details["nd"], v.details["lis"], v.details["adj"]) == pytest.approx((0.25, 0.75, 1 / 3))
     assert v.reward == pytest.approx(0.1875)
-    weighted = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient"))
+    weighted = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient", video="exists"))
     assert weighted.reward == pytest.approx(0.4 * 0.75 + 0.3 * 0.75 + 0.3 / 3)  # 0.625
 
 
@@ -154,7 +156,7 @@ def test_sequencing_official_segments_perfect_and_malformed(tmp_path):
     assert sequencing.verify(task, sub, LENIENT).reward == 1.0
     assert sequencing.verify(task, sub).reward == 0.0  # official: "1" is not the key's "1.mp4"
     (sub / "solution.json").write_text(json.dumps({"segments": [{"source": f"{k}.mp4"} for k in (1, 2, 3)]}))
-    assert sequencing.verify(task, sub).reward == 1.0
+    assert sequencing.verify(task, sub, EXISTS).reward == 1.0
     (sub / "solution.json").write_text(json.dumps({"segments": "1,2,3"}))
     v = sequencing.verify(task, sub)
     assert v.reward == 0.0 and "segments is not a list" in v.details["reason"]

@@ -8,10 +8,12 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO
+from vbench_ray.agentic.baselines import sequencing_oracle
 from vbench_ray.agentic.bundle import load_task
 from vbench_ray.agentic.media import read_media, write_media
 from vbench_ray.agentic.synth import synth_agentic
@@ -85,9 +87,7 @@ def test_adversarial_submissions(data, tmp_path, ray_local):
     tasks = Path(data["tasks_dir"])
     subs = tmp_path / "subs"
     seq = load_task(tasks / "sequencing_000")
-    (subs / "sequencing_000" / "r1").mkdir(parents=True)
-    (subs / "sequencing_000" / "r1" / "solution.json").write_text(json.dumps({"order": seq.truth["order"]}))
-    (subs / "sequencing_000" / "r1" / "solution.mp4").write_bytes(b"\x00")  # required (issue 24 (b))
+    sequencing_oracle(seq, subs / "sequencing_000" / "r1", np.random.default_rng(0))  # segments + the clips shown
     (subs / "sequencing_000" / "r2").mkdir()
     (subs / "sequencing_000" / "r2" / "solution.json").write_text('{"order": [')  # malformed
     (subs / "sequencing_001").mkdir()  # no repetitions at all -> two missing rollouts

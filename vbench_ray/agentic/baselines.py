@@ -204,8 +204,13 @@ def sequencing_oracle(task: TaskBundle, out: Path, rng: np.random.Generator) -> 
 
 
 def _sequencing_write(task, out: Path, order: list[str], how: str) -> dict:
-    _write(out / "solution.json", {"order": order})
-    _concat_clips([task.input(f"clips/{n}") for n in order], out / "solution.mp4")
+    """The clips concatenated in ``order`` and ``solution.json`` as the official harness writes it: one
+    segment per slot with its place in ``solution.mp4`` (``output``) and in the clip (``source_range``)."""
+    durations = _concat_clips([task.input(f"clips/{n}") for n in order], out / "solution.mp4")
+    starts = np.concatenate([[0.0], np.cumsum(durations)])
+    _write(out / "solution.json", {"segments": [
+        {"source": n, "output": [float(starts[i]), float(starts[i + 1])], "source_range": [0.0, float(durations[i])]}
+        for i, n in enumerate(order)]})
     return {"how": how}
 
 

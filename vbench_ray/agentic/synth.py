@@ -258,8 +258,11 @@ def _sequencing_task(root: Path, seed: int, k: int, clip_range: tuple[int, int])
         f"Story overview: {overview}\n\n"
         f"`inputs/clips/` holds {n} clips of this shot, shuffled. Recover their original order.\n\n"
         "Deliverables (in your output folder):\n"
-        "- `solution.json`: `{\"order\": [\"<first clip file name>\", ...]}`, every clip exactly once;\n"
-        "- `solution.mp4`: the clips concatenated in that order.\n")
+        "- `solution.mp4`: the clips concatenated in that order;\n"
+        "- `solution.json`: `{\"segments\": [{\"source\": \"<first clip file name>\", \"output\": [start_s, end_s], "
+        "\"source_range\": [start_s, end_s]}, ...]}`, every clip exactly once, in order: where each clip sits in "
+        "`solution.mp4` (`output`) and which part of the clip it shows (`source_range`). The checker compares "
+        "their frames.\n")
     write_task(root, {"task_id": task_id, "family": "sequencing", "subtype": "continuous_shot",
                       "inputs": {"clips": "clips/"}, "overview": overview, "clips": listing, "spec": {"fps": FPS}},
                instruction, {"order": order, "clip_frames": [int(x) for x in lengths]})

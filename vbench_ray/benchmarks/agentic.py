@@ -49,7 +49,9 @@ from vbench_ray.agentic.verifiers.assembly import SCHEMES as ASSEMBLY_SCHEMES
 from vbench_ray.agentic.verifiers.assembly import AssemblyConfig
 from vbench_ray.agentic.verifiers.repair import RANGE_SCORES, SCHEMES as REPAIR_SCHEMES
 from vbench_ray.agentic.verifiers.repair import RepairConfig
+from vbench_ray.agentic.verifiers.sequencing import NAME_RULES as SEQUENCING_NAMES
 from vbench_ray.agentic.verifiers.sequencing import SCORES as SEQUENCING_SCORES
+from vbench_ray.agentic.verifiers.sequencing import VIDEO_CHECKS as SEQUENCING_VIDEO
 from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
 from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
                                         judge_availability, register_benchmark)
@@ -144,6 +146,7 @@ class AgenticBench(Benchmark):
     config_class = AgenticConfig
     result_sections = ("assembly", "sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
     config_choices = {**JUDGE_CHOICES, "data.agent": AGENTS, "sequencing.score": SEQUENCING_SCORES,
+                      "sequencing.names": SEQUENCING_NAMES, "sequencing.video": SEQUENCING_VIDEO,
                       "repair.range_score": RANGE_SCORES, "repair.scheme": REPAIR_SCHEMES,
                       "assembly.scheme": ASSEMBLY_SCHEMES, "repurpose.invert_negative": rp.INVERT_MODES}
 

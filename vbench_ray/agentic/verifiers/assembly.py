@@ -10,7 +10,8 @@ reimplemented:
   lacks it and must then equal the golden clip's file name. Not a list of segments ("segments not a
   list"; a ``slots``-only answer is one) or a number of segments other than the slots' ("slot count
   mismatch") scores 0 with the reason.
-* A correctly picked slot counts only when ``solution.mp4`` shows that clip where the segment says: at
+* A correctly picked slot counts only when ``solution.mp4`` shows that clip where the segment says
+  (:func:`vbench_ray.agentic.verifiers.frame_check.check_shown`, shared with the sequencing judge): at
   1/4, 2/4 and 3/4 of its ``output`` range and the matching points of its ``source_range``, five frames
   read from 0.1 s before each point in both videos (longest side at most 360 px), the best pairwise
   grey SSIM (11x11 Gaussian window, sigma 1.5) must reach 0.95. No ``solution.mp4``: 0.
@@ -31,15 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict, clip_index, clip_key, read_solution_json
+from vbench_ray.agentic.verifiers.frame_check import check_shown
 
 SCHEMES = ("official", "slots")
 CHANCE = 1.0 / 3.0  # judge.py CHANCE_LEVEL
-SSIM_THRESHOLD = 0.95
-N_SAMPLES = 3
-SSIM_MAX_SIDE = 360
 
 
 @dataclass
@@ -153,77 +150,3 @@ def _verify_official(task, submission: Path) -> Verdict:
     p_rate = honest / n
     return Verdict(max(0.0, (p_rate - CHANCE) / (1.0 - CHANCE)), "ok",
                    {**base, "n_honest_correct": honest, "pass_rate": p_rate, "per_slot": per_slot})
-
-
-def _downscale(frame: np.ndarray) -> np.ndarray:
-    import cv2
-
-    h, w = frame.shape[:2]
-    if max(h, w) <= SSIM_MAX_SIDE:
-        return frame
-    scale = SSIM_MAX_SIDE / max(h, w)
-    return cv2.resize(frame, (int(round(w * scale)), int(round(h * scale))), interpolation=cv2.INTER_AREA)
-
-
-def ssim_gaussian(a_bgr: np.ndarray, b_bgr: np.ndarray) -> float:
-    """Mean SSIM of the grey frames with an 11x11 Gaussian window (sigma 1.5); ``b`` resized to ``a``."""
-    import cv2
-
-    if a_bgr.shape != b_bgr.shape:
-        b_bgr = cv2.resize(b_bgr, (a_bgr.shape[1], a_bgr.shape[0]), interpolation=cv2.INTER_AREA)
-    a = cv2.cvtColor(a_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
-    b = cv2.cvtColor(b_bgr, cv2.COLOR_BGR2GRAY).astype(np.float32)
-    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
-
-    def blur(x):
-        return cv2.GaussianBlur(x, (11, 11), 1.5)
-
-    mu_a, mu_b = blur(a), blur(b)
-    var_a, var_b, cov = blur(a * a) - mu_a * mu_a, blur(b * b) - mu_b * mu_b, blur(a * b) - mu_a * mu_b
-    num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
-    return float(np.mean(num / ((mu_a * mu_a + mu_b * mu_b + c1) * (var_a + var_b + c2))))
-
-
-def frames_from(path: Path, t_s: float, n: int = 5, pre_s: float = 0.10) -> list[np.ndarray]:
-    """Up to ``n`` consecutive frames read after seeking to ``t_s - pre_s`` (OpenCV, BGR, downscaled)."""
-    import cv2
-
-    cap = cv2.VideoCapture(str(path))
-    try:
-        if not cap.isOpened():
-            return []
-        cap.set(cv2.CAP_PROP_POS_MSEC, max(0.0, (t_s - pre_s) * 1000.0))
-        out = []
-        for _ in range(n):
-            ok, frame = cap.read()
-            if not ok:
-                break
-            out.append(_downscale(frame))
-        return out
-    finally:
-        cap.release()
-
-
-def check_shown(solution_mp4: Path, clip: Path, segment: dict) -> tuple[bool, list]:
-    """Whether ``solution.mp4`` shows ``clip`` where ``segment`` says (``output`` / ``source_range``)."""
-    try:
-        out_lo, out_hi = float(segment["output"][0]), float(segment["output"][1])
-        src_lo, src_hi = float(segment["source_range"][0]), float(segment["source_range"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return False, [{"reason": "malformed segment ranges"}]
-    d_out, d_src = out_hi - out_lo, src_hi - src_lo
-    if d_out <= 0 or d_src <= 0:
-        return False, [{"reason": f"non-positive duration out={d_out} src={d_src}"}]
-    samples = []
-    for j in range(1, N_SAMPLES + 1):
-        k = j / (N_SAMPLES + 1)
-        t_out, t_src = out_lo + k * d_out, src_lo + k * d_src
-        fa, fb = frames_from(solution_mp4, t_out), frames_from(clip, t_src)
-        if not fa or not fb:
-            samples.append({"k": k, "t_out_s": t_out, "t_src_s": t_src, "ssim": None, "reason": "frame read failed"})
-            return False, samples
-        ssim = max([0.0] + [ssim_gaussian(x, y) for x in fa for y in fb])
-        samples.append({"k": k, "t_out_s": t_out, "t_src_s": t_src, "ssim": ssim})
-        if ssim < SSIM_THRESHOLD:
-            return False, samples
-    return True, samples

@@ -14,8 +14,18 @@ and predicted orders, and ``n`` clips:
 ``solution.json``, or one that is not a permutation of the provided clips, is invalid and scores 0 (App.
 H.2 "Invalid Submissions"; the continuous score is computed only for valid permutations), with the reason
 in ``details``. A missing ``solution.mp4`` (a required deliverable) scores 0 too, the order's metrics kept
-in ``details``, as the task's own judge (PhiloLabs/agentic-vbench b241e7b,
-tasks/agentic_vbench_sequencing/*/steps/solve/tests/judge.py, ``score``).
+in ``details``, as the task's own judge (PhiloLabs/agentic-vbench 4ed7ffc,
+tasks/agentic_vbench_sequencing/agentic-vbench-sequencing-task1/steps/solve/tests/judge.py, ``score``).
+
+``sequencing.video=frames`` (default, that judge): every slot's segment must show its clip in
+``solution.mp4`` where it says, ``output`` in the video and ``source_range`` in the clip (the SSIM frame
+check of :mod:`vbench_ray.agentic.verifiers.frame_check`, shared with assembly); a slot whose segment has
+no such ranges (an ``{"order": [...]}`` answer has none), whose clip is not shown, or whose video is empty
+or unreadable fails it. ``reward = honesty_factor * score``, ``honesty_factor`` the share of slots that
+pass; it runs on every slot, right or misplaced. A slot's clip is the file the answer key names in
+``inputs/clips/`` (the official key writes clip numbers, ``"3"``, and the judge opens ``"3.mp4"``: a key
+entry that is not a file there gets ``.mp4`` appended). ``sequencing.video=exists``: ``solution.mp4`` need
+only exist (the project's earlier reading; shapes without ranges then score by the order alone).
 
 ``sequencing.names=exact`` (default, official: that judge and AgentVBench 193db62
 verifiers/sequencing/score.py compare ``str(source)`` with the answer key's entries as written, so a clip
@@ -36,15 +46,18 @@ from pathlib import Path
 from typing import Any
 
 from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict, clip_index, clip_key, read_solution_json
+from vbench_ray.agentic.verifiers.frame_check import check_shown
 
 SCORES = ("paper", "official_weighted")
 NAME_RULES = ("exact", "lenient")
+VIDEO_CHECKS = ("frames", "exists")
 
 
 @dataclass
 class SequencingConfig:
     score: str = "paper"  # paper: (1-ND)*LIS*ADJ (Eq. 2) | official_weighted: 0.4(1-ND)+0.3LIS+0.3ADJ
     names: str = "exact"  # exact: official, str(entry) must be a clip's name as the key writes it | lenient: stems, paths, clip numbers
+    video: str = "frames"  # frames: official, each slot's segment must show its clip in solution.mp4 (SSIM >= 0.95) | exists: the file need only exist
 
 
 def lis_length(seq: list[int]) -> int:
@@ -88,20 +101,25 @@ def _clip_numbers(clips: list[str]) -> dict[int, str]:
     return {k: v[0] for k, v in found.items() if len(v) == 1}
 
 
-def _order_entries(solution: Any) -> list:
-    """The submitted order, from any shape the paper's or the official harness's solution takes:
+def _raw_entries(solution: Any) -> list:
+    """The submitted slots as written, from any shape the paper's or the official harness's solution takes:
     ``{"order": [...]}``, a bare JSON list, or the official ``{"segments": [{"source": ...}, ...]}``
     (AgenticVBench verifier package, ``verifiers/sequencing``: one segment per slot, in output order)."""
     if isinstance(solution, dict) and "segments" in solution and "order" not in solution:
         segments = solution["segments"]
         if not isinstance(segments, list):
             raise InvalidSubmission("solution.json: segments is not a list")
-        return [seg.get("source") if isinstance(seg, dict) else seg for seg in segments]
+        return segments
     order = solution.get("order") if isinstance(solution, dict) else solution
     if not isinstance(order, list):
         raise InvalidSubmission('solution.json: expected {"order": [clip names]}, {"segments": [{"source": ...}]} '
                                 "or a JSON list of clip names")
-    return [item.get("source") if isinstance(item, dict) else item for item in order]
+    return order
+
+
+def _order_entries(solution: Any) -> list:
+    """The submitted clip of each slot (a segment's ``source``, or the entry itself)."""
+    return [item.get("source") if isinstance(item, dict) else item for item in _raw_entries(solution)]
 
 
 def parse_order(solution: Any, clips: list[str], names: str = "exact") -> list[str]:
@@ -132,19 +150,64 @@ def parse_order(solution: Any, clips: list[str], names: str = "exact") -> list[s
     return mapped
 
 
+def clip_file(task, name: str) -> Path | None:
+    """The clip a key entry names: ``inputs/clips/<name>``, else ``<name>.mp4`` there (the official key's
+    clip numbers); None if neither is a file."""
+    clips = task.input("clips")
+    for candidate in (name, f"{name}.mp4"):
+        path = clips / candidate
+        if path.is_file():
+            return path
+    return None
+
+
+def shown_slots(task, submission: Path, order: list[str], truth: list[str], entries: list) -> list[dict]:
+    """Per slot: whether ``solution.mp4`` shows its clip where its segment says (the official judge's
+    ``_check_honesty`` on every slot); an entry without ranges fails."""
+    per_slot = []
+    for i, name in enumerate(order):
+        slot: dict[str, Any] = {"slot": i, "pred": name, "expected": truth[i], "match": name == truth[i]}
+        path = clip_file(task, name)
+        if path is None:
+            slot.update(honest=False, honesty_reason=f"missing source clip {name}")
+        else:
+            segment = entries[i] if i < len(entries) and isinstance(entries[i], dict) else {}
+            honest, samples = check_shown(submission / "solution.mp4", path, segment)
+            slot.update(honest=honest, samples=samples)
+        per_slot.append(slot)
+    return per_slot
+
+
 def verify(task, submission: Path, cfg: SequencingConfig | None = None) -> Verdict:
     cfg = cfg or SequencingConfig()
     if cfg.names not in NAME_RULES:
         raise ValueError(f"sequencing.names must be one of {NAME_RULES}, got {cfg.names!r}")
+    if cfg.video not in VIDEO_CHECKS:
+        raise ValueError(f"sequencing.video must be one of {VIDEO_CHECKS}, got {cfg.video!r}")
+    submission = Path(submission)
     truth = list(task.truth["order"])
-    base = {"n_clips": len(truth), "solution_mp4": (Path(submission) / "solution.mp4").is_file()}
+    base = {"n_clips": len(truth), "solution_mp4": (submission / "solution.mp4").is_file(), "video_check": cfg.video}
     try:
-        order = parse_order(read_solution_json(Path(submission)), sorted(truth), cfg.names)
+        solution = read_solution_json(submission)
+        order = parse_order(solution, sorted(truth), cfg.names)
     except InvalidSubmission as exc:
         return Verdict.zero(exc, **base, strict=0)
     m = sequencing_metrics(order, truth)
     if not base["solution_mp4"]:  # a required deliverable: no number for an order without its video
         return Verdict.zero(InvalidSubmission("solution.mp4 is missing from the submission", status="missing"),
-                            **base, **m, score_formula=cfg.score, predicted=order)
-    reward = m["adjusted"] if cfg.score == "paper" else m["weighted"]
-    return Verdict(reward, "ok", {**base, **m, "score_formula": cfg.score, "predicted": order})
+                            **base, **m, score_formula=cfg.score, predicted=order, honesty_factor=0.0)
+    ordering = m["adjusted"] if cfg.score == "paper" else m["weighted"]
+    details = {**base, **m, "score_formula": cfg.score, "predicted": order, "ordering": ordering}
+    if cfg.video == "exists":
+        return Verdict(ordering, "ok", details)
+    per_slot = shown_slots(task, submission, order, truth, _raw_entries(solution))
+    n_honest = sum(bool(s["honest"]) for s in per_slot)
+    factor = n_honest / len(truth)
+    details.update(n_honest=n_honest, honesty_factor=factor, per_slot=per_slot)
+    if n_honest < len(truth):
+        failed = next(s for s in per_slot if not s["honest"])
+        why = failed.get("honesty_reason") or next((x.get("reason") for x in failed.get("samples", []) if x.get("reason")),
+                                                  "its frames do not match the clip (SSIM < 0.95)")
+        details["reason"] = (f"solution.mp4 shows {n_honest} of {len(truth)} slots as declared; slot "
+                             f"{failed['slot']} ({failed['pred']}): {why}")
+    return Verdict(factor * ordering, "ok", details)
