@@ -39,6 +39,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from vbench_ray.runner import run
 
     cfg = load_config(args.config, args.overrides)
+    if args.dry_run:
+        from vbench_ray.run_plan import dry_run
+
+        print("\n".join(dry_run(cfg)))
+        return 0
     result = run(cfg)
     _print_result(result)
     return _run_exit(result.summary)
@@ -272,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("config", help="YAML config, e.g. configs/cove.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. output.dir=runs/x")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (stages, pools and their resources, cases, judge requests), compute nothing "
+                        "(starts Ray only to read the cluster's size)")
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("edit", help="edit CoVEBench's cases with one editing model ({id}.mp4 in output.dir)")

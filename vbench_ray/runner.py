@@ -22,10 +22,9 @@ from omegaconf import DictConfig, OmegaConf
 from vbench_ray import case_table, driver_memory, preflight, stall
 from vbench_ray.benchmarks import get_benchmark
 from vbench_ray.config import ConfigError, to_dict, to_yaml
-from vbench_ray.editors import editor_stages
 from vbench_ray.judges.engines import EngineSet
-from vbench_ray.pipeline import Stage, build_dataset, cluster_capacity, iter_blocks
-from vbench_ray.pool_plan import plan_stages
+from vbench_ray.pipeline import build_dataset, cluster_capacity, iter_blocks
+from vbench_ray.run_plan import RunPlan
 from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_data_actors, start_ray
 from vbench_ray.run_lock import RunLock
 from vbench_ray import live
@@ -84,35 +83,47 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     start = time.perf_counter()
     timing = {"wall_start": time.time()}  # seconds since the start at each milestone -> summary.timing
     preflight.check(cfg)  # every config problem up front, before Ray, a video or a model
-    bench = get_benchmark(cfg.benchmark)
-    bench.check_data(cfg)  # a missing data file, duplicate ids: before Ray starts
+    get_benchmark(cfg.benchmark).check_data(cfg)  # a missing data file, duplicate ids: before Ray starts
+    plan = RunPlan.build(cfg)  # stages, judge phases and schema, built once and passed on
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     # one run per directory for the run's life: a second one refuses here, writing nothing
     with RunLock(run_dir):
-        return _locked_run(cfg, variants, bench, run_dir, start, timing)
+        return _locked_run(plan, variants, run_dir, start, timing)
 
 
-def _locked_run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, start: float,
-                timing: dict) -> RunResult:
+def _locked_run(plan: RunPlan, variants: list | None, run_dir: Path, start: float, timing: dict) -> RunResult:
+    cfg = plan.cfg
     _check_resumable(run_dir, cfg)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
 
-    schema = bench.schema(cfg)
     driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (driver_memory says why)
-    sink = CaseSink(run_dir, schema, retry_failed=cfg.output.retry_failed)
+    sink = CaseSink(run_dir, plan.schema, retry_failed=cfg.output.retry_failed)
     # a fresh run (nothing to resume) that needs Ray: Ray starts while the cases load
-    stream_stages = editor_stages(cfg) + list(bench.stages(cfg))
-    if not sink.done_keys and _needs_ray(stream_stages, bench.judge_phases(cfg)) and start_ray(cfg):
+    if not sink.done_keys and plan.needs_ray and start_ray(cfg):
         timing["ray_start"] = time.perf_counter() - start
     try:
-        return _run(cfg, variants, bench, run_dir, schema, sink, start, timing)
+        return _run(plan, variants, run_dir, sink, Milestones(start, timing))
     finally:
         settle_ray_start()
 
 
-def _run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, schema: pa.Schema, sink: CaseSink,
-         start: float, timing: dict) -> RunResult:
+class Milestones:
+    """Seconds from the run's start at each milestone (``timing``: summary.json's ``timing``); a milestone reached
+    twice keeps its first time."""
+
+    def __init__(self, start: float, timing: dict):
+        self.start, self.timing = start, timing
+
+    def __call__(self, name: str) -> None:
+        self.timing.setdefault(name, time.perf_counter() - self.start)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def _run(plan: RunPlan, variants: list | None, run_dir: Path, sink: CaseSink, mark: Milestones) -> RunResult:
+    cfg, bench, schema = plan.cfg, plan.bench, plan.schema
     # the case table as Arrow chunks, made while the loader streams its rows (no list of dicts)
     cases = case_table.case_chunks(bench.iter_cases(cfg), schema)
     sweep_info = None
@@ -125,8 +136,8 @@ def _run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, schema: p
     todo = case_table.without_keys(cases, sink.done_keys)
     keys, n_cases, n_todo = case_table.keys_of(cases), case_table.num_rows(cases), case_table.num_rows(todo)
     log.info("%s: %d cases, %d already done, %d to compute", cfg.benchmark, n_cases, n_cases - n_todo, n_todo)
-    timing["cases_loaded"] = time.perf_counter() - start
-    phases = bench.judge_phases(cfg)
+    mark("cases_loaded")
+    phases = plan.phases
     if any(phase.prepare is not None for phase in phases):
         rows = case_table.to_rows(cases)
         for phase in phases:
@@ -137,22 +148,16 @@ def _run(cfg: DictConfig, variants: list | None, bench, run_dir: Path, schema: p
     sink.on_write = live.start(run_dir, cfg, run_name(cfg), to_dict(cfg), sweep_info, n_todo).update  # W&B
     engines = EngineSet(str(run_dir))
     try:
-        computed = _compute(bench, cfg, todo, schema, sink, phases, engines, run_dir,
-                            lambda name: timing.setdefault(name, time.perf_counter() - start)) if n_todo else 0
+        computed = _compute(plan, todo, sink, engines, run_dir, mark) if n_todo else 0
         del todo
-        timing["stream_done"] = time.perf_counter() - start
+        mark("stream_done")
         table = case_table.with_keys(sink.read_all(), keys)
-        judgments, judge_info = _judge(bench, cfg, phases, table.to_pylist() if phases else [], run_dir, engines)
-        timing["judged"] = time.perf_counter() - start
+        judgments, judge_info = _judge(plan, table.to_pylist() if phases else [], run_dir, engines)
+        mark("judged")
     finally:
         engines.stop()
-    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info, sweep_info, timing)
-    return RunResult(run_dir, summary, computed, time.perf_counter() - start)
-
-
-def _needs_ray(stages: list[Stage], phases: list) -> bool:
-    """Whether the stream needs Ray: per-case stages, or a judge phase that asks a model (replay reads a file)."""
-    return bool(stages) or any(phase.judge_cfg.backend != "replay" for phase in phases)
+    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info, sweep_info, mark.timing)
+    return RunResult(run_dir, summary, computed, mark.elapsed())
 
 
 def _expand(cfg: DictConfig, cases: list[dict], variants: list, run_dir: Path) -> tuple[list[dict], dict]:
@@ -173,13 +178,21 @@ def _expand(cfg: DictConfig, cases: list[dict], variants: list, run_dir: Path) -
     return rows, info
 
 
-def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, sink: CaseSink, phases: list,
-             engines: EngineSet, run_dir: Path, mark=lambda name: None) -> int:
-    """The stream: ``todo`` through the benchmark's stages and its judge phases, rows to the sink as they come."""
-    stages = editor_stages(cfg) + list(bench.stages(cfg))
-    if phases and _needs_ray(stages, phases):
+def _compute(plan: RunPlan, todo: list[pa.Table], sink: CaseSink, engines: EngineSet, run_dir: Path,
+             mark=lambda name: None) -> int:
+    """The stream: ``todo`` through the plan's stages and its judge phases, rows to the sink as they come."""
+    cfg = plan.cfg
+    stages = list(plan.stages)
+    if plan.phases and plan.needs_ray:
         ensure_ray(cfg)
-        stages += _judge_stages(cfg, phases, engines, run_dir)  # their engines made, not yet loaded
+        from vbench_ray.judges.stream import start_log_actor
+
+        judge_stages = plan.judge_stages(engines)  # their engines made, not yet loaded
+        if judge_stages:
+            log_actor = start_log_actor(str(run_dir))
+            for stage in judge_stages:
+                stage.init_kwargs["log_actor"] = log_actor
+        stages += judge_stages
     if not stages:  # nothing per case to compute (e.g. replay re-scoring only): record the cases as loaded
         written = 0
         while todo:  # chunk by chunk, each freed once written
@@ -189,7 +202,7 @@ def _compute(bench, cfg: DictConfig, todo: list[pa.Table], schema: pa.Schema, si
     mark("ray_ready")
     reserved = engines.reserved()
     capacity = cluster_capacity()
-    plans = plan_stages(stages, capacity, reserved)  # a stream that cannot run is refused before a judge loads
+    plans = plan.pools(stages, capacity, reserved)  # a stream that cannot run is refused before a judge loads
     engines.start()
     start_data_actors()
     prewarm(stages, capacity)
@@ -253,35 +266,11 @@ def _budget_without_engines(reserved: dict[str, float]) -> None:
         cpu=reserved["CPU"], gpu=reserved["GPU"])
 
 
-def _judge_stages(cfg: DictConfig, phases: list, engines: EngineSet, run_dir: Path) -> list[Stage]:
-    """One ``judge`` stage per phase, in order, when every phase's engine can serve the stream.
-
-    A vLLM judge (``ray.data.llm``, one engine per dataset) cannot: its phases run after the stream."""
-    from vbench_ray.judges.stream import STATE_COLUMN, StreamJudge, start_log_actor
-
-    made = [engines.get(p.judge_cfg, start=False) for p in phases]  # started once the stream's plan is checked
-    if not all(e.streams for e in made):
-        log.info("judge phases run after the stream: the %s backend keeps no engine across datasets",
-                 [e.name for e in made if not e.streams][0])
-        return []
-    log_actor = start_log_actor(str(run_dir))
-    stages = []
-    for phase, engine in zip(phases, made):
-        replicas = int(phase.judge_cfg.hf.workers) if phase.judge_cfg.backend == "hf" else 1
-        stages.append(Stage(
-            name=f"judge_{phase.name}", fn=StreamJudge, kind="judge", batched=True, skip_failed=False,
-            init_kwargs={"phase": phase.name, "build": phase.build, "engine": engine, "log_actor": log_actor,
-                         "max_retries": int(phase.judge_cfg.max_retries)},
-            outputs={STATE_COLUMN: "str"}, transient=(STATE_COLUMN,), num_cpus=0.25,
-            workers=2 * replicas, min_workers=1, batch_size=cfg.ray.judge_batch_size))
-    return stages
-
-
-def _judge(bench, cfg: DictConfig, phases: list, rows: list[dict], run_dir: Path,
-           engines: EngineSet) -> tuple[pa.Table | None, dict | None]:
+def _judge(plan: RunPlan, rows: list[dict], run_dir: Path, engines: EngineSet) -> tuple[pa.Table | None, dict | None]:
     """Every row's judge results from the judge log, asking the run's engines only what it lacks (rows the
     stream did not judge: earlier runs', a judge that cannot stream); the judged items go to
     ``judgments.parquet``."""
+    bench, cfg, phases = plan.bench, plan.cfg, plan.phases
     if not phases:
         return None, None
     from vbench_ray.judges.log import JudgeLog

@@ -92,13 +92,16 @@ class Benchmark:
         """Columns the loader adds beyond ``CASE_FIELDS``."""
         return []
 
-    def schema(self, cfg) -> pa.Schema:
+    def schema(self, cfg, stages: list[Stage] | None = None,
+               phases: list["JudgePhase"] | None = None) -> pa.Schema:
+        """The case table's columns: the case fields, then each stage's and judge phase's. ``stages`` (the editor's
+        and the benchmark's) and ``phases``: those the caller built already (``RunPlan``), else built here."""
         from vbench_ray.editors import editor_stages
 
         fields = list(CASE_FIELDS) + self.case_fields(cfg)
-        for stage in editor_stages(cfg) + self.stages(cfg):
+        for stage in (editor_stages(cfg) + self.stages(cfg)) if stages is None else stages:
             fields += stage.persisted_fields()
-        for phase in self.judge_phases(cfg):  # the stream's judge stages: when each row was judged, failures
+        for phase in self.judge_phases(cfg) if phases is None else phases:  # when each row was judged, failures
             fields += [pa.field(f"{k}_judge_{phase.name}", t) for k, t in
                        (("error", pa.string()), ("seconds", pa.float64()), ("at", pa.float64()), ("node", pa.string()))]
         seen: set[str] = set()  # a column written by two stages (a pool metric's error) appears once

@@ -230,10 +230,10 @@ class NRVBench(Benchmark):
                 pa.field("difficulty", pa.string()), pa.field("mask_path", pa.string()),
                 pa.field("FPS", pa.float64()), pa.field("control_eligible", pa.bool_())]
 
-    def schema(self, cfg) -> pa.Schema:
+    def schema(self, cfg, stages: list[Stage] | None = None, phases: list | None = None) -> pa.Schema:
         """The base schema without repeats: the control stage re-declares ``edited_path``."""
         fields, seen = [], set()
-        for f in super().schema(cfg):
+        for f in super().schema(cfg, stages, phases):
             if f.name not in seen:
                 seen.add(f.name)
                 fields.append(f)
