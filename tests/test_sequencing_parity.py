@@ -225,3 +225,13 @@ def test_the_oracle_agent_still_scores_one_on_synthetic_bundles(tmp_path):
     sequencing_random(task, tmp_path / "r", np.random.default_rng(1))
     v = sequencing.verify(task, tmp_path / "r")
     assert v.details["n_honest"] == 4 and abs(v.reward - v.details["adjusted"]) <= 1e-12
+
+
+def test_an_unknown_video_check_is_refused_before_anything_runs(tmp_path):
+    from conftest import REPO
+    from vbench_ray.config import ConfigError
+    from vbench_ray.configure import load_config
+
+    with pytest.raises(ConfigError, match=r"sequencing.video` = 'pixels' is not one of \['frames', 'exists'\]"):
+        load_config(REPO / "configs" / "agentic.yaml",
+                    ["sequencing.video=pixels", f"data.tasks_dir={tmp_path}", f"output.dir={tmp_path / 'o'}"])
