@@ -17,9 +17,9 @@ tests start anyway:
   (which builds that processor): one answer with token counts per row, 64 video tokens for 8 sampled 112x112
   frames (``test_the_video_reaches_the_model``), 16 image tokens for a 112x112 png
   (``test_an_image_reaches_the_model``).
-* ``HttpRequestProcessorConfig`` against a real OpenAI-compatible vLLM server (tiny Qwen2-VL) on 127.0.0.1:
-  ``tests/test_judge_http.py::test_real_vllm_server_file_and_base64_media``, through the ``http`` judge backend
-  (which builds that processor) against the session's shared server (``conftest.tiny_vllm_server``): chat
+* the ``http`` judge backend (chat completions posted from the calling process) against a real OpenAI-compatible
+  vLLM server (tiny Qwen2-VL) on 127.0.0.1: ``tests/test_judge_http.py::test_real_vllm_server_file_and_base64_media``,
+  against the session's shared server (``conftest.tiny_vllm_server``): chat
   completions with usage, 64 video tokens for 8 sampled frames, ``file://`` and base64 videos alike.
 
 Anything that needs the test-only torchvision stand-in (``tests/tiny/torchvision_stub``) runs in a subprocess
