@@ -16,7 +16,7 @@ from vbench_ray.benchmarks import nrv_scoring as nrv
 from vbench_ray.judges.backends.media import scrub
 from vbench_ray.metrics.fidelity import ssim_frames, ssim_video
 from vbench_ray.metrics.motion import motion_fidelity, summarize_tracks
-from vbench_ray.metrics.smoothness import jitter_map, paper_pair_jitter
+from vbench_ray.metrics.smoothness import jitter_map, official_pair_score, paper_pair_jitter
 
 # ----------------------------------------------------------------------------- NRVBench
 
@@ -92,6 +92,16 @@ def test_jitter_default_epsilon_and_pairs_without_cached_norms():
     f1 = np.array([[[0.0, 0.0]]])
     assert jitter_map(f0, f1)[0, 0] == pytest.approx(1 / (1 + 1e-6))  # |f1 - f0| / (|f0| + |f1| + 1e-6)
     assert paper_pair_jitter(f0, f1, 0.05, 1e-6) == pytest.approx(1 / (1 + 1e-6))
+
+
+def test_official_msm_pair_by_hand():
+    f0, f1 = np.array([[[3.0, 0.0]]]), np.array([[[4.0, 4.0]]])
+    m0, m1, eps = 3.0, math.sqrt(32.0), 0.5
+    cos = 12.0 / (m0 * m1 + eps)  # f0 . f1 = 12
+    speed = 1.0 - abs(m0 - m1) / (m0 + m1 + eps)
+    expected = 0.7 * (cos + 1.0) / 2.0 + 0.3 * speed
+    assert official_pair_score(f0, f1, 0.05, eps) == pytest.approx(expected, rel=1e-12)
+    assert official_pair_score(f0 * 0.01, f1 * 0.01, 0.5, eps) == 1.0  # nothing moves more than 0.5 px
 
 
 def test_mf_epsilon_enters_the_cosine():
