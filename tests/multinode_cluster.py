@@ -81,11 +81,15 @@ class SlowCpu:
 
 
 class GpuPool:
-    """Writes its pid where the driver can find it (to kill it), then scores slowly."""
+    """Writes its pid where the driver can find it (to kill it), then scores slowly. "Loading the model" lasts until
+    the driver has removed a GPU node (its ``loaded`` file; at most 120 s): the loss falls inside the load by the
+    order of events, not because a fixed sleep outlasted the driver's polling on a busy machine."""
 
     def __init__(self, pid_dir: str):
         Path(pid_dir, f"{os.getpid()}.pid").write_text(str(os.getpid()))
-        time.sleep(1.5)  # "loading the model"
+        deadline = time.monotonic() + 120
+        while not Path(pid_dir, "loaded").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def __call__(self, row: dict) -> dict:
         time.sleep(0.3)
@@ -149,6 +153,7 @@ def scenario_gpu_pool(cluster, out: Path) -> dict:
             if node is not None:
                 events["node_removed"] = node.node_id
                 cluster.remove_node(node, allow_graceful=False)
+                (pid_dir / "loaded").touch()  # the pool actors (the restarted ones too) finish loading now
             time.sleep(0.05)
 
     thread = threading.Thread(target=saboteur, daemon=True)
