@@ -16,7 +16,7 @@ from vbench_ray.configure import load_config
 from vbench_ray.judges.parsing import parse
 from vbench_ray.judges.stage import JudgeResult
 from vbench_ray.runner import run
-from vbench_ray.video.frames import FrameMetricsStage
+from vbench_ray.metrics.stage import FrameMetricsStage
 
 COVE = REPO / "configs" / "cove.yaml"
 EXPECTED = {"low": 1.0, "high": 5.0}
@@ -89,7 +89,7 @@ def test_the_decode_stage_hands_vqr_its_frames_from_one_decode(cove_data, tmp_pa
 
     from PIL import Image
 
-    from vbench_ray.video import frames as frames_mod
+    from vbench_ray.metrics import stage as frames_mod
     from vbench_ray.video.io import VideoReader, uniform_indices
 
     monkeypatch.setattr(frames_mod, "VideoReader", CountingReader)

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from tests.conftest import moving_square_video
 from vbench_ray.metrics.base import METRICS, build_metric
 from vbench_ray.metrics.pool import payload_column, unpack
-from vbench_ray.video import frames as frames_mod
+from vbench_ray.metrics import stage as frames_mod
 from vbench_ray.video.encode import write_video
 from vbench_ray.video.flow import AreaResize, FrameView, Gray
 from vbench_ray.video.io import VideoReader, uniform_indices
@@ -213,3 +213,49 @@ def test_views_are_the_official_cv2_calls_in_their_order():
     assert np.array_equal(build_metric("MSM").frame_view()(frame), area(gray, 224))
     assert np.array_equal(build_metric("MF").frame_view()(frame), cv2.cvtColor(area(frame, 384), cv2.COLOR_RGB2GRAY))
     assert not np.array_equal(area(gray, 64), cv2.cvtColor(area(frame, 64), cv2.COLOR_RGB2GRAY))  # order matters
+
+
+def test_video_package_imports_nothing_of_the_metrics_package():
+    """``vbench_ray.video`` reads and writes videos; the decode stage that feeds metrics lives in ``metrics.stage``,
+    so the two packages do not import each other (``metrics`` imports ``video``, never the other way)."""
+    import ast
+    from pathlib import Path
+
+    import vbench_ray.video
+
+    found = []
+    for path in sorted(Path(vbench_ray.video.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.name}: {n}" for n in names if n.startswith("vbench_ray.metrics")]
+    assert found == []
+
+
+def test_decode_stages_wires_the_decode_stage_and_one_pool_per_pool_metric():
+    """``decode_stages``: the ``frames`` stage over the named metrics (SSIM computed there, AES's frames handed on)
+    with the caller's extra inputs, outputs and init arguments, then AES's model pool reading those frames."""
+    from types import SimpleNamespace
+
+    cfg = OmegaConf.create({
+        "metrics": {"SSIM": full_config("SSIM", size=32), "AES": full_config("AES")},
+        "video": {"backend": "pyav"}, "data": {"pair_mismatch": "fail"},
+        "ray": {"workers": 3, "batch_size": 2, "pools": {}}})
+    sink = SimpleNamespace(name="thumbs", column="thumbs_dir")
+    stages = frames_mod.decode_stages(cfg, ["SSIM", "AES"], sinks=[sink], inputs=("mask_path",),
+                                      init_kwargs={"extra": 1}, outputs={"warning_mask": "str"})
+    decode, pool = stages
+    assert [s.name for s in stages] == ["frames", "AES"]
+    assert decode.fn is frames_mod.FrameMetricsStage and decode.kind == "cpu" and pool.kind == "pool"
+    assert decode.inputs == ("source_path", "edited_path", "mask_path")
+    assert set(decode.init_kwargs) == {"metrics", "video_backend", "pair_mismatch", "sinks", "extra"}
+    assert decode.init_kwargs["video_backend"] == "pyav" and decode.init_kwargs["pair_mismatch"] == "fail"
+    assert decode.init_kwargs["sinks"] == [sink] and decode.init_kwargs["metrics"]["SSIM"]["size"] == 32
+    assert isinstance(decode.init_kwargs["metrics"]["AES"], dict)  # plain: pickles cheaply to the workers
+    assert decode.outputs == {"SSIM": "float", "error_SSIM": "str", payload_column("AES"): "bytes", "error_AES": "str",
+                              "thumbs_dir": "str", "error_thumbs": "str", "frames_decoded": "int",
+                              "videos_opened": "int", "warning_pair": "str", "warning_mask": "str"}
+    assert (decode.workers, decode.batch_size) == (3, 2)
+    assert pool.inputs == (payload_column("AES"),) and pool.outputs == {"AES": "float"}
+    # without sinks the decode stage is built without them (NRVBench's stage takes none)
+    assert "sinks" not in frames_mod.decode_stages(cfg, ["SSIM"])[0].init_kwargs

@@ -178,7 +178,7 @@ def test_item10_a_2x2_video_is_too_small_not_an_opencv_error(tmp_path):
     import numpy as np
 
     from vbench_ray.video.encode import write_video
-    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.metrics.stage import FrameMetricsStage
     from vbench_ray.video.io import VideoError, VideoReader
 
     tiny = write_video(tmp_path / "tiny.mp4", np.full((6, 2, 2, 3), 128, np.uint8), fps=8)

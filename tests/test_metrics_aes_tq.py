@@ -325,7 +325,7 @@ def test_tq_decode_worker_hands_its_pool_mosaics_not_frames(tiny_weights):
     """The decode stage's payload for TQ is the fragment mosaics (cut on the CPU), a fraction of the frames' bytes,
     and the pool scores them as it scores the frames."""
     from vbench_ray.metrics.pool import MetricPool, payload_column
-    from vbench_ray.video.frames import emit
+    from vbench_ray.metrics.stage import emit
 
     pool = MetricPool("TQ", asdict(TQConfig(weights=tiny_weights["tq"], **TINY_TQ, batch_size=3)))
     video = frames(16, 240, 320, 3)
@@ -341,7 +341,7 @@ def test_aes_decode_worker_resizes_to_the_tower_and_the_pool_scores_the_same(tin
     """resize=pil: the decode stage hands the pool tower-size uint8 frames (PIL bicubic, as SigLIP's PIL processor);
     the pool's score equals resizing in the actor."""
     from vbench_ray.metrics.pool import MetricPool, pack, payload_column, unpack
-    from vbench_ray.video.frames import emit
+    from vbench_ray.metrics.stage import emit
 
     pool = MetricPool("AES", asdict(AESConfig(**tiny_weights["aes"], batch_size=3)))
     video = frames(4, 120, 160, 5)

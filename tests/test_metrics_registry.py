@@ -190,7 +190,7 @@ def test_the_driver_validates_configs_without_the_metrics_compute_libraries(cove
     import subprocess
     import sys
 
-    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.metrics.stage import FrameMetricsStage
 
     script = ("import sys\nfrom vbench_ray.configure import load_config\nimport vbench_ray.runner, vbench_ray.cli\n"
               f"cfg = load_config({str(REPO / 'configs' / 'cove.yaml')!r}, {cove_overrides(cove_data, tmp_path)!r})\n"

@@ -11,7 +11,9 @@ from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structu
 
 from conftest import moving_square_video
 from vbench_ray.metrics.base import MissingWeightsError
-from vbench_ray.metrics import preservation as P
+from vbench_ray.metrics import background as BG
+from vbench_ray.metrics import niqe as NQ
+from vbench_ray.metrics import motion_score as MS
 from vbench_ray.metrics.clip import (CLIPConfig, CLIPDirectional, CLIPScore, _features, build_tiny_clip,
                                      clip_embeddings, clip_pixels, load_clip)
 from vbench_ray.metrics.lpips import (BackgroundLPIPS, LPIPSConfig, _to_tensor, build_backbone, load_lpips,
@@ -27,7 +29,7 @@ def _pair(seed=0, t=3, h=32, w=40):
 
 
 def _cfg(**kw):
-    return P.BackgroundConfig(**kw)
+    return BG.BackgroundConfig(**kw)
 
 
 # ----------------------------------------------------------------------------- background preservation
@@ -38,12 +40,12 @@ def test_unmasked_metrics_equal_scikit_image():
     mse = np.mean([mean_squared_error(a, b) for a, b in zip(s, e)])
     psnr = np.mean([peak_signal_noise_ratio(a, b, data_range=1.0) for a, b in zip(s, e)])
     ssim = np.mean([structural_similarity(a, b, channel_axis=-1, data_range=1.0) for a, b in zip(s, e)])
-    assert P.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * mse, rel=1e-10)
-    assert P.BackgroundPSNR(_cfg()).compute(edit, src) == pytest.approx(psnr, rel=1e-10)
-    assert P.BackgroundSSIM(_cfg()).compute(edit, src) == pytest.approx(100 * ssim, rel=1e-10)
+    assert BG.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * mse, rel=1e-10)
+    assert BG.BackgroundPSNR(_cfg()).compute(edit, src) == pytest.approx(psnr, rel=1e-10)
+    assert BG.BackgroundSSIM(_cfg()).compute(edit, src) == pytest.approx(100 * ssim, rel=1e-10)
     empty = np.zeros(src.shape[:3], bool)  # an empty mask: the whole frame is background
-    assert P.BackgroundSSIM(_cfg()).compute(edit, src, empty) == pytest.approx(100 * ssim, rel=1e-10)
-    assert P.BackgroundPSNR(_cfg()).compute(edit, src, empty) == pytest.approx(psnr, rel=1e-10)
+    assert BG.BackgroundSSIM(_cfg()).compute(edit, src, empty) == pytest.approx(100 * ssim, rel=1e-10)
+    assert BG.BackgroundPSNR(_cfg()).compute(edit, src, empty) == pytest.approx(psnr, rel=1e-10)
 
 
 def test_masked_mse_and_psnr_by_hand():
@@ -54,12 +56,12 @@ def test_masked_mse_and_psnr_by_hand():
     mask = np.zeros((2, 10, 10), bool)
     mask[:, :, :5] = True
     bg = (25 / 255) ** 2  # MSE over background pixels only
-    assert P.BackgroundMSE(_cfg()).compute(edit, src, mask) == pytest.approx(1e4 * bg)
-    assert P.BackgroundPSNR(_cfg()).compute(edit, src, mask) == pytest.approx(10 * math.log10(1 / bg))
+    assert BG.BackgroundMSE(_cfg()).compute(edit, src, mask) == pytest.approx(1e4 * bg)
+    assert BG.BackgroundPSNR(_cfg()).compute(edit, src, mask) == pytest.approx(10 * math.log10(1 / bg))
     # zero mode (PIE-Bench style): the masked half counts as identical, diluting the error
-    assert P.BackgroundMSE(_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(1e4 * bg / 2)
+    assert BG.BackgroundMSE(_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(1e4 * bg / 2)
     # no mask: the edited half counts too
-    assert P.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * (0.2 ** 2 + bg) / 2)
+    assert BG.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * (0.2 ** 2 + bg) / 2)
 
 
 def test_changes_inside_the_mask_do_not_count():
@@ -68,14 +70,14 @@ def test_changes_inside_the_mask_do_not_count():
     edit[:, 15:25, 15:25] = 255 - edit[:, 15:25, 15:25]
     mask = np.zeros(src.shape[:3], bool)
     mask[:, 12:28, 12:28] = True  # 3 px beyond the change: no SSIM window centred outside sees it
-    assert P.BackgroundMSE(_cfg()).compute(edit, src, mask) == 0.0
-    assert P.BackgroundPSNR(_cfg()).compute(edit, src, mask) == math.inf  # the paper's "Reference source" row
-    assert P.BackgroundSSIM(_cfg()).compute(edit, src, mask) == pytest.approx(100.0)
-    assert P.BackgroundSSIM(_cfg()).compute(edit, src) < 95.0
+    assert BG.BackgroundMSE(_cfg()).compute(edit, src, mask) == 0.0
+    assert BG.BackgroundPSNR(_cfg()).compute(edit, src, mask) == math.inf  # the paper's "Reference source" row
+    assert BG.BackgroundSSIM(_cfg()).compute(edit, src, mask) == pytest.approx(100.0)
+    assert BG.BackgroundSSIM(_cfg()).compute(edit, src) < 95.0
     # the masked SSIM is scikit-image's SSIM map averaged over background pixels of its own interior
     _, smap = structural_similarity(src[0] / 255, edit[0] / 255, channel_axis=-1, data_range=1.0, full=True)
     keep = ~mask[0][3:-3, 3:-3]
-    assert P.masked_ssim_frames(src[:1], edit[:1], mask[:1])[0] == pytest.approx(smap.mean(-1)[3:-3, 3:-3][keep].mean())
+    assert BG.masked_ssim_frames(src[:1], edit[:1], mask[:1])[0] == pytest.approx(smap.mean(-1)[3:-3, 3:-3][keep].mean())
 
 
 def test_zero_mode_matches_scikit_image_on_zeroed_frames():
@@ -84,7 +86,7 @@ def test_zero_mode_matches_scikit_image_on_zeroed_frames():
     mask[:, 5:15, 5:15] = True
     keep = (~mask[0])[..., None]
     expected = structural_similarity(src[0] / 255 * keep, edit[0] / 255 * keep, channel_axis=-1, data_range=1.0)
-    assert P.BackgroundSSIM(_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(100 * expected)
+    assert BG.BackgroundSSIM(_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(100 * expected)
 
 
 def test_frames_without_background_are_left_out_and_all_masked_is_nan():
@@ -92,28 +94,28 @@ def test_frames_without_background_are_left_out_and_all_masked_is_nan():
     mask = np.zeros(src.shape[:3], bool)
     mask[0] = True  # frame 0 entirely edit region
     expected = 1e4 * mean_squared_error(src[1] / 255, edit[1] / 255)
-    assert P.BackgroundMSE(_cfg()).compute(edit, src, mask) == pytest.approx(expected)
-    assert math.isnan(P.BackgroundMSE(_cfg()).compute(edit, src, np.ones(src.shape[:3], bool)))
+    assert BG.BackgroundMSE(_cfg()).compute(edit, src, mask) == pytest.approx(expected)
+    assert math.isnan(BG.BackgroundMSE(_cfg()).compute(edit, src, np.ones(src.shape[:3], bool)))
     with pytest.raises(ValueError, match="does not match"):
-        P.BackgroundMSE(_cfg()).compute(edit, src, np.zeros((2, 8, 8), bool))
+        BG.BackgroundMSE(_cfg()).compute(edit, src, np.zeros((2, 8, 8), bool))
 
 
 def test_sampling_defaults_every_frame():
     from vbench_ray.video.io import VideoInfo
 
     info = VideoInfo("x", 7, 10.0, 8, 8, "pyav")
-    assert P.BackgroundPSNR(_cfg()).sampling().indices(info) == list(range(7))
-    assert P.BackgroundPSNR(_cfg(frames=3)).sampling().indices(info) == [0, 3, 6]
+    assert BG.BackgroundPSNR(_cfg()).sampling().indices(info) == list(range(7))
+    assert BG.BackgroundPSNR(_cfg(frames=3)).sampling().indices(info) == [0, 3, 6]
 
 
 # ----------------------------------------------------------------------------- NIQE and motion
 
 def test_ggd_and_aggd_fits_recover_known_shapes():
     rng = np.random.default_rng(0)
-    alpha, var = P.ggd_fit(rng.normal(0, 2.0, 200_000))
+    alpha, var = NQ.ggd_fit(rng.normal(0, 2.0, 200_000))
     assert alpha == pytest.approx(2.0, abs=0.05) and var == pytest.approx(4.0, rel=0.02)
-    assert P.ggd_fit(rng.laplace(0, 1.0, 200_000))[0] == pytest.approx(1.0, abs=0.05)
-    a, eta, left, right = P.aggd_fit(rng.normal(0, 1.0, 200_000))
+    assert NQ.ggd_fit(rng.laplace(0, 1.0, 200_000))[0] == pytest.approx(1.0, abs=0.05)
+    a, eta, left, right = NQ.aggd_fit(rng.normal(0, 1.0, 200_000))
     assert a == pytest.approx(2.0, abs=0.1) and abs(eta) < 0.02 and left == pytest.approx(right, rel=0.02)
 
 
@@ -122,10 +124,10 @@ def test_niqe_model_fit_score_and_metric(tmp_path):
     import cv2
 
     natural = [cv2.GaussianBlur(rng.integers(0, 255, (64, 96, 3), dtype=np.uint8), (0, 0), 1.5) for _ in range(4)]
-    mu, cov = P.fit_niqe_model(natural, patch=32, sharpness=0.0)
+    mu, cov = NQ.fit_niqe_model(natural, patch=32, sharpness=0.0)
     assert mu.shape == (36,) and cov.shape == (36, 36)
-    path = P.save_niqe_model(tmp_path / "niqe.npz", mu, cov, 32)
-    metric = P.NIQE(P.NIQEConfig(model=str(path), patch_size=32, frames=2))
+    path = NQ.save_niqe_model(tmp_path / "niqe.npz", mu, cov, 32)
+    metric = NQ.NIQE(NQ.NIQEConfig(model=str(path), patch_size=32, frames=2))
     metric.setup()
     clean = np.stack(natural[:2])
     noisy = np.clip(clean.astype(int) + rng.normal(0, 40, clean.shape), 0, 255).astype(np.uint8)
@@ -133,15 +135,15 @@ def test_niqe_model_fit_score_and_metric(tmp_path):
     assert np.isfinite(q_clean) and q_noisy > q_clean  # noise moves the statistics away from the model
     assert metric.compute(clean) == q_clean  # deterministic
     with pytest.raises(MissingWeightsError, match="metrics.NIQE.model"):
-        P.NIQE(P.NIQEConfig()).setup()
+        NQ.NIQE(NQ.NIQEConfig()).setup()
     with pytest.raises(ValueError, match="at least 96x96"):
-        P.niqe_features(np.zeros((50, 50)), 96)
+        NQ.niqe_features(np.zeros((50, 50)), 96)
 
 
 def test_motion_score():
     moving = moving_square_video(t=6, h=64, w=64, step=2)
     static = np.repeat(moving[:1], 6, axis=0)
-    m = P.MotionScore(P.MotionScoreConfig(size=64))
+    m = MS.MotionScore(MS.MotionScoreConfig(size=64))
     assert m.compute(static) == pytest.approx(0.0, abs=0.01)  # Farneback's numerical floor
     assert m.compute(moving) > 10 * m.compute(static) and m.compute(moving) > 0.05
     assert math.isnan(m.compute(moving[:1]))

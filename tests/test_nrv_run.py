@@ -135,7 +135,7 @@ def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
     The learned metrics run with random weights in the same frame stage (masks and prompts reach them)."""
     from vbench_ray.controls import read_masks
     from vbench_ray.judges.tiny import build_tiny_judge
-    from vbench_ray.metrics import preservation as P
+    from vbench_ray.metrics import niqe as NQ
     from vbench_ray.metrics.clip import build_tiny_clip
     from vbench_ray.metrics.lpips import save_random_lpips
     from vbench_ray.metrics.struct_dist import StructDistConfig, save_random_dino
@@ -148,7 +148,7 @@ def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
     dino_cfg = StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=32)
     dino = save_random_dino(tmp_path / "dino.pth", dino_cfg)
     src = VideoReader(Path(data["root"]) / "videos" / f"{data['ids'][0]}.mp4")
-    niqe = P.save_niqe_model(tmp_path / "niqe.npz", *P.fit_niqe_model(src.read([0, 12]), patch=32, sharpness=0.0), 32)
+    niqe = NQ.save_niqe_model(tmp_path / "niqe.npz", *NQ.fit_niqe_model(src.read([0, 12]), patch=32, sharpness=0.0), 32)
     out = tmp_path / "run"
     cfg = load_config(NRV, [f"data.annotations={data['annotations']}", f"data.edited_dir={data['edited_dir']}",
                             f"output.dir={out}", "wandb.mode=disabled", "report.enabled=false",

@@ -124,7 +124,7 @@ def test_prewarm_imports_cpu_stage_modules_in_workers(ray_local):
     import ray
 
     from vbench_ray.ray_start import prewarm
-    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.metrics.stage import FrameMetricsStage
 
     stages = [Stage("frames", FrameMetricsStage, {"SSIM": "float"},
                     init_kwargs={"metrics": {"SSIM": {}, "MF": {}}, "video_backend": "decord"}),
@@ -133,7 +133,7 @@ def test_prewarm_imports_cpu_stage_modules_in_workers(ray_local):
     assert len(refs) == 3  # one per CPU
     done = ray.get(refs, timeout=120)
     # the stage's module, then what it declares: SSIM's and MF's libraries and the video reader
-    assert all(mods == ["vbench_ray.video.frames", "skimage.metrics", "scipy.optimize", "decord"] for _, mods in done)
+    assert all(mods == ["vbench_ray.metrics.stage", "skimage.metrics", "scipy.optimize", "decord"] for _, mods in done)
     assert prewarm([Stage("offset", AddOffset, {"plus": "float"}, kind="pool")], {"CPU": 3.0, "GPU": 0.0}) == []
 
 

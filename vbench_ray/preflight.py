@@ -30,8 +30,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from vbench_ray import cfgutil
 from vbench_ray.config import ConfigError, check_bounds
 
 Problems = list[str]
@@ -67,12 +68,8 @@ def weights_problems(cfg: DictConfig) -> Problems:
     return list(dict.fromkeys(problems))
 
 
-def _get(cfg: Any, key: str) -> Any:
-    return OmegaConf.select(cfg, key) if isinstance(cfg, DictConfig) else getattr(cfg, key, None)
-
-
 def _int_at_least(cfg: Any, key: str, low: int, nullable: bool = True, what: str = "") -> Problems:
-    value = _get(cfg, key)
+    value = cfgutil.get(cfg, key)
     if value is None and nullable:
         return []
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -90,7 +87,7 @@ def _check_bounds(cfg: DictConfig) -> Problems:
 
 def _data_paths(cfg: DictConfig) -> dict[str, Path]:
     """``data.*`` values that name an existing folder or file."""
-    data = _get(cfg, "data")
+    data = cfgutil.get(cfg, "data")
     out = {}
     if not isinstance(data, DictConfig):
         return out
@@ -103,8 +100,8 @@ def _data_paths(cfg: DictConfig) -> dict[str, Path]:
 def _check_something_to_compute(cfg: DictConfig) -> Problems:
     """``metrics.enabled: []`` with no editor to run: the run would compute nothing and report no metric.
     (``vbench-ray edit`` empties it on purpose: its editor is the work.)"""
-    enabled = _get(cfg, "metrics.enabled")
-    editor = _get(cfg, "editor.name")
+    enabled = cfgutil.get(cfg, "metrics.enabled")
+    editor = cfgutil.get(cfg, "editor.name")
     if enabled is not None and len(enabled) == 0 and editor in (None, "precomputed"):
         return ["`metrics.enabled` is empty: the run would compute and score nothing; enable at least one metric "
                 "(e.g. metrics.enabled=[SSIM])"]
@@ -127,7 +124,7 @@ def _check_output(cfg: DictConfig) -> Problems:
 
 def _enabled_metric_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
     """``(name, node)`` of every enabled metric that has a config node of its own."""
-    metrics = _get(cfg, "metrics")
+    metrics = cfgutil.get(cfg, "metrics")
     if not isinstance(metrics, DictConfig):
         return []
     enabled = metrics.get("enabled")
@@ -179,7 +176,7 @@ def _check_gpu(cfg: DictConfig, keys: list[str]) -> Problems:
 # ----------------------------------------------------------------------------- editor
 
 def _check_editor(cfg: DictConfig) -> Problems:
-    editor = _get(cfg, "editor")
+    editor = cfgutil.get(cfg, "editor")
     if not isinstance(editor, DictConfig) or editor.get("name") in (None, "precomputed"):
         return []
     from vbench_ray.editors import EDITORS
@@ -217,7 +214,7 @@ def _judge_problems(node: Any, key: str) -> Problems:
     """The checks of the judge's backend (its registry entry's ``problems``), then its numeric ranges."""
     from vbench_ray.judges.backends import BACKENDS
 
-    backend = _get(node, "backend")
+    backend = cfgutil.get(node, "backend")
     if backend not in BACKENDS:
         return [f"`{key}.backend`: {BACKENDS.unknown(backend)}"]
     out: Problems = list(BACKENDS[backend].problems(node, key))
@@ -240,7 +237,7 @@ def _check_judges(cfg: DictConfig) -> Problems:
     seen: set[int] = set()
     for phase in phases:
         node = phase.judge_cfg
-        if id(node) in seen or (cfg.benchmark == "vidic" and phase.name == "describe" and _get(cfg, "data.responses")):
+        if id(node) in seen or (cfg.benchmark == "vidic" and phase.name == "describe" and cfgutil.get(cfg, "data.responses")):
             continue  # (ViDiC's precomputed responses are replayed from a file the run writes itself)
         seen.add(id(node))
         key = _judge_key(cfg, phase.name, node)
@@ -253,7 +250,7 @@ def _judge_key(cfg: DictConfig, phase: str, node: Any) -> str:
     """Where a phase's judge config comes from, for messages."""
     if cfg.benchmark == "vidic" and phase == "describe":
         return "model"
-    if cfg.benchmark == "nrv" and len(_get(cfg, "judges") or []) > 1:
+    if cfg.benchmark == "nrv" and len(cfgutil.get(cfg, "judges") or []) > 1:
         labels = [label for label, _ in _nrv_specs(cfg)]
         return f"judges[{labels.index(phase)}]" if phase in labels else "judge"
     if cfg.benchmark == "cove" and phase == "vqr":
@@ -272,7 +269,7 @@ def _nrv_specs(cfg: DictConfig) -> list:
 def _check_nrv(cfg: DictConfig) -> Problems:
     # (its learned metrics' weights: _check_metrics, through each metric's own check_weights)
     out: Problems = []
-    path = _get(cfg, "agreement.human_scores")
+    path = cfgutil.get(cfg, "agreement.human_scores")
     if path:
         from vbench_ray.agreement import HumanScoresError, read_human_scores
 
@@ -284,7 +281,7 @@ def _check_nrv(cfg: DictConfig) -> Problems:
 
 
 def _check_vidic(cfg: DictConfig) -> Problems:
-    responses = _get(cfg, "data.responses")
+    responses = cfgutil.get(cfg, "data.responses")
     if responses and not Path(str(responses)).exists():
         return [f"`data.responses` = {str(responses)!r} does not exist"]
     return []

@@ -29,7 +29,7 @@ def main() -> None:
     from vbench_ray.configure import load_config
     from vbench_ray.metrics.base import build_metric
     from vbench_ray.synth.cove import synth_cove
-    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.metrics.stage import FrameMetricsStage
     from vbench_ray.video.io import VideoReader
 
     with tempfile.TemporaryDirectory() as tmp:

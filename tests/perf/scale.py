@@ -239,7 +239,7 @@ def in_process(data: dict, n: int) -> dict:
     from omegaconf import OmegaConf
 
     from vbench_ray.metrics.base import build_metric
-    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.metrics.stage import FrameMetricsStage
     from vbench_ray.video.io import VideoInfo
 
     cfg = OmegaConf.load(REPO / "configs" / "cove.yaml").metrics

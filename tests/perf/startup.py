@@ -25,7 +25,7 @@ PROBE = r'''
 import json, os, sys, time
 t0 = float(sys.argv[1]); cpus = int(sys.argv[2])
 marks = {"python_up": time.time() - t0}
-import vbench_ray.runner, vbench_ray.video.frames  # what the driver imports before Ray
+import vbench_ray.runner, vbench_ray.metrics.stage  # what the driver imports before Ray
 marks["project_imported"] = time.time() - t0
 from omegaconf import OmegaConf
 from vbench_ray.ray_start import ensure_ray
@@ -41,7 +41,7 @@ def threads():
         with open("/proc/self/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("Threads:"))
     before = count()
-    import vbench_ray.video.frames  # noqa: F401  (cv2, numpy, scipy, skimage: what a decode task loads)
+    import vbench_ray.metrics.stage  # noqa: F401  (cv2, numpy, scipy, skimage: what a decode task loads)
     import numpy as np
     np.dot(np.ones((256, 256)), np.ones((256, 256)))  # wakes a BLAS thread pool if one exists
     return {"threads_before_imports": before, "threads_after": count(), "omp": os.environ.get("OMP_NUM_THREADS"), "affinity": len(os.sched_getaffinity(0))}

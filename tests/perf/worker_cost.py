@@ -41,7 +41,7 @@ def thread_cpu() -> dict[str, float]:
 def work(rows: list[dict]) -> dict:
     from omegaconf import OmegaConf
 
-    from vbench_ray.video.frames import FrameMetricsStage
+    from vbench_ray.metrics.stage import FrameMetricsStage
 
     cfg = OmegaConf.load(REPO / "configs" / "cove.yaml").metrics
     stage = FrameMetricsStage({m: OmegaConf.to_container(cfg[m]) for m in scale.METRICS}, "decord")

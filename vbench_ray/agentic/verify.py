@@ -16,7 +16,7 @@ from typing import Any
 
 from vbench_ray.agentic.bundle import TaskBundle, load_task
 from vbench_ray.agentic.verifiers import assembly, repair, repurpose, sequencing
-from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict, _plain
+from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict, json_safe
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def _repurpose_rollout(task, submission: Path, cfg, frames_dir: Path | None) -> 
         return {"reward": 0.0, "status": verdict.status, "details": json.dumps(verdict.to_json()["details"]),
                 "reason": exc.reason}
     out: dict[str, Any] = {"status": "ok", "reward": None, "format_share": repurpose.format_share(fmt),
-                           "details": json.dumps(_plain({"format_items": fmt, "duration_s": media.info.duration,
+                           "details": json.dumps(json_safe({"format_items": fmt, "duration_s": media.info.duration,
                                                          "report_md": (submission / "report.md").is_file()}))}
     if cfg.judge_enabled and frames_dir is not None and repurpose.judged_items(task.rubric):
         frames = repurpose.write_frames(media, Path(frames_dir), cfg.frames)
@@ -152,7 +152,7 @@ def verify_cli(task_dir: str | Path, submission_dir: str | Path, out_path: str |
         payload["details"]["rubric_judged"] = bool(judge)
     payload["details"] = {"task_id": task.task_id, "family": task.family, "subtype": task.subtype,
                           **payload["details"]}
-    payload = _plain(payload)
+    payload = json_safe(payload)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return payload

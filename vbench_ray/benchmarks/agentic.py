@@ -45,6 +45,7 @@ import pyarrow as pa
 from vbench_ray.agentic.bundle import FAMILIES, BundleError, find_reps, list_tasks, load_task
 from vbench_ray.agentic.verifiers import measures
 from vbench_ray.agentic.verifiers import repurpose as rp
+from vbench_ray.cfgutil import plain
 from vbench_ray.agentic.verifiers.assembly import SCHEMES as ASSEMBLY_SCHEMES
 from vbench_ray.agentic.verifiers.assembly import AssemblyConfig
 from vbench_ray.agentic.verifiers.repair import RANGE_SCORES, SCHEMES as REPAIR_SCHEMES
@@ -127,12 +128,6 @@ def verify_row(row: dict, settings: dict, frames_dir: str | None) -> dict:
     return verify_rollout(task, Path(sub), settings_from(settings), frames)
 
 
-def _plain(node) -> Any:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(node, resolve=True) if not isinstance(node, (dict, list)) else node
-
-
 # ----------------------------------------------------------------------------- benchmark
 
 @register_benchmark
@@ -186,7 +181,7 @@ class AgenticBench(Benchmark):
         if cfg.data.agent:
             stages.append(Stage(name="agent", fn=functools.partial(agent_row, agent=cfg.data.agent, seed=cfg.run.seed),
                                 outputs={"agent_info": "str"}, **common))
-        settings = {k: _plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
+        settings = {k: plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
         frames_dir = str(Path(cfg.output.dir).resolve() / "judge_frames") if cfg.repurpose.judge_enabled else None
         stages.append(Stage(name="verify", fn=functools.partial(verify_row, settings=settings, frames_dir=frames_dir),
                             outputs={"reward": "float", "status": "str", "reason": "str", "details": "str",
@@ -226,7 +221,7 @@ class AgenticBench(Benchmark):
 
         ensure_ray(cfg)
         agent = OmegaConf.to_object(cfg.agent)
-        settings = {k: _plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
+        settings = {k: plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
         return run_rollouts(cfg.data.tasks_dir, Path(cfg.output.dir).resolve() / "agent", agent, k=cfg.data.reps,
                             families=list(cfg.data.families), verify_settings=settings)
 

@@ -38,10 +38,9 @@ from vbench_ray.editors.base import edited_name
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
 from vbench_ray.metrics import METRICS
 from vbench_ray.metrics.base import metric_choices, metrics_config
+from vbench_ray.metrics.stage import decode_stages
 from vbench_ray.pipeline import Stage
 from vbench_ray.safepaths import HASH_MARK
-from vbench_ray.metrics.pool import metric_pool_stages
-from vbench_ray.video.frames import FrameMetricsStage, decode_outputs, sink_outputs
 
 QUESTION_TYPES = ("AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ")
 DIMENSIONS = ("Execution Accuracy", "Physical Logic", "Semantic Preservation")
@@ -298,17 +297,7 @@ class CoveBench(Benchmark):
         sinks = [vqr.frame_sink(cfg)] if self.vqr_enabled(cfg) else []  # VQR's JPEGs for its judge
         if not metrics and not sinks:
             return []
-        specs = {m: _plain(getattr(cfg.metrics, m)) for m in metrics}
-        built = [METRICS[m](getattr(cfg.metrics, m)) for m in metrics]
-        decode = Stage(
-            name="frames", fn=FrameMetricsStage, kind="cpu",
-            init_kwargs={"metrics": specs, "video_backend": cfg.video.backend, "pair_mismatch": cfg.data.pair_mismatch,
-                         "sinks": sinks},
-            inputs=("source_path", "edited_path") + tuple(f"excluded_{m}" for m in metrics),
-            outputs={**decode_outputs(built), **sink_outputs(sinks), "frames_decoded": "int", "videos_opened": "int",
-                     "warning_pair": "str"},
-            num_cpus=1.0, workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
-        return [decode] + metric_pool_stages(built, specs, cfg.ray)
+        return decode_stages(cfg, metrics, sinks=sinks, inputs=tuple(f"excluded_{m}" for m in metrics))
 
     # -- loading
     def check_data(self, cfg) -> None:
@@ -573,9 +562,3 @@ class _SourceIndex:
         if not exists:
             raise DataError(f"{what}: source video not found: {path}")
         return path
-
-
-def _plain(node) -> dict:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(node, resolve=True) if not isinstance(node, dict) else dict(node)

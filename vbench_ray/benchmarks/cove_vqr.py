@@ -8,7 +8,7 @@ usage:
 * frames: ``uniform_indices(T, 10)`` of the **edited** video (the official sampler: ``min(T, 10)`` distinct frames
   at ``round(i * (T-1) / 9)``), written as JPEG (quality 95, as the official script) under
   ``RUN_DIR/vqr_frames/<variant>/<case>/frame_NNNNNN.jpg`` by the decode stage (``VQRFrames``, a
-  ``vbench_ray.video.frames.FrameSink``: the 10 indices join the union the frame metrics decode, so each video is
+  ``vbench_ray.metrics.stage.FrameSink``: the 10 indices join the union the frame metrics decode, so each video is
   read once per case), so ``build`` stays pure and per row;
 * one judge request per **frame** (the official script scores frames one image at a time), one image part and
   the published prompt (``PROMPT``: "... a float between 1 and 5, rounded to two decimal places ...", with the
@@ -62,7 +62,7 @@ def frame_dir(run_dir: str | Path, case_id: str, variant: str) -> Path:
 
 @dataclass(frozen=True)
 class VQRFrames:
-    """The decode stage's sink for VQR (``vbench_ray.video.frames.FrameSink``): the edited video's ``frames``
+    """The decode stage's sink for VQR (``vbench_ray.metrics.stage.FrameSink``): the edited video's ``frames``
     uniform frames, from the decode the frame metrics share, written as JPEGs; the row's ``vqr_frames`` is the
     JSON list of their paths."""
 

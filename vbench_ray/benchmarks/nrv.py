@@ -59,13 +59,13 @@ from vbench_ray.benchmarks.nrv_data import (discover_methods, edited_video, norm
 from vbench_ray.benchmarks.nrv_media import NRVFrameStage
 from vbench_ray.benchmarks.nrv_summary import (_by_judge, _cross_judge, _is_control, _metric_block, _status_counts,
                                                judges_availability, report_tables, sanity_section, sanity_tables)
+from vbench_ray.cfgutil import plain
 from vbench_ray.config import BaseConfig, ConfigError, bounded
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.metrics.base import METRICS, metric_choices, metrics_config
-from vbench_ray.metrics.pool import metric_pool_stages
+from vbench_ray.metrics.stage import decode_stages
 from vbench_ray.pipeline import Stage
 from vbench_ray.sweeps import variants_from_axes
-from vbench_ray.video.frames import decode_outputs
 
 
 # Table 3's conventional metrics, by their registered names (vbench_ray.metrics): their config sections,
@@ -139,10 +139,6 @@ class NRVConfig(BaseConfig):
 
 
 # ----------------------------------------------------------------------------- benchmark
-
-def _plain(node) -> dict:
-    return OmegaConf.to_container(node, resolve=True) if not isinstance(node, dict) else dict(node)
-
 
 CASE_ERRORS = ("error_load", "error_control", "error_frames")  # a conventional metric's own error_<metric> is not
 
@@ -247,17 +243,11 @@ class NRVBench(Benchmark):
         judged = self.judged(cfg)
         if not metrics and not judged:
             return stages
-        specs = {m: _plain(getattr(cfg.metrics, m)) for m in metrics}
-        built = [METRICS[m](getattr(cfg.metrics, m)) for m in metrics]
-        outputs = {**decode_outputs(built), "frames_decoded": "int", "videos_opened": "int", "warning_pair": "str",
-                   "warning_mask": "str", "nrve_roi": "str", "nrve_flow": "str", "nrve_frames": "str", "roi_box": "str"}
-        stages.append(Stage(
-            name="frames", fn=NRVFrameStage, kind="cpu",
-            init_kwargs={"metrics": specs, "video_backend": cfg.video.backend, "pair_mismatch": cfg.data.pair_mismatch,
-                         "media": _plain(cfg.media), "media_dir": str(run_dir / MEDIA_DIR), "judged": judged},
-            inputs=("source_path", "edited_path", "mask_path"), outputs=outputs, num_cpus=1.0,
-            workers=cfg.ray.workers, batch_size=cfg.ray.batch_size))
-        return stages + metric_pool_stages(built, specs, cfg.ray)
+        return stages + decode_stages(
+            cfg, metrics, fn=NRVFrameStage, inputs=("mask_path",),
+            init_kwargs={"media": plain(cfg.media), "media_dir": str(run_dir / MEDIA_DIR), "judged": judged},
+            outputs={"warning_mask": "str", "nrve_roi": "str", "nrve_flow": "str", "nrve_frames": "str",
+                     "roi_box": "str"})
 
     # -- loading
     def check_data(self, cfg) -> None:

@@ -18,7 +18,7 @@ from vbench_ray.metrics.base import AllFrames
 from vbench_ray.pipeline import format_exception
 from vbench_ray.safepaths import unique_component, within
 from vbench_ray.video.flow import farneback_flow, flow_to_color
-from vbench_ray.video.frames import FrameMetricsStage, emit
+from vbench_ray.metrics.stage import FrameMetricsStage, emit
 from vbench_ray.video.io import VideoReader, uniform_indices
 
 log = logging.getLogger(__name__)

@@ -37,17 +37,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vbench_ray import cfgutil
 from vbench_ray.editors.base import EditFailed, Editor, register_editor
 
 log = logging.getLogger(__name__)
 
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
-
-
-def _get(cfg: Any, key: str, default=None):
-    value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
-    return default if value is None else value
 
 
 def read_model_index(folder: str | Path) -> dict:
@@ -95,19 +91,19 @@ class DiffusersEditor(Editor):
         """Every problem of the config a load would hit, each naming its key (no model is loaded)."""
         out = []
         for key in ("dtype", "vae_dtype"):
-            value = _get(cfg, key)
+            value = cfgutil.get(cfg, key)
             if value is not None and value not in DTYPES:
                 out.append(f"`editor.{key}` = {value!r}: expected one of {list(DTYPES)}")
-        device = _get(cfg, "device")
+        device = cfgutil.get(cfg, "device")
         if device is not None and not _DEVICE.fullmatch(str(device)):
             out.append(f"`editor.device` = {device!r}: expected cpu, cuda or cuda:N (null: cuda when the actor has a GPU)")
-        steps = _get(cfg, "steps")
+        steps = cfgutil.get(cfg, "steps")
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
             out.append(f"`editor.steps` = {steps!r}: expected an integer >= 1 (null: the pipeline's default)")
-        fps = _get(cfg, "fps")
+        fps = cfgutil.get(cfg, "fps")
         if fps is not None and not (isinstance(fps, (int, float)) and fps > 0):
             out.append(f"`editor.fps` = {fps!r}: expected a number > 0 (null: the input's fps)")
-        weights = _get(cfg, "weights")
+        weights = cfgutil.get(cfg, "weights")
         if not weights:
             return out + ["`editor.weights` is not set: the diffusers editor loads a local diffusers model folder "
                           "(model_index.json and one folder per component; nothing is downloaded)"]
@@ -125,7 +121,7 @@ class DiffusersEditor(Editor):
             out.append(f"`editor.weights` = {str(weights)!r} lacks the component folder(s) {missing} that "
                        f"model_index.json lists")
         names = _diffusers_names()
-        pipeline = _get(cfg, "pipeline")
+        pipeline = cfgutil.get(cfg, "pipeline")
         if names is None:
             out.append("the diffusers editor needs the `diffusers` package (pip install diffusers)")
         elif pipeline and pipeline not in names:
@@ -146,8 +142,8 @@ class DiffusersEditor(Editor):
     def torch_dtypes(self):
         import torch
 
-        main = getattr(torch, DTYPES[_get(self.cfg, "dtype", "bf16")])
-        vae = getattr(torch, DTYPES[_get(self.cfg, "vae_dtype", _get(self.cfg, "dtype", "bf16"))])
+        main = getattr(torch, DTYPES[cfgutil.get(self.cfg, "dtype", "bf16")])
+        vae = getattr(torch, DTYPES[cfgutil.get(self.cfg, "vae_dtype", cfgutil.get(self.cfg, "dtype", "bf16"))])
         return main, vae
 
     def load_pipeline(self):
@@ -158,7 +154,7 @@ class DiffusersEditor(Editor):
         diffusers.utils.logging.disable_progress_bar()  # one bar per component per actor is noise in the job's log
         transformers.utils.logging.disable_progress_bar()
         folder = str(Path(str(self.cfg.weights)).expanduser())
-        cls_name = _get(self.cfg, "pipeline") or read_model_index(folder)["_class_name"]
+        cls_name = cfgutil.get(self.cfg, "pipeline") or read_model_index(folder)["_class_name"]
         pipeline_cls = getattr(diffusers, cls_name)
         main, vae = self.torch_dtypes()
         dtype = {"default": main, "vae": vae} if vae != main else main
@@ -168,15 +164,15 @@ class DiffusersEditor(Editor):
         """Place ``pipe`` on the device and note which call arguments it takes."""
         import torch
 
-        device = _get(self.cfg, "device") or ("cuda" if torch.cuda.is_available() else "cpu")
-        if _get(self.cfg, "offload", False):  # each component on the GPU only while it runs
+        device = cfgutil.get(self.cfg, "device") or ("cuda" if torch.cuda.is_available() else "cpu")
+        if cfgutil.get(self.cfg, "offload", False):  # each component on the GPU only while it runs
             pipe.enable_model_cpu_offload(device=device)
         else:
             pipe.to(device)
         pipe.set_progress_bar_config(disable=True)
         self.pipe, self.device = pipe, device
         log.info("diffusers editor: %s on %s (%s)", type(pipe).__name__, device, "offloaded" if
-                 _get(self.cfg, "offload", False) else "resident")
+                 cfgutil.get(self.cfg, "offload", False) else "resident")
         params = inspect.signature(pipe.__call__).parameters
         self.accepts = set(params) if not any(p.kind == p.VAR_KEYWORD for p in params.values()) else None
 
@@ -187,14 +183,14 @@ class DiffusersEditor(Editor):
         import torch
 
         n = len(frames)
-        args = {"prompt": instruction or "", "negative_prompt": _get(self.cfg, "negative_prompt"),
+        args = {"prompt": instruction or "", "negative_prompt": cfgutil.get(self.cfg, "negative_prompt"),
                 "video": [PIL.Image.fromarray(f) for f in frames],
                 "mask": [PIL.Image.new("L", (width, height), 255)] * n,  # white: every pixel may be edited
                 "height": height, "width": width, "num_frames": n,
-                "num_inference_steps": _get(self.cfg, "steps"), "guidance_scale": _get(self.cfg, "guidance"),
+                "num_inference_steps": cfgutil.get(self.cfg, "steps"), "guidance_scale": cfgutil.get(self.cfg, "guidance"),
                 "generator": torch.Generator(device="cpu").manual_seed(int(seed)), "output_type": "np",
-                **dict(_get(self.cfg, "call_kwargs", {}) or {})}
-        timeout = _get(self.cfg, "timeout_s")
+                **dict(cfgutil.get(self.cfg, "call_kwargs", {}) or {})}
+        timeout = cfgutil.get(self.cfg, "timeout_s")
         if timeout:  # a model in this process cannot be killed: the pipeline's step callback stops it instead
             args["callback_on_step_end"] = _deadline(float(timeout))
         args = {k: v for k, v in args.items() if v is not None}
@@ -212,7 +208,7 @@ class DiffusersEditor(Editor):
         n = int(params.get("frames") or info.num_frames)
         frames = reader.read(range(min(n, info.num_frames)))
         height, width = int(params.get("height") or info.height), int(params.get("width") or info.width)
-        seed = int(params.get("seed", _get(self.cfg, "seed", 0)))
+        seed = int(params.get("seed", cfgutil.get(self.cfg, "seed", 0)))
         torch.manual_seed(seed)  # for pipelines that draw from the global generator too
         try:
             with torch.inference_mode():
@@ -223,7 +219,7 @@ class DiffusersEditor(Editor):
         video = result.frames if hasattr(result, "frames") else result[0]
         video = np.asarray(video[0] if len(np.shape(video)) == 5 else video, dtype=np.float32)
         frames_out = (np.clip(video, 0.0, 1.0) * 255.0).round().astype(np.uint8)
-        write_video(output, frames_out, fps=float(_get(self.cfg, "fps") or info.fps or 16.0))
+        write_video(output, frames_out, fps=float(cfgutil.get(self.cfg, "fps") or info.fps or 16.0))
         return {}
 
 

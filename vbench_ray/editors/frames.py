@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from vbench_ray import cfgutil
 from vbench_ray.config import bounded
 
 
@@ -72,11 +73,6 @@ class Plan:
                 and (self.height, self.width) == (self.source_height, self.source_width))
 
 
-def _get(rules: Any, key: str, default=None):
-    value = rules.get(key, default) if hasattr(rules, "get") else getattr(rules, key, default)
-    return default if value is None else value
-
-
 def parse_constraint(text: str | None) -> tuple[int, int]:
     """``"4k+1"`` -> ``(4, 1)``; null, ``""`` or ``"-"`` -> ``(1, 0)`` (no constraint)."""
     if text is None or str(text).strip() in ("", "-", "–", "none"):
@@ -92,10 +88,10 @@ def target_frames(n: int, rules: Any) -> int:
     """The frame count the model gets for a source of ``n`` frames (see the module's docstring)."""
     if n <= 0:
         raise ValueError(f"a source video needs frames, got {n}")
-    a, b = parse_constraint(_get(rules, "frame_constraint"))
-    lo = max(1, int(_get(rules, "min_frames", 1)))
-    hi = _get(rules, "max_frames")
-    fixed = _get(rules, "fixed_frames")
+    a, b = parse_constraint(cfgutil.get(rules, "frame_constraint"))
+    lo = max(1, int(cfgutil.get(rules, "min_frames", 1)))
+    hi = cfgutil.get(rules, "max_frames")
+    fixed = cfgutil.get(rules, "fixed_frames")
     if fixed is not None:
         m = int(fixed)
     else:
@@ -105,7 +101,7 @@ def target_frames(n: int, rules: Any) -> int:
         m = down if down >= max(lo, 1) else down + a
     if m < 1 or (hi is not None and m > int(hi)) or m < lo and fixed is None:
         raise ValueError(f"no frame count satisfies min_frames={lo}, max_frames={hi}, "
-                         f"frame_constraint={_get(rules, 'frame_constraint')!r}")
+                         f"frame_constraint={cfgutil.get(rules, 'frame_constraint')!r}")
     return m
 
 
@@ -118,9 +114,9 @@ def sample_indices(n: int, m: int) -> list[int]:
 
 def target_size(height: int, width: int, rules: Any) -> tuple[int, int]:
     """``(height, width)`` the model gets for a ``height``×``width`` source."""
-    mult = max(1, int(_get(rules, "size_multiple", 2)))
-    res = _get(rules, "resolution")
-    mode = _get(rules, "resolution_mode", "exact")
+    mult = max(1, int(cfgutil.get(rules, "size_multiple", 2)))
+    res = cfgutil.get(rules, "resolution")
+    mode = cfgutil.get(rules, "resolution_mode", "exact")
     if res is None:
         h, w = height, width
     elif mode == "exact":

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from collections.abc import Sequence
 from typing import Any, Dict, Iterator, List, Optional
 
+from vbench_ray.cfgutil import get as cfg_get
 from vbench_ray.config import bounded
 
 
@@ -120,16 +121,6 @@ JUDGE_CHOICES = {"judge.backend": _BackendNames(), "judge.http.media": ("file", 
                  "judge.parse": ("official", "lenient")}
 
 
-def cfg_get(node: Any, key: str) -> Any:
-    """``node``'s dotted ``key`` (an OmegaConf node, a dataclass or a dict); None when absent."""
-    for part in key.split("."):
-        if node is None:
-            return None
-        node = node.get(part) if hasattr(node, "get") and not hasattr(node, "__dataclass_fields__") \
-            else getattr(node, part, None)
-    return node
-
-
 def model_problems(node: Any, key: str, backend: str, what: str, local: bool) -> List[str]:
     """``{key}.model`` not set (``what`` the backend needs there), or, for a backend that loads a local model folder
     (``local``), a path that does not exist ("org/name" may be a Hugging Face cache id)."""
@@ -206,6 +197,9 @@ class JudgeResponse:
     completion_tokens: Optional[int] = None
     model: Optional[str] = None
     sent: bool = True  # False: never sent (the endpoint was found down): no attempt spent, nothing to log
+    # True: the replica serving it was lost (process or node) and the engine has it back: sent again as it was,
+    # the first ``stage.FREE_ENGINE_FAULTS`` such losses of a request spend nothing of its budget
+    engine_fault: bool = False
 
 
 class JudgeUnavailable(Exception):

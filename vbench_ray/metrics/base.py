@@ -15,7 +15,7 @@ A metric declares everything a benchmark, the pipeline and preflight need on its
 * its weight check: ``check_weights(cfg)`` (preflight and the benchmarks call it before any compute);
 * how to read it: ``higher_is_better`` and ``scale`` (shown in summary.json).
 
-It computes one number per case from decoded frames. The frame stage (``vbench_ray.video.frames``)
+It computes one number per case from decoded frames. The frame stage (``vbench_ray.metrics.stage``)
 decodes every video once, takes the union of all metrics' sampling specs, and hands each metric its own
 frames: for a metric with a ``frame_view()``, that view of each frame, made as the decoder hands the frame
 over, once per (frame, view) however many metrics share it, so full-resolution frames are not kept for it.

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from vbench_ray.metrics.base import FrameMetric, _torch, register_metric, require_weights, weights_problem
-from vbench_ray.metrics.preservation import background_of
+from vbench_ray.metrics.background import background_of
 
 # VGG-style specs: an int is conv3x3(pad 1) + ReLU, "M" a 2x2 max-pool; taps are the ReLUs before each pool
 # and the last one (LPIPS's relu1_2, relu2_2, relu3_3, relu4_3, relu5_3 for vgg16).

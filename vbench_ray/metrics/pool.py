@@ -1,7 +1,7 @@
 """Model pools for metrics: a model-backed metric gets an actor pool of its own (docs/architecture.md, "Stage
 kinds").
 
-The decode stage (``vbench_ray.video.frames``) reads each video once and computes the CPU metrics on the
+The decode stage (``vbench_ray.metrics.stage``) reads each video once and computes the CPU metrics on the
 spot; for a metric that runs in a pool (``FrameMetric.in_pool()``: RAFT, CoTracker, LPIPS, CLIP, DINO ...)
 it puts the metric's own frames (and its extra inputs: masks, texts) in a transient column of the row,
 ``frames_for_<metric>``. The pool stage loads the metric's model once per actor, with its own GPU share,

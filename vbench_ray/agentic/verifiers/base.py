@@ -34,19 +34,19 @@ class Verdict:
     def to_json(self) -> dict:
         """The ``reward.json`` payload (the official harness's ``verifier/reward.json``: ``{"reward": ...,
         "details": {...}}``)."""
-        return {"reward": float(self.reward), "details": {"status": self.status, **_plain(self.details)}}
+        return {"reward": float(self.reward), "details": {"status": self.status, **json_safe(self.details)}}
 
     @classmethod
     def zero(cls, exc: InvalidSubmission, **details: Any) -> "Verdict":
         return cls(0.0, exc.status, {"reason": exc.reason, **details, **exc.details})
 
 
-def _plain(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON-safe: numpy scalars to Python, non-finite floats to None."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [json_safe(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         try:
             value = value.item()

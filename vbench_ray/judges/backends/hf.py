@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import json
 import logging
 import math
@@ -47,12 +46,12 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
+from vbench_ray.cfgutil import plain as to_plain
 from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse, cfg_get, model_problems
 
 log = logging.getLogger(__name__)
@@ -60,20 +59,6 @@ log = logging.getLogger(__name__)
 DTYPES = ("bfloat16", "float16", "float32", "auto")
 _VIDEO_CACHE = 16  # decoded videos kept per actor
 _RESPONSE_FIELDS = ("request_id", "text", "error", "latency_s", "prompt_tokens", "completion_tokens", "model")
-
-
-def _plain(cfg: Any) -> dict:
-    """A JudgeConfig (OmegaConf node, dataclass or dict) as a plain dict that pickles cheaply."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            return OmegaConf.to_container(cfg, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a core dependency
-        pass
-    if is_dataclass(cfg):
-        return asdict(cfg)
-    return copy.deepcopy(dict(cfg))
 
 
 def _config_error(message: str) -> Exception:
@@ -126,7 +111,7 @@ class HFBackend(JudgeBackend):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        plain = _plain(cfg)
+        plain = dict(to_plain(cfg))
         hf = plain.get("hf") or {}
         if str(hf.get("dtype", "bfloat16")) not in DTYPES:
             raise _config_error(f"judge.hf.dtype must be one of {DTYPES}, got {hf.get('dtype')!r}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import dataclasses
 import functools
 import json
 import logging
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 from urllib.parse import quote, quote_plus, unquote, urlparse
 
+from vbench_ray.cfgutil import plain as to_plain
 from vbench_ray.judges.base import JudgeRequest, JudgeResponse
 
 log = logging.getLogger(__name__)
@@ -38,20 +38,6 @@ ERROR_SNIPPET = 500  # longest error text kept on a response
 # ----------------------------------------------------------------------------------------------------------------
 # config access
 # ----------------------------------------------------------------------------------------------------------------
-
-def to_plain(value: Any) -> Any:
-    """A plain Python value (dict / list / scalar) from an OmegaConf node, a dataclass or a plain value."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(value, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
-
 
 def opt(node: Any, key: str, default: Any = None) -> Any:
     """``node.key`` if the config has that key (and it is not None), else ``default`` (struct configs raise)."""

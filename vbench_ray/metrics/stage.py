@@ -1,5 +1,8 @@
 """The decode stage: decode each video of a case once, feed every frame metric from that one decode.
 
+A benchmark wires it with ``decode_stages(cfg, metrics, ...)``: the decode stage (``FrameMetricsStage``, or a
+benchmark's subclass of it) followed by one model pool per metric that runs in a pool (``metrics.pool``).
+
 docs/architecture.md, "Decode once": the stage takes the union of the frame indices that the enabled metrics ask
 for (each metric's ``Sampling``), reads those frames once per video, then hands each metric its own
 subset. CPU metrics are computed here (a CPU stage: stateless tasks); a metric that runs in a model pool
@@ -26,9 +29,10 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from vbench_ray.metrics.base import FrameMetric, build_metric
-from vbench_ray.metrics.pool import pack, payload_column
-from vbench_ray.pipeline import format_exception
+from vbench_ray.cfgutil import plain
+from vbench_ray.metrics.base import METRICS, FrameMetric, build_metric
+from vbench_ray.metrics.pool import metric_pool_stages, pack, payload_column
+from vbench_ray.pipeline import Stage, format_exception
 from vbench_ray.video.flow import FrameView
 from vbench_ray.video.io import VideoError, VideoInfo, VideoReader
 
@@ -81,8 +85,6 @@ class FrameMetricsStage:
     def warm_modules(init_kwargs: dict) -> list[str]:
         """What this stage's workers import on their first case beyond its own module: its metrics' libraries
         (``FrameMetric.imports``) and the video reader (``ray_start.prewarm`` imports them before the stream)."""
-        from vbench_ray.metrics.base import METRICS
-
         wanted = [m for name in init_kwargs.get("metrics", {}) if name in METRICS for m in METRICS[name].imports]
         reader = {"auto": ["decord"], "decord": ["decord"], "pyav": ["av"]}.get(init_kwargs.get("video_backend"), [])
         return list(dict.fromkeys(wanted + reader))
@@ -233,3 +235,27 @@ def sink_outputs(sinks: Sequence[FrameSink]) -> dict[str, str]:
         out.update({s.column: "str", f"error_{s.name}": "str"})
     return out
 
+
+def decode_stages(cfg: Any, metrics: Sequence[str], fn: type = FrameMetricsStage,
+                  sinks: Sequence[FrameSink] | None = None, init_kwargs: dict | None = None,
+                  inputs: Sequence[str] = (), outputs: dict[str, str] | None = None) -> list[Stage]:
+    """A benchmark's frame stages: the decode stage ``frames`` (``fn``: ``FrameMetricsStage`` or a subclass) over the
+    registered frame metrics named in ``metrics`` (their configs at ``cfg.metrics.<name>``), then one model pool per
+    metric that runs in a pool (``metric_pool_stages``).
+
+    The decode stage reads ``source_path``, ``edited_path`` and ``inputs``; it writes the metrics' columns
+    (``decode_outputs``), the sinks' (``sink_outputs``), its counters and ``outputs``. ``init_kwargs`` adds to
+    what ``fn`` is built with (``metrics``, ``video_backend``, ``pair_mismatch``, and ``sinks`` when given)."""
+    specs = {m: plain(getattr(cfg.metrics, m)) for m in metrics}
+    built = [METRICS[m](getattr(cfg.metrics, m)) for m in metrics]
+    kwargs: dict[str, Any] = {"metrics": specs, "video_backend": cfg.video.backend,
+                              "pair_mismatch": cfg.data.pair_mismatch}
+    if sinks is not None:
+        kwargs["sinks"] = list(sinks)
+    decode = Stage(
+        name="frames", fn=fn, kind="cpu", init_kwargs={**kwargs, **(init_kwargs or {})},
+        inputs=("source_path", "edited_path") + tuple(inputs),
+        outputs={**decode_outputs(built), **sink_outputs(sinks or ()), "frames_decoded": "int", "videos_opened": "int",
+                 "warning_pair": "str", **(outputs or {})},
+        num_cpus=1.0, workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
+    return [decode] + metric_pool_stages(built, specs, cfg.ray)
