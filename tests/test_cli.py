@@ -1,6 +1,9 @@
 """The command line: synth, report, errors as messages (not tracebacks)."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from vbench_ray.cli import main
 
@@ -107,6 +110,74 @@ def test_a_toy_of_each_registers_and_is_listed(monkeypatch, capsys):
     assert "ToyBench §2" in lines["toybench"] and "needs: a toy judge" in lines["toybench"]
     assert "toy editing" in lines["toyedit"] and "needs: GPU" in lines["toyedit"]
     assert "toyjudge" in lines
+
+
+
+def test_a_toy_benchmark_is_one_module_its_preflight_and_synth_hooks_run(tmp_path, monkeypatch, capsys):
+    """A benchmark defined here, with a metric defined here, registered without touching any other module:
+    `vbench-ray synth` writes its data through ``Benchmark.synth``, and preflight reports its own problem
+    (``Benchmark.check_config``) and its judge under the key ``Benchmark.judge_key`` gives, with the generic ones."""
+    from omegaconf import OmegaConf
+
+    from vbench_ray import preflight
+    from vbench_ray.benchmarks import BENCHMARKS, Benchmark
+    from vbench_ray.benchmarks.base import JudgePhase
+    from vbench_ray.config import ConfigError
+    from vbench_ray.metrics import METRICS, FrameMetric
+
+    class ToyCount(FrameMetric):
+        name = "ToyCount"
+        paper = "Toy §1"
+
+        @classmethod
+        def check_weights(cls, cfg) -> list[str]:
+            return [] if cfg.get("weights") else ["`metrics.ToyCount.weights` is not set"]
+
+    class ToyBench(Benchmark):
+        name = "toybench"
+        metric_names = ("ToyCount",)
+
+        def check_config(self, cfg) -> list[str]:
+            answers = Path(cfg.data.answers)
+            return [] if answers.exists() else [f"`data.answers` = {str(answers)!r} does not exist"]
+
+        def judge_phases(self, cfg):
+            return [JudgePhase("grade", cfg.grader, build=lambda rows, results: [])]
+
+        def judge_key(self, cfg, phase: str):
+            return "grader"
+
+        def synth(self, out: Path, n: int, seed: int) -> dict:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "answers.jsonl").write_text("".join(json.dumps({"id": i, "seed": seed}) + "\n" for i in range(n)))
+            return {"answers": out / "answers.jsonl", "n": n, "meta": {"not": "printed"}}
+
+    monkeypatch.setitem(METRICS, "ToyCount", ToyCount)  # the registrations, undone after the test
+    monkeypatch.setitem(BENCHMARKS, "toybench", ToyBench)
+
+    assert main(["synth", "toybench", "--out", str(tmp_path / "data"), "--n", "3", "--seed", "5"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == {"answers": str(tmp_path / "data" / "answers.jsonl"), "n": "3"}
+    assert [json.loads(line) for line in Path(printed["answers"]).read_text().splitlines()] == \
+        [{"id": i, "seed": 5} for i in range(3)]
+
+    cfg = OmegaConf.create({"benchmark": "toybench", "output": {"dir": str(tmp_path / "run")},
+                            "data": {"answers": printed["answers"]},
+                            "grader": {"backend": "replay", "replay_path": printed["answers"]},
+                            "metrics": {"enabled": ["ToyCount"], "ToyCount": {"weights": "w.bin"}}})
+    preflight.check(cfg)  # the synthetic data, its metric's weights named, a known judge backend: nothing to say
+    cfg.data.answers = str(tmp_path / "nowhere.jsonl")
+    cfg.grader.backend = "nosuch"
+    cfg.metrics.ToyCount.weights = None
+    with pytest.raises(ConfigError) as err:
+        preflight.check(cfg)
+    problems = [line[4:] for line in str(err.value).splitlines()[1:]]
+    assert problems[0] == "`metrics.ToyCount.weights` is not set"
+    assert problems[1].startswith("`grader.backend`: unknown judge backend 'nosuch'")
+    assert problems[2] == f"`data.answers` = {str(tmp_path / 'nowhere.jsonl')!r} does not exist"
+    assert len(problems) == 3
+    assert main(["synth", "nosuchbench", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown benchmark 'nosuchbench'; available: " in capsys.readouterr().err
 
 
 def test_config_prints_the_composed_config_with_comments(tmp_path, capsys):

@@ -170,19 +170,16 @@ def _print_variants(summary: dict) -> None:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    if args.benchmark == "cove":
-        from vbench_ray.synth.cove import synth_cove as synth
-    elif args.benchmark == "agentic":
-        from vbench_ray.agentic import synth_agentic
+    """The benchmark's synthetic mini benchmark (``Benchmark.synth``); prints its paths as JSON."""
+    from vbench_ray.benchmarks import get_benchmark
+    from vbench_ray.registry import UnknownName
 
-        info = synth_agentic(Path(args.out), seed=args.seed)
-        print(json.dumps({k: str(v) for k, v in info.items() if not isinstance(v, dict)}, indent=2))
-        return 0
-    elif args.benchmark == "nrv":
-        from vbench_ray.synth.nrv import synth_nrv as synth
-    else:
-        from vbench_ray.synth.vidic import synth_vidic as synth
-    info = synth(Path(args.out), n=args.n, seed=args.seed)
+    try:
+        bench = get_benchmark(args.benchmark)
+    except UnknownName as exc:
+        print(f"vbench-ray synth: {exc}", file=sys.stderr)
+        return 2
+    info = bench.synth(Path(args.out), n=args.n, seed=args.seed)
     print(json.dumps({k: str(v) for k, v in info.items() if not isinstance(v, dict)}, indent=2))
     return 0
 
@@ -299,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("synth", help="write a synthetic mini benchmark")
-    p.add_argument("benchmark", choices=["cove", "vidic", "nrv", "agentic"], help="which benchmark's layout")
+    p.add_argument("benchmark", help="which benchmark's layout (cove, vidic, nrv, agentic; `vbench-ray list`)")
     p.add_argument("--out", required=True, help="folder to write the data into (its paths are printed as JSON)")
     p.add_argument("--n", type=int, default=8, help="number of cases (default: 8; agentic: one task per family)")
     p.add_argument("--seed", type=int, default=0, help="seeds the videos and annotations (default: 0)")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -42,9 +42,7 @@ def check(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later."""
     problems: Problems = []
     for step in (_check_bounds, _check_output, _check_something_to_compute, _check_metrics, _check_editor, _check_judges,
-                 BENCHMARK_CHECKS.get(cfg.benchmark)):
-        if step is None:
-            continue
+                 _check_benchmark):
         try:
             problems += step(cfg)
         except ConfigError as exc:  # a check that raises (e.g. a benchmark's own validation) is one problem
@@ -237,54 +235,19 @@ def _check_judges(cfg: DictConfig) -> Problems:
     seen: set[int] = set()
     for phase in phases:
         node = phase.judge_cfg
-        if id(node) in seen or (cfg.benchmark == "vidic" and phase.name == "describe" and cfgutil.get(cfg, "data.responses")):
-            continue  # (ViDiC's precomputed responses are replayed from a file the run writes itself)
+        key = bench.judge_key(cfg, phase.name)
+        if id(node) in seen or key is None:  # None: the phase's answers are replayed from a file the run writes
+            continue
         seen.add(id(node))
-        key = _judge_key(cfg, phase.name, node)
         out += _check_judge(node, key, bench.judge_models.get(key.split("[")[0].replace("judges", "judge")))
     gpu = [p.split(":", 1)[1] for p in out if p.startswith("__gpu__:")]
     return [p for p in out if not p.startswith("__gpu__:")] + _check_gpu(cfg, gpu)
 
 
-def _judge_key(cfg: DictConfig, phase: str, node: Any) -> str:
-    """Where a phase's judge config comes from, for messages."""
-    if cfg.benchmark == "vidic" and phase == "describe":
-        return "model"
-    if cfg.benchmark == "nrv" and len(cfgutil.get(cfg, "judges") or []) > 1:
-        labels = [label for label, _ in _nrv_specs(cfg)]
-        return f"judges[{labels.index(phase)}]" if phase in labels else "judge"
-    if cfg.benchmark == "cove" and phase == "vqr":
-        return "vqr"
-    return "judge"
-
-
-def _nrv_specs(cfg: DictConfig) -> list:
-    from vbench_ray.benchmarks import get_benchmark
-
-    return get_benchmark("nrv").judge_specs(cfg)
-
-
 # ----------------------------------------------------------------------------- per benchmark
 
-def _check_nrv(cfg: DictConfig) -> Problems:
-    # (its learned metrics' weights: _check_metrics, through each metric's own check_weights)
-    out: Problems = []
-    path = cfgutil.get(cfg, "agreement.human_scores")
-    if path:
-        from vbench_ray.agreement import HumanScoresError, read_human_scores
+def _check_benchmark(cfg: DictConfig) -> Problems:
+    """The benchmark's own checks (``Benchmark.check_config``)."""
+    from vbench_ray.benchmarks import get_benchmark
 
-        try:
-            read_human_scores(path)
-        except HumanScoresError as exc:
-            out.append(f"`agreement.human_scores`: {exc}")
-    return out
-
-
-def _check_vidic(cfg: DictConfig) -> Problems:
-    responses = cfgutil.get(cfg, "data.responses")
-    if responses and not Path(str(responses)).exists():
-        return [f"`data.responses` = {str(responses)!r} does not exist"]
-    return []
-
-
-BENCHMARK_CHECKS: dict[str, Callable[[DictConfig], Problems]] = {"nrv": _check_nrv, "vidic": _check_vidic}
+    return get_benchmark(cfg.benchmark).check_config(cfg)

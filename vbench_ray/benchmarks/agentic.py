@@ -268,6 +268,12 @@ class AgenticBench(Benchmark):
         return rows
 
     # -- judging (Repurpose rubric items, §2.7)
+    def synth(self, out: Path, n: int, seed: int) -> dict:
+        """One synthetic task per family and scoring path (``n`` is not used: the set is fixed)."""
+        from vbench_ray.agentic import synth_agentic
+
+        return synth_agentic(out, seed=seed)
+
     def judge_phases(self, cfg) -> list[JudgePhase]:
         if "repurpose" not in cfg.data.families or not cfg.repurpose.judge_enabled:
             return []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Optional
 
 import pyarrow as pa
@@ -129,6 +130,26 @@ class Benchmark:
     def summarize_variants(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
         """Summary sections computed across variants (all rows), merged into summary.json."""
         return {}
+
+    # -- the tooling around a run: preflight, synthetic data
+
+    def check_config(self, cfg) -> list[str]:
+        """This benchmark's own problems of ``cfg``, found without reading its cases (a file a key names that does
+        not exist or does not parse). ``vbench_ray.preflight.check`` reports them with the generic ones, all at
+        once, before Ray starts; a ``ConfigError`` raised here is one problem. Default: none."""
+        return []
+
+    def judge_key(self, cfg, phase: str) -> str | None:
+        """The config key of judge phase ``phase``'s judge (``judge``, ``vqr``, ``judges[1]`` ...): what preflight's
+        messages name, and the key of ``judge_models``. None: preflight does not check that phase's judge (its
+        answers are replayed from a file the run writes itself)."""
+        return "judge"
+
+    def synth(self, out: Path, n: int, seed: int) -> dict:
+        """Write a deterministic synthetic mini benchmark in this benchmark's official data layout under ``out``
+        (``vbench-ray synth <name>``): ``n`` cases (a benchmark with a fixed set may ignore it), seeded by ``seed``.
+        Returns what a config needs (paths by name; ``vbench-ray synth`` prints the entries that are not dicts)."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no synthetic data maker (Benchmark.synth)")
 
 
 BENCHMARKS: Registry = Registry("benchmark", describe=lambda cls: {"section": cls.paper, "needs": cls.needs})

@@ -387,6 +387,14 @@ class CoveBench(Benchmark):
         return row
 
     # -- checklist judging (paper §3.1, App. F.1, F.3)
+    def judge_key(self, cfg, phase: str) -> str | None:
+        return "vqr" if phase == vqr.STAGE else "judge"
+
+    def synth(self, out: Path, n: int, seed: int) -> dict:
+        from vbench_ray.synth.cove import synth_cove
+
+        return synth_cove(out, n=n, seed=seed)
+
     def judge_phases(self, cfg) -> list[JudgePhase]:
         phases = []
         if self.checklist_metrics(cfg):

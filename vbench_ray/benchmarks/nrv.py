@@ -59,7 +59,7 @@ from vbench_ray.benchmarks.nrv_data import (discover_methods, edited_video, norm
 from vbench_ray.benchmarks.nrv_media import NRVFrameStage
 from vbench_ray.benchmarks.nrv_summary import (_by_judge, _cross_judge, _is_control, _metric_block, _status_counts,
                                                judges_availability, report_tables, sanity_section, sanity_tables)
-from vbench_ray.cfgutil import plain
+from vbench_ray.cfgutil import get, plain
 from vbench_ray.config import BaseConfig, ConfigError, bounded
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.metrics.base import METRICS, metric_choices, metrics_config
@@ -351,6 +351,29 @@ class NRVBench(Benchmark):
         return row
 
     # -- judging (§4, §5)
+    def check_config(self, cfg) -> list[str]:
+        """``agreement.human_scores``, when set, reads (the learned metrics' weights are each metric's own check)."""
+        path = get(cfg, "agreement.human_scores")
+        if path:
+            from vbench_ray.agreement import HumanScoresError, read_human_scores
+
+            try:
+                read_human_scores(path)
+            except HumanScoresError as exc:
+                return [f"`agreement.human_scores`: {exc}"]
+        return []
+
+    def judge_key(self, cfg, phase: str) -> str | None:
+        if len(get(cfg, "judges") or []) > 1:
+            labels = [label for label, _ in self.judge_specs(cfg)]
+            return f"judges[{labels.index(phase)}]" if phase in labels else "judge"
+        return "judge"
+
+    def synth(self, out: Path, n: int, seed: int) -> dict:
+        from vbench_ray.synth.nrv import synth_nrv
+
+        return synth_nrv(out, n=n, seed=seed)
+
     def judge_phases(self, cfg) -> list[JudgePhase]:
         if not self.judged(cfg):
             return []

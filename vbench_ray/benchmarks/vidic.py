@@ -53,6 +53,7 @@ from vbench_ray.benchmarks import vidic_scoring as scoring
 from vbench_ray.benchmarks.base import (CASE_FIELDS, Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
                                         judge_availability, register_benchmark)
 from vbench_ray.benchmarks.cove import resolve_under
+from vbench_ray.cfgutil import get
 from vbench_ray.config import BaseConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeVideoConfig
 from vbench_ray.pipeline import Stage
@@ -254,6 +255,25 @@ class VidicBench(Benchmark):
         return str(path)
 
     # -- judging
+    def check_config(self, cfg) -> list[str]:
+        """``data.responses``, when set, exists."""
+        responses = get(cfg, "data.responses")
+        if responses and not Path(str(responses)).exists():
+            return [f"`data.responses` = {str(responses)!r} does not exist"]
+        return []
+
+    def judge_key(self, cfg, phase: str) -> str | None:
+        """The describe phase's judge is the model under test (``model``), not checked when its precomputed
+        responses (``data.responses``) are replayed instead."""
+        if phase == "describe":
+            return None if get(cfg, "data.responses") else "model"
+        return "judge"
+
+    def synth(self, out: Path, n: int, seed: int) -> dict:
+        from vbench_ray.synth.vidic import synth_vidic
+
+        return synth_vidic(out, n=n, seed=seed)
+
     def judge_phases(self, cfg) -> list[JudgePhase]:
         phases = [self._describe_phase(cfg),
                   JudgePhase("judge", cfg.judge,
