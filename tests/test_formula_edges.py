@@ -16,7 +16,7 @@ from vbench_ray.benchmarks import nrv_scoring as nrv
 from vbench_ray.judges.backends.media import scrub
 from vbench_ray.metrics.fidelity import ssim_frames, ssim_video
 from vbench_ray.metrics.motion import motion_fidelity, summarize_tracks
-from vbench_ray.metrics.smoothness import jitter_map, official_pair_score, paper_pair_jitter
+from vbench_ray.metrics.smoothness import jitter_map, motion_mask, msm_score, official_pair_score, paper_pair_jitter
 
 # ----------------------------------------------------------------------------- NRVBench
 
@@ -94,6 +94,25 @@ def test_jitter_default_epsilon_and_pairs_without_cached_norms():
     assert paper_pair_jitter(f0, f1, 0.05, 1e-6) == pytest.approx(1 / (1 + 1e-6))
 
 
+def test_motion_mask_either_flow_strictly_above_the_threshold():
+    f0 = np.array([[[1.0, 0.0], [0.5, 0.0], [0.0, 0.0]]])  # 1 x 3 pixels
+    f1 = np.array([[[0.0, 0.0], [0.0, 0.0], [0.0, 0.4]]])
+    # per pixel (no cached norms): only f0 moves; exactly at the threshold (not above); f1 below it
+    assert motion_mask(f0, f1, 0.5).tolist() == [[True, False, False]]
+
+
+def test_msm_pairs_consecutive_flows():
+    flows = np.array([[[[1.0, 0.0]]], [[[2.0, 0.0]]], [[[0.0, 3.0]]]])  # T-1 = 3 flows of one pixel
+
+    def pair(a, b):  # the official per-pair score written out: 0.7 direction + 0.3 speed agreement
+        ma, mb = math.hypot(*a), math.hypot(*b)
+        cos = (a[0] * b[0] + a[1] * b[1]) / (ma * mb + 1e-6)
+        return 0.7 * (cos + 1) / 2 + 0.3 * (1 - abs(ma - mb) / (ma + mb + 1e-6))
+
+    expected = (pair((1, 0), (2, 0)) + pair((2, 0), (0, 3))) / 2  # 0.9 and 0.59
+    assert msm_score(flows) == pytest.approx(expected, rel=1e-9) and expected == pytest.approx(0.745, abs=1e-5)
+
+
 def test_official_msm_pair_by_hand():
     f0, f1 = np.array([[[3.0, 0.0]]]), np.array([[[4.0, 4.0]]])
     m0, m1, eps = 3.0, math.sqrt(32.0), 0.5
@@ -132,6 +151,8 @@ def test_describe_defaults_are_seed_0_and_1000_resamples():
     assert d["ci95"] == [pytest.approx(res.confidence_interval.low), pytest.approx(res.confidence_interval.high)]
     assert d["value"] == pytest.approx(0.42) and d["n"] == 5
     assert stats.finite([1, None, float("nan"), 2]).dtype == np.float64
+    assert stats.bootstrap_ci(np.array([2.0, 2.0, 2.0])) == [2.0, 2.0]  # every resample has the same mean
+    assert stats.bootstrap_ci(np.array([2.0])) is None
 
 
 # ----------------------------------------------------------------------------- path safety: exact messages
