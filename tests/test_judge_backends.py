@@ -27,7 +27,7 @@ class ToyEngine(Engine):
 
 
 def toy_engine(cfg, backend_cls, run_dir=None):
-    assert backend_cls is ToyBackend
+    assert issubclass(backend_cls, ToyBackend)
     return ToyEngine(cfg, run_dir)
 
 
@@ -75,3 +75,36 @@ def test_each_backend_names_its_config_section_and_engine():
     assert all(s is None or s in fields for s in sections.values())
     for name in BACKENDS:
         assert callable(load_target(BACKENDS[name].engine)), name
+
+
+class ToyFileBackend(ToyBackend):
+    """A toy that reads its answers from a file (no model, no Ray), samples frames per engine (a request's video
+    override needs an engine of its own) and serves the stream with three replicas."""
+
+    asks_a_model = False
+    video_per_request = False
+
+    @classmethod
+    def stream_replicas(cls, cfg):
+        return 3
+
+
+def test_what_the_run_asks_of_a_backend_is_on_its_class(monkeypatch):
+    from vbench_ray.benchmarks.base import JudgePhase
+    from vbench_ray.judges.base import JudgeRequest
+    from vbench_ray.judges.engines import EngineSet
+    from vbench_ray.run_plan import RunPlan
+    from vbench_ray.runner import _by_video_override
+
+    monkeypatch.setitem(BACKENDS, "toy", ToyFileBackend)
+    judge = cfg(backend="toy", model="m")
+    phase = JudgePhase("p", judge, lambda rows, results: [])
+    plan = RunPlan(OmegaConf.create({"ray": {"judge_batch_size": 2}}), None, [], [phase], None)
+    assert plan.needs_ray is False  # nothing per case, and the judge asks no model
+    assert ToyFileBackend(judge).identity() is None  # answers from a file: any judge's
+    requests = [JudgeRequest(f"r{i}", [], video={"fps": fps}) for i, fps in enumerate((1.0, 2.0, 1.0))]
+    groups = _by_video_override(judge, requests)
+    assert [(g.video.fps, [r.request_id for r in rs]) for g, rs in groups] == [(1.0, ["r0", "r2"]), (2.0, ["r1"])]
+    monkeypatch.setattr(ToyFileBackend, "asks_a_model", True)  # a judge stage is planned only where Ray runs
+    (stage,) = plan.judge_stages(EngineSet(None))
+    assert (stage.name, stage.workers, stage.min_workers) == ("judge_p", 6, 1)  # two actors per replica

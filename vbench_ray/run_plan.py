@@ -41,13 +41,16 @@ class RunPlan:
     @property
     def needs_ray(self) -> bool:
         """Whether the stream needs Ray: per-case stages, or a judge phase that asks a model (replay reads a file)."""
-        return bool(self.stages) or any(phase.judge_cfg.backend != "replay" for phase in self.phases)
+        from vbench_ray.judges.backends import BACKENDS
+
+        return bool(self.stages) or any(BACKENDS[p.judge_cfg.backend].asks_a_model for p in self.phases)
 
     def judge_stages(self, engines, log_actor: Any = None) -> list[Stage]:
         """One ``judge`` stage per phase, in order, when every phase's engine can serve the stream (their engines
         made, not loaded). A vLLM judge through ``ray.data.llm`` (one engine per dataset) cannot: its phases run
         after the stream, and this is empty. ``log_actor``: where the stages' judge log lines go (the dry run,
         which starts none, plans with None)."""
+        from vbench_ray.judges.backends import BACKENDS
         from vbench_ray.judges.stream import STATE_COLUMN, StreamJudge
 
         if not self.phases or not self.needs_ray:
@@ -59,7 +62,7 @@ class RunPlan:
             return []
         stages = []
         for phase, engine in zip(self.phases, made):
-            replicas = int(phase.judge_cfg.hf.workers) if phase.judge_cfg.backend == "hf" else 1
+            replicas = BACKENDS[phase.judge_cfg.backend].stream_replicas(phase.judge_cfg)
             stages.append(Stage(
                 name=f"judge_{phase.name}", fn=StreamJudge, kind="judge", batched=True, skip_failed=False,
                 init_kwargs={"phase": phase.name, "build": phase.build, "engine": engine, "log_actor": log_actor,

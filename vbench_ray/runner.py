@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from vbench_ray import case_table, driver_memory, preflight, stall
 from vbench_ray.benchmarks import get_benchmark
 from vbench_ray.config import ConfigError, to_dict, to_yaml
+from vbench_ray.judges.backends import BACKENDS
 from vbench_ray.judges.engines import EngineSet
 from vbench_ray.pipeline import build_dataset, cluster_capacity, iter_blocks
 from vbench_ray.run_plan import RunPlan
@@ -301,7 +302,7 @@ def _starter(cfg: DictConfig, judge_cfg, engines: EngineSet):
     """Ray and the engine for ``judge_cfg``, started when a request is about to be sent, not before: a run
     whose judge log answers everything (a resume with nothing left) loads no model."""
     def start() -> None:
-        if judge_cfg.backend != "replay":
+        if BACKENDS[judge_cfg.backend].asks_a_model:
             ensure_ray(cfg)
         engines.get(judge_cfg).check()  # started by the stream, it may have found the endpoint down since
     return start
@@ -311,7 +312,7 @@ def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list
     """Requests grouped by their ``video`` overrides (fps sweeps), each with its judge config: frame
     sampling is a property of a vLLM processor, so each distinct sampling gets its own backend. Other
     backends read the override per request: one group."""
-    if judge_cfg.backend != "vllm":
+    if BACKENDS[judge_cfg.backend].video_per_request:
         return [(judge_cfg, requests)]
     groups: dict[str, list] = {}
     for r in requests:

@@ -223,6 +223,13 @@ class JudgeBackend:
     # class and the run directory; a string so backends never import the engines), ``problems`` its preflight checks.
     config_section: Optional[str] = None
     engine: str = "vbench_ray.judges.engines:local_engine"
+    asks_a_model: bool = True  # False (replay): answers read from a file, no Ray, no identity of its own
+    video_per_request: bool = True  # a request's ``video`` override is read per request (False: one engine each)
+
+    @classmethod
+    def stream_replicas(cls, cfg: Any) -> int:
+        """Engine replicas serving the stream's judge stage (which gets two actors per replica)."""
+        return 1
 
     @classmethod
     def problems(cls, node: Any, key: str) -> List[str]:
@@ -258,7 +265,7 @@ class JudgeBackend:
         different judge in the same run directory asks again instead of inheriting another judge's answers;
         the prompt is in the key already (``prompt_hash``). ``replay`` answers from the
         records themselves: it has no identity of its own and accepts any judge's."""
-        if self.name == "replay":
+        if not self.asks_a_model:
             return None
         keys = ("model", "name", "temperature", "top_p", "max_tokens", "seed")
         who = {"backend": self.name, **{k: getattr(self.cfg, k, None) for k in keys}}

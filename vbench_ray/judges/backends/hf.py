@@ -102,6 +102,10 @@ class HFBackend(JudgeBackend):
     engine = "vbench_ray.judges.engines:hf_engine"
 
     @classmethod
+    def stream_replicas(cls, cfg: Any) -> int:
+        return int(cfg.hf.workers)
+
+    @classmethod
     def problems(cls, node: Any, key: str) -> list[str]:
         out = model_problems(node, key, "hf", "a local model folder", local=True)
         device = cfg_get(node, "hf.device")

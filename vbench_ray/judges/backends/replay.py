@@ -17,6 +17,7 @@ from vbench_ray.judges.log import read_records
 
 class ReplayBackend(JudgeBackend):
     name = "replay"
+    asks_a_model = False
 
     @classmethod
     def problems(cls, node: Any, key: str) -> list[str]:

@@ -286,6 +286,7 @@ class VLLMBackend(JudgeBackend):
     name = "vllm"
     config_section = "vllm"
     engine = "vbench_ray.judges.engines:vllm_engine"
+    video_per_request = False  # frame sampling is a property of the processor / engine
 
     @classmethod
     def problems(cls, node: Any, key: str) -> list[str]:
