@@ -336,3 +336,32 @@ def test_headline_counts_with_wrong_and_invalid_answers():
     assert uas["value"] == pytest.approx(50.0) and (uas["n"], uas["n_cases"], uas["n_invalid"]) == (2, 2, 2)
     sem = value("SEM", rows)
     assert sem["value"] == pytest.approx(70.0) and sem["n"] == 1
+
+
+def test_gold_answer_falls_back_to_the_last_key_as_the_official_or_chain():
+    # ``a or ... or z`` is z when every key is falsy: the last key's own value, not None
+    assert ck.gold_answer({"expected_answer": "", "answer": None, "correct_answer": 0}) == 0
+    assert ck.gold_answer({"expected_answer": "", "answer": "", "correct_answer": ""}) == ""
+    assert ck.gold_answer({"options": {"answer": "", "correct": None, "target": 0}}) == 0
+    assert ck.gold_answer({"options": {"correct": "B"}}) == "B"
+
+
+def test_a_group_category_that_names_no_asked_question_still_has_its_uas_unit():
+    task = {"id": 13, "editing_instruction": "e", "videoA_path": "data/o.mp4", "category": [],
+            "evaluation_groups": [{"target_element": "x",
+                                   "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"},
+                                                {"Question IDs": ["Q9"], "Level 1": "Camera"}],  # no Q9 asked
+                                   "questions": [q("Q1", "Single-TF", "Execution Accuracy", "Yes")]}]}
+    rows = ck.judgment_rows(case(task, []), {"cove/13/base/checklist/Single-TF": JudgeResult("", OK, both({"Q1": "Yes"}))},
+                            "official")
+    cats = ck.by_category(rows, ["UAS", "IFS"], score_cfg(), 0, 50, 0.95)
+    assert sorted(cats) == ["Camera", "Subject"]
+    assert cats["Camera"]["UAS"]["value"] == 100.0 and cats["Camera"]["IFS"]["n"] == 0  # the unit, not the question
+
+
+def test_by_category_is_reproducible_and_keeps_the_table_fields():
+    rows = mixed_rows()
+    first = ck.by_category(rows, ["UAS", "IFS"], score_cfg(), 3, 200, 0.95)
+    assert first == ck.by_category(rows, ["UAS", "IFS"], score_cfg(), 3, 200, 0.95)  # seeded CIs
+    assert set(first["Motion"]["UAS"]) == {"value", "ci95", "n", "n_cases"}
+    assert first["Motion"]["UAS"]["n_cases"] == 2 and first["Motion"]["UAS"]["ci95"] == [0.0, 100.0]
