@@ -212,3 +212,76 @@ def test_probe_sends_nothing_and_names_the_endpoint():
     finally:
         judge.close()
     assert judge.total == 0  # a connection only
+
+
+GOOD = '[{"id": "Q1", "final_answer": "Yes"}]'
+
+
+class FlakyReplica:
+    """Stands in for ``engines.HFReplica`` (the model is not what is tested): its first call ever kills its own
+    process mid-call (as the OOM killer or a lost node would), later calls answer."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def ready(self) -> bool:
+        return True
+
+    def answer(self, table):
+        import os
+        import signal
+        from pathlib import Path
+
+        import pyarrow as pa
+
+        if not Path(self.marker).exists():
+            Path(self.marker).write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return pa.Table.from_pylist([{"request_id": rid, "text": GOOD, "error": None, "latency_s": 0.1,
+                                      "prompt_tokens": 3, "completion_tokens": 1, "model": "flaky"}
+                                     for rid in table.column("request_id").to_pylist()])
+
+
+def _hf_engine(replicas):
+    """The real ``HFEngine`` (its ``generate``), on the given replica actors."""
+    from omegaconf import OmegaConf
+
+    from vbench_ray.judges.base import JudgeConfig
+    from vbench_ray.judges.engines import Engine, HFEngine
+
+    engine = HFEngine.__new__(HFEngine)
+    Engine.__init__(engine, OmegaConf.structured(JudgeConfig(backend="hf", model="flaky")))
+    engine.worker_cfg, engine.replicas, engine.run_dir = {"hf": {"batch_size": 4}}, replicas, None
+    return engine
+
+
+@pytest.mark.ray
+def test_a_replica_lost_mid_call_is_waited_for_and_its_requests_answered_within_a_budget_of_one(ray_local, tmp_path):
+    """Issue 30 item 2 with a lost replica: ``max_retries=0`` (one send). The replica dies holding both requests;
+    Ray restarts it (``max_restarts=-1``; no task retry here, as for a call whose node was removed); the engine waits
+    until it answers again, and the sends lost with it spend nothing: each request is sent again and answered. A
+    replica gone for good (killed) is a failed attempt that counts, said so."""
+    import ray
+
+    from vbench_ray.judges.base import JudgeRequest
+    from vbench_ray.judges.log import JudgeLog
+    from vbench_ray.judges.stage import JudgeStage
+
+    replica = ray.remote(FlakyReplica).options(num_cpus=0, max_restarts=-1, max_task_retries=0) \
+        .remote(str(tmp_path / "killed"))
+    requests = [JudgeRequest(rid, [{"role": "user", "content": rid}], parser="checklist_items",
+                             expected={"ids": ["Q1"], "form": "TF"}) for rid in ("a", "b")]
+    results = JudgeStage(_hf_engine([replica]), JudgeLog(tmp_path), max_retries=0).run(requests)
+    assert (tmp_path / "killed").exists()
+    assert {k: (v.status, v.attempts) for k, v in results.items()} == {"a": ("ok", 2), "b": ("ok", 2)}
+    records = _log(tmp_path)
+    assert [(r["request_id"], r["attempt"], r["engine_fault"], r["parse_status"]) for r in records] == \
+        [("a", 0, True, "error"), ("b", 0, True, "error"), ("a", 1, False, "ok"), ("b", 1, False, "ok")]
+    assert all("hf judge replica failed" in r["error"] for r in records[:2])
+
+    gone = ray.remote(FlakyReplica).options(num_cpus=0, max_restarts=-1).remote(str(tmp_path / "killed"))
+    ray.get(gone.ready.remote())
+    ray.kill(gone)  # no restart: it will not come back
+    results = JudgeStage(_hf_engine([gone]), JudgeLog(tmp_path / "gone"), max_retries=0).run(requests[:1])
+    assert results["a"].status == "error" and results["a"].attempts == 1 and "not back within" in results["a"].error
+    assert [r["engine_fault"] for r in _log(tmp_path / "gone")] == [False]

@@ -17,8 +17,13 @@ from vbench_ray.judges.stage import JudgeStage
 GOOD = '[{"id": "Q1", "final_answer": "Yes"}]'
 
 
+class Lost(Exception):
+    """In a script: the send was lost with its replica, which the engine has back (``engine_fault``)."""
+
+
 class Scripted(JudgeBackend):
-    """Answers request ``rid`` on its k-th attempt with ``script[rid][k]`` (an ``Exception`` -> transport error)."""
+    """Answers request ``rid`` on its k-th attempt with ``script[rid][k]`` (an ``Exception`` -> transport error,
+    ``Lost`` -> a send lost with a restarted replica)."""
 
     name = "scripted"
 
@@ -34,7 +39,7 @@ class Scripted(JudgeBackend):
             answers = self.script[r.request_id]
             answer = answers[min(r.attempt, len(answers) - 1)]
             if isinstance(answer, Exception):
-                batch.append(JudgeResponse(r.request_id, error=str(answer)))
+                batch.append(JudgeResponse(r.request_id, error=str(answer), engine_fault=isinstance(answer, Lost)))
             else:
                 batch.append(JudgeResponse(r.request_id, text=answer, prompt_tokens=10, completion_tokens=5))
         yield batch
@@ -109,6 +114,47 @@ def test_one_budget_across_passes_and_attempts_numbered_in_order(tmp_path):
     assert more.sent == [("a", 3)] and results["a"].status == "ok" and results["a"].attempts == 4
     last = [r for r in read_records(tmp_path) if r["request_id"] == "a"][-1]
     assert last["attempt"] == 3 and last["attempt_hash"] == records[2]["attempt_hash"]
+
+
+def test_sends_lost_with_a_restarted_replica_spend_no_budget_up_to_a_bound(tmp_path):
+    """Rule 6 of judges/stage.py: with ``max_retries=1`` (two sends), a request whose first two sends were lost with
+    its replica is sent a third time and answered, in the stream's pass; the scoring pass after it sends nothing.
+    A fault between a bad answer and its re-ask sends the re-ask again as it was. A request that loses its
+    replica on every send stops after max_retries + 1 + FREE_ENGINE_FAULTS = 1 + 1 + 3 = 5 sends."""
+    lost = Lost("hf judge replica failed: ActorUnavailableError")
+    script = {"a": [lost, lost, GOOD], "b": ["gibberish", lost, "nope", GOOD], "c": [lost] * 9}
+    stream = Scripted(script)
+    results = JudgeStage(stream, JudgeLog(tmp_path), max_retries=1).run([req("a"), req("b"), req("c")])
+    assert results["a"].status == "ok" and results["a"].attempts == 3
+    assert results["b"].status == "invalid" and results["b"].attempts == 3  # 2 answers spent the budget of 2
+    assert results["c"].status == "error" and results["c"].attempts == 5 and "replica failed" in results["c"].error
+    assert sorted(stream.sent) == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2),
+                                   ("c", 0), ("c", 1), ("c", 2), ("c", 3), ("c", 4)]
+    records = {x: [r for r in read_records(tmp_path) if r["request_id"] == x] for x in "abc"}
+    assert [r["engine_fault"] for r in records["a"]] == [True, True, False]
+    assert [r["parse_status"] for r in records["a"]] == ["error", "error", "ok"]
+    b = records["b"]
+    assert [r["engine_fault"] for r in b] == [False, True, False]
+    assert b[0]["attempt_hash"] != b[1]["attempt_hash"] == b[2]["attempt_hash"]  # the lost re-ask, sent again as it was
+    after = Scripted(script)
+    again = JudgeStage(after, JudgeLog(tmp_path), max_retries=1).run([req("a"), req("b"), req("c")])
+    assert after.sent == []  # one budget per run, the free losses counted from the log too
+    assert {k: (v.status, v.attempts) for k, v in again.items()} == {"a": ("ok", 3), "b": ("invalid", 3),
+                                                                     "c": ("error", 5)}
+
+
+def test_sends_lost_with_a_replica_before_the_stream_ended_are_sent_by_the_scoring_pass(tmp_path):
+    """The log of a stream that ended with two lost sends of a request (``max_retries=1``): they spent nothing,
+    so the scoring pass sends it (attempt 2, the same prompt) and it is answered, not counted an error."""
+    from vbench_ray.judges.log import LogRecord
+
+    request = req("a")
+    h = request.prompt_hash()
+    JudgeLog(tmp_path).append([LogRecord("a", k, "scripted", "scripted", h, h, None, "hf judge replica failed", "error",
+                                         parse_error="hf judge replica failed", engine_fault=True) for k in (0, 1)])
+    backend = Scripted({"a": [GOOD]})
+    results = JudgeStage(backend, JudgeLog(tmp_path), max_retries=1).run([request])
+    assert backend.sent == [("a", 2)] and results["a"].status == "ok" and results["a"].attempts == 3
 
 
 def test_a_request_never_sent_spends_nothing_and_the_engine_starts_only_to_send(tmp_path):

@@ -9,7 +9,8 @@ or inside a stream's judge actor.
 
 * ``hf``: ``judge.hf.workers`` Ray actors, each loading the transformers model once (one GPU each when
   ``judge.hf.device`` is cuda); a call spreads its requests over the replicas in ``judge.hf.batch_size``
-  chunks, least busy replica first.
+  chunks, least busy replica first. A call that lost its replica (process or node) waits until Ray has it back,
+  and its requests are sent again without spending their budget (``vbench_ray.judges.stage``, rule 6).
 * ``http``: no model here; each process that calls the engine posts to the endpoint itself
   (``judge.http.concurrency`` requests in flight, retries with backoff, the key never logged).
 * ``replay``: the recorded answers, read once per process.
@@ -172,10 +173,10 @@ class HFEngine(Engine):
             busy[i] += 1
             rows = [{"request_id": r.request_id, "messages": json.dumps(r.messages, ensure_ascii=False),
                      "video": json.dumps(r.video or {})} for r in chunk]
-            pending[self.replicas[i].answer.remote(pa.Table.from_pylist(rows))] = chunk
+            pending[self.replicas[i].answer.remote(pa.Table.from_pylist(rows))] = (self.replicas[i], chunk)
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
-            chunk = pending.pop(done[0])
+            replica, chunk = pending.pop(done[0])
             try:
                 rows = ray.get(done[0]).to_pylist()
                 by_id = {row["request_id"]: row for row in rows}
@@ -184,9 +185,47 @@ class HFEngine(Engine):
                        if r.request_id in by_id else
                        JudgeResponse(r.request_id, error="hf judge replica returned no answer", model=self.model_label)
                        for r in chunk]
-            except Exception as exc:  # a replica died: these requests count a failed attempt and are re-sent
+            except Exception as exc:  # a failed call: these requests count a failed attempt and are re-sent
+                # a replica lost (not an error of the model) is given time to come back first, so the re-send
+                # reaches it; then the loss spends none of the requests' budget (stage.py, rule 6)
+                back = replica_lost(exc) and replica_back(replica)
+                note = "" if back or not replica_lost(exc) else f" (not back within {REPLICA_BACK_S:.0f} s)"
                 yield [JudgeResponse(r.request_id, error=f"hf judge replica failed: {type(exc).__name__}: "
-                                                         f"{str(exc)[:300]}", model=self.model_label) for r in chunk]
+                                                         f"{str(exc)[:300]}{note}", model=self.model_label,
+                                     engine_fault=back) for r in chunk]
+
+
+REPLICA_BACK_S = 300.0  # how long a call that lost its replica waits for Ray to have it running again
+
+
+def replica_lost(exc: BaseException) -> bool:
+    """Whether a failed call lost the process or node serving it (Ray 2.60 ``ray.exceptions``: the actor died or
+    is unreachable, its worker crashed, its node died, its result was lost with its node), as opposed to an
+    error the model raised (``RayTaskError``), which would happen again."""
+    from ray import exceptions as rex
+
+    return isinstance(exc, (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError)) \
+        and not isinstance(exc, rex.RayTaskError)
+
+
+def replica_back(replica: Any, wait_s: float = REPLICA_BACK_S) -> bool:
+    """Whether ``replica`` (an actor with ``max_restarts=-1``) answers ``ready`` again within ``wait_s``: Ray
+    restarts a lost replica (elsewhere when its node is gone) and queues calls made meanwhile; a call that meets
+    a node not yet known dead fails ``ActorUnavailableError`` and is made again. False when it died for good
+    (killed by the run's end) or did not come back in time."""
+    import ray
+    from ray import exceptions as rex
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(replica.ready.remote(), timeout=max(0.1, deadline - time.monotonic()))
+            return True
+        except rex.ActorUnavailableError:
+            time.sleep(1.0)
+        except Exception:  # GetTimeoutError, ActorDiedError (for good): not back
+            return False
+    return False
 
 
 class HFReplica:

@@ -1,7 +1,7 @@
 """The judge log: every raw judge response of a run, one JSON line each, appended as answers arrive.
 
 ``RUN_DIR/judge_log.jsonl`` records ``request_id, attempt, backend, model, prompt_hash, attempt_hash, text, error,
-parse_status, parse_error, latency_s, prompt_tokens, completion_tokens, time``. It is the run's
+parse_status, parse_error, latency_s, prompt_tokens, completion_tokens, time, judge, engine_fault``. It is the run's
 source of truth for everything a judge said: a restarted run reuses the answers it holds (matched
 on request id and prompt hash, so a changed prompt is asked again), and the ``replay`` backend answers
 from it, which re-scores a run without any model.
@@ -40,6 +40,7 @@ class LogRecord:
     completion_tokens: Optional[int] = None
     time: float = 0.0
     judge: Optional[str] = None  # JudgeBackend.identity(): which judge answered (the cache matches on it)
+    engine_fault: bool = False  # the send was lost with its replica, which the engine restarted (stage.py, rule 6)
 
 
 def read_records(path: str | Path) -> Iterator[dict]:

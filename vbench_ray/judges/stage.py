@@ -7,13 +7,23 @@ One generic loop for every benchmark (docs/architecture.md, "Judges"):
 3. A response that fails to parse or validate is re-asked, alone, up to ``judge.max_retries`` times.
    The re-ask repeats the request with a short note quoting what was wrong (deterministic: the same
    failure gives the same re-ask).
-4. A transport or engine failure (timeout, 5xx, dead engine) is also retried, from the same budget.
+4. A transport or engine failure (timeout, 5xx, dead engine) is also retried, from the same budget (but rule 6).
 5. One budget per request per run: every attempt in the judge log counts, failed or
    invalid, whichever pass or invocation sent it (the stream, the scoring pass after it, a resume), so a
    request is sent at most ``judge.max_retries + 1`` times in all; raising ``judge.max_retries`` on a resume
    grants more. Attempts are numbered in the order sent (a re-ask after a transport failure is attempt 2,
    not a second attempt 1). A request that was never sent (``JudgeResponse.sent`` False: the endpoint was
    found down) spends nothing and is not logged: a later run asks it.
+6. A send lost with its replica (``JudgeResponse.engine_fault``: the hf replica's process or node died, the engine
+   waited until Ray had restarted it) is logged (``engine_fault`` true) and sent again as it was, and the first
+   ``FREE_ENGINE_FAULTS`` such losses of a request spend nothing of its budget. The budget exists so that a
+   server that keeps computing (a timeout), an endpoint that is down or a judge that keeps answering badly is
+   not paid again and again; a lost replica is none of these: its computation died with its process, nothing
+   is still working on the request, and the same prompt goes to the restarted replica. Counting it would make
+   an infrastructure fault change a score (a request would lose a re-ask a clean run gives it, or end without an
+   answer, as when both sends of ``max_retries: 1`` fall inside one restart). The free losses are bounded
+   per request per run (counted from the log, like the budget), so a request that kills its replica every time
+   (out of memory on its video) is sent at most ``max_retries + 1 + FREE_ENGINE_FAULTS`` times.
 
 The result per request is ``JudgeResult(status, value, attempts, error)``: ``ok`` with the parsed
 value, ``invalid`` (answered, never usable) or ``error`` (never answered).
@@ -31,6 +41,8 @@ from vbench_ray.judges.log import JudgeLog, LogRecord
 from vbench_ray.judges.parsing import parse
 
 log = logging.getLogger(__name__)
+
+FREE_ENGINE_FAULTS = 3  # per request per run: sends lost with a restarted replica that spend no budget (rule 6)
 
 
 @dataclass
@@ -63,6 +75,7 @@ class JudgeStage:
         self.max_retries = max_retries
         self.before_send = before_send
         self.judge = backend.identity() if hasattr(backend, "identity") else None
+        self._faults: dict[str, int] = {}  # per request: its sends lost with a restarted replica, this run (rule 6)
 
     def run(self, requests: list[JudgeRequest]) -> dict[str, JudgeResult]:
         results: dict[str, JudgeResult] = {}
@@ -107,7 +120,8 @@ class JudgeStage:
                     return JudgeResult(request.request_id, "ok", parsed.value, record["attempt"] + 1), request
         history = sorted(history, key=lambda r: r.get("attempt", 0))
         invalid = [r for r in history if r["parse_status"] == "invalid"]
-        if len(history) > self.max_retries:  # its budget is spent (failed attempts count too): as its last answer
+        self._faults[request.request_id] = sum(1 for r in history if r.get("engine_fault"))
+        if self._spent(request.request_id, len(history)) > self.max_retries:  # its budget is spent: as its last answer
             last = history[-1]
             status = "invalid" if last["parse_status"] == "invalid" else "error"
             return JudgeResult(request.request_id, status, self._partial(request, invalid), len(history),
@@ -163,9 +177,13 @@ class JudgeStage:
                            latency_s=response.latency_s, prompt_tokens=response.prompt_tokens,
                            completion_tokens=response.completion_tokens, judge=self.judge)
         attempts = request.attempt + 1
+        if response.engine_fault:
+            record.engine_fault = True
+            self._faults[request.request_id] = self._faults.get(request.request_id, 0) + 1
+        can_retry = self._spent(request.request_id, attempts) <= self.max_retries
         if response.error is not None or response.text is None:
             record.parse_error = response.error or "no text"
-            if request.attempt < self.max_retries:
+            if can_retry:
                 return record, None, replace(request, attempt=request.attempt + 1)
             partial = self._partial(request, self._history(request.request_id, prompt_hash))
             return record, JudgeResult(request.request_id, "error", partial, attempts, record.parse_error), None
@@ -174,10 +192,15 @@ class JudgeStage:
         record.parse_error, record.parse_note = parsed.error, parsed.note
         if parsed.ok:
             return record, JudgeResult(request.request_id, "ok", parsed.value, attempts), None
-        if request.attempt < self.max_retries:
+        if can_retry:
             return record, None, retry_request(request, parsed.error or "invalid")
         partial = self._partial(request, self._history(request.request_id, prompt_hash), parsed.value)
         return record, JudgeResult(request.request_id, "invalid", partial, attempts, parsed.error), None
+
+    def _spent(self, request_id: str, sends: int) -> int:
+        """What ``sends`` sends of a request spent of its budget: all but its first ``FREE_ENGINE_FAULTS`` sends
+        lost with a restarted replica (rule 6)."""
+        return sends - min(self._faults.get(request_id, 0), FREE_ENGINE_FAULTS)
 
     @staticmethod
     def _partial(request: JudgeRequest, records: list[dict], last: Any = None) -> Any:
