@@ -365,3 +365,26 @@ def test_by_category_is_reproducible_and_keeps_the_table_fields():
     assert first == ck.by_category(rows, ["UAS", "IFS"], score_cfg(), 3, 200, 0.95)  # seeded CIs
     assert set(first["Motion"]["UAS"]) == {"value", "ci95", "n", "n_cases"}
     assert first["Motion"]["UAS"]["n_cases"] == 2 and first["Motion"]["UAS"]["ci95"] == [0.0, 100.0]
+
+
+def test_row_value_and_answer_scoring_by_mode():
+    assert ck.row_value({"score": 7.0, "correct": None}) == 7.0  # a Score-MCQ row written without its type
+    assert ck.row_value({"type": "Single-TF", "correct": False, "score": None}) == 0.0
+    assert ck.row_value({"correct": None}) is None
+    tf = {"type": "Single-TF", "expected_answer": "Yes"}
+    assert ck.score_answer(tf, None, "official") == (None, None)  # never answered: dropped
+    assert ck.score_answer(tf, None, "lenient") == (False, None)  # counted wrong
+    assert ck.score_answer(tf, "maybe", "lenient") == (False, None)  # no Yes/No in it
+    assert ck.score_answer(tf, "True", "lenient") == (True, None) and ck.score_answer(tf, "True", "official") == (False, None)
+    odd = {"type": "Quad-TF", "expected_answer": "Yes"}  # a type without a form: read as TF
+    assert ck.score_answer(odd, "True", "lenient") == (True, None)
+    score = {"type": "Score-MCQ", "expected_answer": "5"}
+    assert ck.score_answer(score, "garbage", "lenient") == (None, 1.0)  # the lowest score
+    assert ck.score_answer(score, "7", "official") == (None, 7.0)
+
+
+def test_category_entries_without_a_level_1_are_ignored():
+    group = {"category": [{"Question IDs": ["Q1"]}, "Subject", {"Question IDs": ["Q1"], "Level 1": "Camera"}]}
+    assert ck._question_categories({"id": "Q1"}, group, ["Style"]) == ["Camera"]
+    assert ck._question_categories({"id": "Q2"}, group, ["Style"]) == ["Camera"]  # the group's
+    assert ck._question_categories({"id": "Q2"}, {"category": [{"Question IDs": ["Q1"]}]}, ["Style"]) == ["Style"]
