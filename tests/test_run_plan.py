@@ -65,3 +65,21 @@ def test_a_run_builds_its_stages_and_phases_once(ray_local, cove_data, tmp_path,
                                            "judge.backend=replay", f"judge.replay_path={replay}", "run.limit=2"))
     run(cfg)
     assert calls == {"stages": 1, "judge_phases": 1}
+
+
+def test_dry_run_of_a_phase_replayed_from_a_file_the_run_writes(ray_local, tmp_path, capsys):
+    """ViDiC scoring given responses: the describe phase replays a file the run writes before its stream
+    (``JudgePhase.prepare``); the dry run writes nothing, so it names that engine from the config alone."""
+    from vbench_ray.synth.vidic import synth_vidic
+
+    data = synth_vidic(tmp_path / "vidic", n=2, seed=0)
+    out = tmp_path / "run"
+    argv = ["run", str(REPO / "configs" / "vidic.yaml"), f"data.checklist={data['checklist']}",
+            f"data.video_root={data['video_root']}", f"data.responses={data['responses']}", f"output.dir={out}",
+            "wandb.mode=disabled", *HTTP_JUDGE, "--dry-run"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert not out.exists()
+    assert "cases: 2, 0 already done, 2 to compute" in text
+    assert "  replay   " in text and "  http     j: 0 CPUs, 0 GPUs" in text
+    assert "  describe     replay: 2 requests" in text and "  judge        http: built from the answers" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 import pyarrow as pa
@@ -87,8 +88,9 @@ def describe(plan: RunPlan, capacity: dict, engines, n_cases: int, n_done: int, 
     stream = plan.stages + plan.judge_stages(engines)
     plans = plan.pools(stream, capacity, reserved) if stream else {}
     lines = [f"plan of a {cfg.benchmark} run into {cfg.output.dir} (nothing computed)",
-             f"cluster: {capacity['CPU']:g} CPUs, {capacity['GPU']:g} GPUs"
-             + (" (autoscaling)" if capacity.get("autoscales") else ""),
+             (f"cluster: {capacity['CPU']:g} CPUs, {capacity['GPU']:g} GPUs"
+              + (" (autoscaling)" if capacity.get("autoscales") else "")) if plan.needs_ray else
+             "cluster: not read (nothing needs Ray)",
              f"cases: {n_cases}" + (f" x {n_variants} variants" if n_variants > 1 else "")
              + f", {n_done} already done, {n_cases * max(1, n_variants) - n_done} to compute",
              f"stages ({len(stream)}):"]
@@ -105,7 +107,9 @@ def describe(plan: RunPlan, capacity: dict, engines, n_cases: int, n_done: int, 
                  + " outside the stream")
     for engine in engines.engines.values():
         held = engine.reserved()
-        lines.append(f"  {engine.name:<8} {engine.model_label}: {held['CPU']:g} CPUs, {held['GPU']:g} GPUs"
+        # the label from the config: a replay engine's file may be one the run writes first (ViDiC's responses)
+        label = engine.cfg.name or (PurePath(str(engine.cfg.model)).name if engine.cfg.model else engine.name)
+        lines.append(f"  {engine.name:<8} {label}: {held['CPU']:g} CPUs, {held['GPU']:g} GPUs"
                      + ("" if engine.streams else " (after the stream)"))
     lines.append(f"judge phases ({len(plan.phases)}):")
     for phase in plan.phases:
@@ -148,7 +152,7 @@ def dry_run(cfg: DictConfig) -> list[str]:
     engines = EngineSet(None)
     for phase in plan.phases:
         engines.get(phase.judge_cfg, start=False)  # config checked, model resolved; nothing loaded
-    ray_line = "Ray: not needed (nothing per case, no judge to call)"
+    ray_line = "Ray: not started (nothing per case, no judge model to call)"
     if plan.needs_ray:
         ensure_ray(cfg)
         ray_line = "Ray: started (or connected to) only to read the cluster's size; no stage or engine started"
