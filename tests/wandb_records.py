@@ -15,10 +15,25 @@ from pathlib import Path
 BLOCK, HEADER, CHUNK = 32768, 7, 7
 
 
-def records(path: str | Path) -> list:
+def records(path: str | Path, wait_s: float = 60.0) -> list:
+    """The file's records, once it holds the run's ``exit`` record: ``run.finish()`` can return before wandb's
+    service process has written the records out (seen: a 7-byte file right after finish, complete a moment later)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        out = _read(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in out) or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
+
+
+def _read(path: str | Path) -> list:
     from wandb.proto import wandb_internal_pb2 as pb
 
     data = Path(path).read_bytes()
+    if len(data) < HEADER:
+        return []
     assert data[:4] == b":W&B", "not a wandb log"
     out, pos, parts = [], HEADER, b""
     while pos + CHUNK <= len(data):
@@ -30,6 +45,8 @@ def records(path: str | Path) -> list:
         if kind == 0 and length == 0:
             pos += left
             continue
+        if pos + CHUNK + length > len(data):  # a chunk still being written
+            break
         chunk = data[pos + CHUNK:pos + CHUNK + length]
         pos += CHUNK + length
         parts = chunk if kind in (1, 2) else parts + chunk

@@ -87,7 +87,8 @@ def open_run(run_dir: str | Path, wandb_cfg: Any, name: str, config: dict):
     return wandb.init(mode=wandb_cfg.mode, project=wandb_cfg.project, entity=wandb_cfg.entity,
                       group=wandb_cfg.group, tags=list(wandb_cfg.tags), name=name, config=config,
                       id=run_id(run_dir, name), resume="allow", dir=str(Path(run_dir).resolve()),
-                      reinit="create_new")
+                      reinit="create_new",
+                      settings=wandb.Settings(console="off"))  # the terminal's output stays out of the run's files
 
 
 class Progress:
