@@ -3,6 +3,7 @@ docs/testing.md): each test pins a value worked out by hand, or an exact message
 Papers: NRVBench Eq. 1 and App. E.5 (NRVE-Acc, ratings); CoVEBench App. F.3 (SSIM, MSM, MF); AgenticVBench §2.6
 (sequencing)."""
 
+import hashlib
 import math
 import warnings
 from types import SimpleNamespace
@@ -55,6 +56,11 @@ def test_instance_scores_use_the_configured_weights_and_epsilon():
     assert row["n_invalid"] == 1 and (row["S_instr"], row["S_phy"], row["S_temp"]) == (1.0, 0.25, 1.0)
 
 
+def test_percent_rows():
+    (row,) = nrv.percent_rows([{"case_id": "1", "S_instr": 0.5, "S_phy": 0.25, "S_temp": 1.0, "NRVE_Acc": 40.0}])
+    assert row == {"case_id": "1", "S_instr": 50.0, "S_phy": 25.0, "S_temp": 100.0, "NRVE_Acc": 40.0}
+
+
 def test_cross_judge_rows_and_stats():
     cfg = SimpleNamespace(w_instr=1 / 3, w_phy=1 / 3, w_temp=1 / 3, epsilon=0.0)
     inst = nrv.instance_scores(_judged("1", "a", 1.0, 1.0, 1.0) + _judged("1", "b", 0.0, 1.0, 1.0, invalid=2), cfg)
@@ -95,10 +101,10 @@ def test_jitter_default_epsilon_and_pairs_without_cached_norms():
 
 
 def test_motion_mask_either_flow_strictly_above_the_threshold():
-    f0 = np.array([[[1.0, 0.0], [0.5, 0.0], [0.0, 0.0]]])  # 1 x 3 pixels
-    f1 = np.array([[[0.0, 0.0], [0.0, 0.0], [0.0, 0.4]]])
-    # per pixel (no cached norms): only f0 moves; exactly at the threshold (not above); f1 below it
-    assert motion_mask(f0, f1, 0.5).tolist() == [[True, False, False]]
+    f0 = np.array([[[1.0, 0.0], [0.5, 0.0], [0.0, 0.0], [0.0, 0.0]]])  # 1 x 4 pixels
+    f1 = np.array([[[0.0, 0.0], [0.0, 0.0], [0.0, 0.4], [0.0, 0.5]]])
+    # per pixel (no cached norms): only f0 moves; f0 at the threshold (not above); f1 below it; f1 at it
+    assert motion_mask(f0, f1, 0.5).tolist() == [[True, False, False, False]]
 
 
 def test_msm_pairs_consecutive_flows():
@@ -151,6 +157,7 @@ def test_describe_defaults_are_seed_0_and_1000_resamples():
     assert d["ci95"] == [pytest.approx(res.confidence_interval.low), pytest.approx(res.confidence_interval.high)]
     assert d["value"] == pytest.approx(0.42) and d["n"] == 5
     assert stats.finite([1, None, float("nan"), 2]).dtype == np.float64
+    assert stats.bootstrap_ci(np.array(values), confidence=0.9) == d["ci95"]  # its own default seed is 0 too
     assert stats.bootstrap_ci(np.array([2.0, 2.0, 2.0])) == [2.0, 2.0]  # every resample has the same mean
     assert stats.bootstrap_ci(np.array([2.0])) is None
 
@@ -177,9 +184,11 @@ def test_component_and_unique_component():
     assert safepaths.component("a b/c") == "a_b_c" and safepaths.component("..") == "__"
     assert safepaths.component("") == "_" and safepaths.component("", default="z") == "z"
     assert safepaths.component("-rf") == "_rf" and len(safepaths.component("x" * 300)) == 128
+    assert safepaths.component("AbC-1.x+=") == "AbC-1.x+=" and safepaths.component("X.X") == "X.X"
+    lone = "a\ud800"  # a lone surrogate (from a filesystem name): hashed as its UTF-8 bytes, not refused
+    assert safepaths.unique_component(lone) == "a_~" + hashlib.sha256(b"a\xed\xa0\x80").hexdigest()[:16]
     assert safepaths.unique_component("204") == "204"
     hashed = safepaths.unique_component("a b")
-    import hashlib
 
     assert hashed == "a_b~" + hashlib.sha256(b"a b").hexdigest()[:16]
     long = safepaths.unique_component("é" * 300)
