@@ -150,12 +150,20 @@ def test_track_summary_counts_steps_from_visible_frames():
 def test_describe_defaults_are_seed_0_and_1000_resamples():
     from scipy.stats import bootstrap
 
-    values = [0.1, 0.5, 0.2, 0.9, 0.4]
+    values = [0.1 * i + (i % 3) * 0.37 + (i % 7) * 0.013 for i in range(40)]  # 40 values: resampled means vary
     res = bootstrap((np.array(values),), np.mean, n_resamples=1000, confidence_level=0.9, method="percentile",
                     rng=np.random.default_rng(0), vectorized=True)
     d = stats.describe(values, confidence=0.9)
-    assert d["ci95"] == [pytest.approx(res.confidence_interval.low), pytest.approx(res.confidence_interval.high)]
-    assert d["value"] == pytest.approx(0.42) and d["n"] == 5
+    assert d["ci95"] == [pytest.approx(res.confidence_interval.low, abs=1e-12),
+                         pytest.approx(res.confidence_interval.high, abs=1e-12)]
+    assert d["value"] == pytest.approx(np.mean(values)) and d["n"] == 40
+    num = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
+    den = np.array([4.0, 2.0, 5.0, 3.0, 5.0, 9.0, 7.0, 6.0])
+    res = bootstrap((num, den), lambda a, b, axis=-1: a.sum(axis=axis) / b.sum(axis=axis), paired=True,
+                    vectorized=True, n_resamples=1000, confidence_level=0.95, method="percentile",
+                    rng=np.random.default_rng(0))
+    assert stats.ratio_ci(num, den) == [pytest.approx(res.confidence_interval.low, abs=1e-12),
+                                        pytest.approx(res.confidence_interval.high, abs=1e-12)]
     assert stats.finite([1, None, float("nan"), 2]).dtype == np.float64
     assert stats.bootstrap_ci(np.array(values), confidence=0.9) == d["ci95"]  # its own default seed is 0 too
     assert stats.bootstrap_ci(np.array([2.0, 2.0, 2.0])) == [2.0, 2.0]  # every resample has the same mean
