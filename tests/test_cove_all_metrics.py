@@ -83,8 +83,10 @@ def test_a_run_with_all_eleven_metrics(cove_data, ray_local, tiny_models, tmp_pa
             assert s["n"] == 1
         else:  # no value: the summary says why
             assert s.get("unavailable") or s.get("n_failed") or s.get("n_invalid"), (name, s)
-    for name in ("SSIM", "MSM", "MF", "AES", "TQ", "SRC", "UAS", "IFS", "VRS", "SEM"):
-        assert metrics[name]["value"] is not None, (name, metrics[name])  # VQR: the random judge may never score
+    for name in ("SSIM", "MSM", "MF", "AES", "TQ", "SRC"):
+        assert metrics[name]["value"] is not None, (name, metrics[name])
+    # UAS, IFS, VRS, SEM, VQR: the random judge's answers may never validate, and then (the official chain) they
+    # earn no number: the loop above holds them to a value or the reason there is none
     for name in ("AES", "TQ"):  # the pools' column means are the summary's values
         assert metrics[name]["n"] == 8
         assert metrics[name]["value"] == pytest.approx(np.mean([r[name] for r in rows]))

@@ -200,9 +200,6 @@ class JudgeResponse:
     # True: the replica serving it was lost (process or node) and the engine has it back: sent again as it was,
     # the first ``stage.FREE_ENGINE_FAULTS`` such losses of a request spend nothing of its budget
     engine_fault: bool = False
-    # True: the replica serving it was lost (process or node) and the engine has it back: sent again as it was,
-    # the first ``stage.FREE_ENGINE_FAULTS`` such losses of a request spend nothing of its budget
-    engine_fault: bool = False
 
 
 class JudgeUnavailable(Exception):
