@@ -388,3 +388,21 @@ def test_category_entries_without_a_level_1_are_ignored():
     assert ck._question_categories({"id": "Q1"}, group, ["Style"]) == ["Camera"]
     assert ck._question_categories({"id": "Q2"}, group, ["Style"]) == ["Camera"]  # the group's
     assert ck._question_categories({"id": "Q2"}, {"category": [{"Question IDs": ["Q1"]}]}, ["Style"]) == ["Style"]
+
+
+def test_aggregate_reports_every_field_by_hand():
+    rows = mixed_rows()
+    # IFS: 11/Q1 wrong, 11/Q2 right, 12/Q1 right; 11/Q4 dropped (official), wrong under lenient -> 2 of 4
+    # CI over the two cases: 11 alone 50, 12 alone 100
+    assert value("IFS", rows) == {
+        "value": pytest.approx(200 / 3), "ci95": [50.0, 100.0], "n": 3, "n_cases": 2, "n_invalid": 1,
+        "n_dropped": 1, "n_fallback": 0, "n_missing_output": 0, "scale": "percent", "parse": "official",
+        "n_scored_differently": 1, "other_parse": {"parse": "lenient", "value": 50.0}}
+    sem = value("SEM", rows)
+    assert (sem["value"], sem["scale"], sem["ci95"], sem["other_parse"]) == (70.0, "0-100", None,
+                                                                             {"parse": "lenient", "value": 70.0})
+    lenient = [r for c in (case(MIXED_TASK, ["Style"]), case(MOTION_TASK, ["Motion"]))
+               for r in ck.judgment_rows(c, MIXED_RESULTS, "lenient")]
+    assert value("IFS", lenient)["n_fallback"] == 1 and value("IFS", lenient)["value"] == 50.0  # 11/Q4 counted wrong
+    assert [r["question_id"] for r in ck.metric_rows(rows, "SEM", "score_mcq")] == ["Q6"]
+    assert len(ck.metric_rows(rows, "IFS", "score_mcq")) == 4  # the Score-MCQ-only rule is SEM's alone
