@@ -19,7 +19,9 @@ def require() -> None:
         return
     here = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"  # run from a checkout with .venv
     python = str(here) if here.exists() else "/path/to/vbench-ray/.venv/bin/python"
-    sys.exit(f"vbench-ray job: this interpreter ({sys.executable}) lacks the packages {', '.join(missing)}: "
-             f"activate the project's environment (`. .venv/bin/activate` in the repository) before `ray start` "
-             f"(`ray stop` first), or give the job that interpreter (`-- {python} jobs/...`); README, "
-             f"\"On a Ray cluster\".")
+    sys.exit(
+        f"vbench-ray job: this interpreter ({sys.executable}) lacks the packages {', '.join(missing)}: "
+        f"activate the project's environment (`. .venv/bin/activate` in the repository) before `ray start` "
+        f"(`ray stop` first), or give the job that interpreter (`-- {python} jobs/...`); README, "
+        f"\"On a Ray cluster\"."
+    )

@@ -51,8 +51,16 @@ import numpy as np
 
 from vbench_ray.benchmarks.nrv_scoring import COMPONENT_METRIC, COMPONENTS, NRVE_METRICS, nrve_acc, normalize_rating
 
-INSTR_WORDS = {"correct": 1.0, "yes": 1.0, "partial": 0.5, "partially correct": 0.5, "ambiguous": 0.5,
-               "wrong": 0.0, "incorrect": 0.0, "no": 0.0}
+INSTR_WORDS = {
+    "correct": 1.0,
+    "yes": 1.0,
+    "partial": 0.5,
+    "partially correct": 0.5,
+    "ambiguous": 0.5,
+    "wrong": 0.0,
+    "incorrect": 0.0,
+    "no": 0.0,
+}
 DIMENSIONS = NRVE_METRICS  # NRVE_Acc, S_instr, S_phy, S_temp
 
 
@@ -66,7 +74,9 @@ def _instr_value(value: Any, where: str) -> float:
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise HumanScoresError(f"{where}.instr: expected correct/partial/ambiguous/wrong or 1/0.5/0, got {value!r}") from None
+        raise HumanScoresError(
+            f"{where}.instr: expected correct/partial/ambiguous/wrong or 1/0.5/0, got {value!r}"
+        ) from None
     if x not in (0.0, 0.5, 1.0):
         raise HumanScoresError(f"{where}.instr: expected 1, 0.5 or 0, got {value!r}")
     return x
@@ -122,9 +132,17 @@ def read_human_scores(path: str | Path) -> list[dict]:
         missing = [k for k in COMPONENTS if rec.get(k) in (None, "")]
         if missing:
             raise HumanScoresError(f"{where}: missing {', '.join(missing)} (instr, phy and temp are required)")
-        out.append({"method": method, "id": str(rec["id"]).strip(), "annotator": rec.get("annotator"),
-                    "level": "sample", "instr": _instr_value(rec["instr"], where),
-                    "phy": _rating(rec["phy"], where, "phy"), "temp": _rating(rec["temp"], where, "temp")})
+        out.append(
+            {
+                "method": method,
+                "id": str(rec["id"]).strip(),
+                "annotator": rec.get("annotator"),
+                "level": "sample",
+                "instr": _instr_value(rec["instr"], where),
+                "phy": _rating(rec["phy"], where, "phy"),
+                "temp": _rating(rec["temp"], where, "temp"),
+            }
+        )
     if not out:
         raise HumanScoresError(f"{path}: no records")
     return out
@@ -138,11 +156,12 @@ def human_samples(records: list[dict], normalize: str, weights: dict, epsilon: f
             groups.setdefault((r["method"], r["id"]), []).append(r)
     out = []
     for (method, iid), rs in sorted(groups.items()):
-        s = {"instr": float(np.mean([r["instr"] for r in rs])),
-             "phy": float(np.mean([normalize_rating(r["phy"], normalize) for r in rs])),
-             "temp": float(np.mean([normalize_rating(r["temp"], normalize) for r in rs]))}
-        row = {"method": method, "instance_id": iid, "n_annotators": len(rs),
-               "NRVE_Acc": nrve_acc(s, weights, epsilon)}
+        s = {
+            "instr": float(np.mean([r["instr"] for r in rs])),
+            "phy": float(np.mean([normalize_rating(r["phy"], normalize) for r in rs])),
+            "temp": float(np.mean([normalize_rating(r["temp"], normalize) for r in rs])),
+        }
+        row = {"method": method, "instance_id": iid, "n_annotators": len(rs), "NRVE_Acc": nrve_acc(s, weights, epsilon)}
         row.update({COMPONENT_METRIC[k]: 100.0 * s[k] for k in COMPONENTS})
         out.append(row)
     return out
@@ -153,9 +172,14 @@ def method_means(rows: Iterable[dict], dims: Iterable[str] = DIMENSIONS) -> dict
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["method"], []).append(r)
-    return {m: {d: float(np.mean([r[d] for r in rs if r.get(d) is not None]))
-                for d in dims if any(r.get(d) is not None for r in rs)}
-            for m, rs in sorted(groups.items())}
+    return {
+        m: {
+            d: float(np.mean([r[d] for r in rs if r.get(d) is not None]))
+            for d in dims
+            if any(r.get(d) is not None for r in rs)
+        }
+        for m, rs in sorted(groups.items())
+    }
 
 
 def _finite(x) -> float | None:
@@ -168,8 +192,14 @@ def rank_agreement(judge: dict[str, float], human: dict[str, float]) -> dict:
     from scipy.stats import kendalltau, spearmanr
 
     common = sorted(m for m in judge if m in human and judge[m] is not None and human[m] is not None)
-    out: dict[str, Any] = {"n": len(common), "rho": None, "rho_p": None, "tau": None, "tau_p": None,
-                           "signed_deviation": None}
+    out: dict[str, Any] = {
+        "n": len(common),
+        "rho": None,
+        "rho_p": None,
+        "tau": None,
+        "tau_p": None,
+        "signed_deviation": None,
+    }
     if not common:
         return out
     a = np.array([judge[m] for m in common], dtype=float)
@@ -181,8 +211,9 @@ def rank_agreement(judge: dict[str, float], human: dict[str, float]) -> dict:
         warnings.simplefilter("ignore")
         rho = spearmanr(a, b)
         tau = kendalltau(a, b)
-    out.update(rho=_finite(rho.statistic), rho_p=_finite(rho.pvalue), tau=_finite(tau.statistic),
-               tau_p=_finite(tau.pvalue))
+    out.update(
+        rho=_finite(rho.statistic), rho_p=_finite(rho.pvalue), tau=_finite(tau.statistic), tau_p=_finite(tau.pvalue)
+    )
     return out
 
 
@@ -202,22 +233,40 @@ def inter_annotator(records: list[dict]) -> dict | None:
     modal = max(set(sizes), key=lambda s: (sizes.count(s), s))
     same = [v for v in multi.values() if len(v) == modal]
     table, cats = rating_table([[r["instr"] for r in v] for v in same])
-    instr = {"metric": "Fleiss' kappa", "value": fleiss_kappa(table) if len(cats) else None,
-             "n_samples": len(same), "n_annotators": modal, "categories": cats,
-             "krippendorff_alpha_nominal": krippendorff_alpha([[r["instr"] for r in v] for v in multi.values()]),
-             "n_samples_alpha": len(multi)}
-    out: dict[str, Any] = {"n_samples": len(multi), "n_annotations": int(sum(sizes)),
-                           "annotators_per_sample": {str(k): sizes.count(k) for k in sorted(set(sizes))},
-                           "instr": instr}
+    instr = {
+        "metric": "Fleiss' kappa",
+        "value": fleiss_kappa(table) if len(cats) else None,
+        "n_samples": len(same),
+        "n_annotators": modal,
+        "categories": cats,
+        "krippendorff_alpha_nominal": krippendorff_alpha([[r["instr"] for r in v] for v in multi.values()]),
+        "n_samples_alpha": len(multi),
+    }
+    out: dict[str, Any] = {
+        "n_samples": len(multi),
+        "n_annotations": int(sum(sizes)),
+        "annotators_per_sample": {str(k): sizes.count(k) for k in sorted(set(sizes))},
+        "instr": instr,
+    }
     for key in ("phy", "temp"):
         units = [[r[key] for r in v] for v in multi.values()]
-        out[key] = {"metric": "Krippendorff's alpha (ordinal)", "value": krippendorff_alpha(units, "ordinal"),
-                    "interval": krippendorff_alpha(units, "interval"), "n_samples": len(units)}
+        out[key] = {
+            "metric": "Krippendorff's alpha (ordinal)",
+            "value": krippendorff_alpha(units, "ordinal"),
+            "interval": krippendorff_alpha(units, "interval"),
+            "n_samples": len(units),
+        }
     return out
 
 
-def agreement_summary(judge_rows: dict[str, list[dict]], records: list[dict], normalize: str, weights: dict,
-                      epsilon: float, categories: dict[str, str] | None = None) -> dict:
+def agreement_summary(
+    judge_rows: dict[str, list[dict]],
+    records: list[dict],
+    normalize: str,
+    weights: dict,
+    epsilon: float,
+    categories: dict[str, str] | None = None,
+) -> dict:
     """The summary's ``agreement`` section.
 
     ``judge_rows``: per judge label, its instance rows (``method``, ``instance_id``, ``category``, the four
@@ -230,27 +279,39 @@ def agreement_summary(judge_rows: dict[str, list[dict]], records: list[dict], no
     for m, r in method_level.items():
         human[m] = {d: r[d] for d in DIMENSIONS if d in r}
     categories = categories or {}
-    out: dict[str, Any] = {"n_methods": len(human), "n_samples": len(samples),
-                           "n_annotations": sum(r["n_annotators"] for r in samples),
-                           "human": human, "judges": {}, "mean_judge": {},
-                           "inter_annotator": inter_annotator(records)}
+    out: dict[str, Any] = {
+        "n_methods": len(human),
+        "n_samples": len(samples),
+        "n_annotations": sum(r["n_annotators"] for r in samples),
+        "human": human,
+        "judges": {},
+        "mean_judge": {},
+        "inter_annotator": inter_annotator(records),
+    }
     for label, rows in judge_rows.items():
         matched = [r for r in rows if (r["method"], r["instance_id"]) in pairs or r["method"] in method_level]
         scores = method_means(matched)
-        per_dim = {d: rank_agreement({m: s.get(d) for m, s in scores.items()},
-                                     {m: s.get(d) for m, s in human.items()}) for d in DIMENSIONS}
+        per_dim = {
+            d: rank_agreement({m: s.get(d) for m, s in scores.items()}, {m: s.get(d) for m, s in human.items()})
+            for d in DIMENSIONS
+        }
         by_cat: dict[str, dict] = {}
         for cat in sorted({categories.get(r["instance_id"]) for r in samples} - {None}):
             h = method_means([r for r in samples if categories.get(r["instance_id"]) == cat])
             j = method_means([r for r in matched if r.get("category") == cat])
-            by_cat[cat] = {d: rank_agreement({m: s.get(d) for m, s in j.items()},
-                                             {m: s.get(d) for m, s in h.items()}) for d in DIMENSIONS}
+            by_cat[cat] = {
+                d: rank_agreement({m: s.get(d) for m, s in j.items()}, {m: s.get(d) for m, s in h.items()})
+                for d in DIMENSIONS
+            }
             by_cat[cat]["human"] = h
             by_cat[cat]["judge"] = j
         out["judges"][label] = {"n_samples": len(matched), "scores": scores, **per_dim, "by_category": by_cat}
     for d in DIMENSIONS:
         rhos = [j[d]["rho"] for j in out["judges"].values() if j[d]["rho"] is not None]
         taus = [j[d]["tau"] for j in out["judges"].values() if j[d]["tau"] is not None]
-        out["mean_judge"][d] = {"rho": float(np.mean(rhos)) if rhos else None,
-                                "tau": float(np.mean(taus)) if taus else None, "n_judges": len(rhos)}
+        out["mean_judge"][d] = {
+            "rho": float(np.mean(rhos)) if rhos else None,
+            "tau": float(np.mean(taus)) if taus else None,
+            "n_judges": len(rhos),
+        }
     return out

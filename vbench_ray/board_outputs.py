@@ -35,9 +35,18 @@ def csv_rows(board: dict) -> list[dict]:
             e = row["metrics"][m]
             ci = e["ci95"] or [None, None]
             rci = e["rank_ci95"] or [None, None]
-            rec.update({f"{m}": e["value"], f"{m}_ci_lo": ci[0], f"{m}_ci_hi": ci[1], f"{m}_n": e["n"],
-                        f"{m}_n_missing": e["n_missing"], f"{m}_rank": e["rank"], f"{m}_rank_lo": rci[0],
-                        f"{m}_rank_hi": rci[1]})
+            rec.update(
+                {
+                    f"{m}": e["value"],
+                    f"{m}_ci_lo": ci[0],
+                    f"{m}_ci_hi": ci[1],
+                    f"{m}_n": e["n"],
+                    f"{m}_n_missing": e["n_missing"],
+                    f"{m}_rank": e["rank"],
+                    f"{m}_rank_lo": rci[0],
+                    f"{m}_rank_hi": rci[1],
+                }
+            )
         for k, v in row["options"].items():
             rec[f"option:{k}"] = json.dumps(v, default=str) if not isinstance(v, (str, int, float)) else v
         rows.append(rec)
@@ -73,11 +82,27 @@ def pair_rows(board: dict) -> list[dict]:
     for p in board["pairs"]:
         mc = p.get("mcnemar") or {}
         ci = p["ci95"] or [None, None]
-        out.append({"metric": p["metric"], "a": p["a"], "b": p["b"], "n_shared": p["n_shared"],
-                    "n_only_a": p["n_only_a"], "n_only_b": p["n_only_b"], "diff": p["diff"], "ci_lo": ci[0],
-                    "ci_hi": ci[1], "p_perm": p["p_perm"], "p_perm_holm": p.get("p_perm_holm"),
-                    "significant": p.get("significant"), "mcnemar_b": mc.get("b"), "mcnemar_c": mc.get("c"),
-                    "mcnemar_p": mc.get("p"), "mcnemar_method": mc.get("method"), "mcnemar_p_holm": mc.get("p_holm")})
+        out.append(
+            {
+                "metric": p["metric"],
+                "a": p["a"],
+                "b": p["b"],
+                "n_shared": p["n_shared"],
+                "n_only_a": p["n_only_a"],
+                "n_only_b": p["n_only_b"],
+                "diff": p["diff"],
+                "ci_lo": ci[0],
+                "ci_hi": ci[1],
+                "p_perm": p["p_perm"],
+                "p_perm_holm": p.get("p_perm_holm"),
+                "significant": p.get("significant"),
+                "mcnemar_b": mc.get("b"),
+                "mcnemar_c": mc.get("c"),
+                "mcnemar_p": mc.get("p"),
+                "mcnemar_method": mc.get("method"),
+                "mcnemar_p_holm": mc.get("p_holm"),
+            }
+        )
     return out
 
 
@@ -94,22 +119,45 @@ def analysis_tables(board: dict) -> dict[str, pd.DataFrame]:
         for label, bins in (block.get("runs") or {}).items():
             for b in bins:
                 lo, hi = _ci_pair(b.get("ci95"))
-                rows.append({"attribute": attr, "model": label, "bin": b.get("bin"), "value": b.get("value"),
-                             "ci_lo": lo, "ci_hi": hi, "n_cases": b.get("n_cases")})
+                rows.append(
+                    {
+                        "attribute": attr,
+                        "model": label,
+                        "bin": b.get("bin"),
+                        "value": b.get("value"),
+                        "ci_lo": lo,
+                        "ci_hi": hi,
+                        "n_cases": b.get("n_cases"),
+                    }
+                )
     if rows:
         out["breakdowns"] = pd.DataFrame(rows)
     corr = a.get("correlations") or {}
     if corr.get("metrics"):
         out["correlations"] = pd.DataFrame(
-            [{"metric_a": m1, "metric_b": m2, "rho": corr["rho"][i][j], "n": corr["n"][i][j]}
-             for i, m1 in enumerate(corr["metrics"]) for j, m2 in enumerate(corr["metrics"])])
+            [
+                {"metric_a": m1, "metric_b": m2, "rho": corr["rho"][i][j], "n": corr["n"][i][j]}
+                for i, m1 in enumerate(corr["metrics"])
+                for j, m2 in enumerate(corr["metrics"])
+            ]
+        )
     rows = []
     for label, levels in (a.get("category_levels") or {}).items():
         for level in ("level1", "subject_level2"):
             for cat, v in ((levels or {}).get(level) or {}).items():
                 lo, hi = _ci_pair(v.get("ci95"))
-                rows.append({"model": label, "level": level, "category": cat, "value": v.get("value"), "ci_lo": lo,
-                             "ci_hi": hi, "n": v.get("n"), "n_cases": v.get("n_cases")})
+                rows.append(
+                    {
+                        "model": label,
+                        "level": level,
+                        "category": cat,
+                        "value": v.get("value"),
+                        "ci_lo": lo,
+                        "ci_hi": hi,
+                        "n": v.get("n"),
+                        "n_cases": v.get("n_cases"),
+                    }
+                )
     if rows:
         out["category_levels"] = pd.DataFrame(rows)
     align = a.get("human_alignment") or {}
@@ -117,32 +165,74 @@ def analysis_tables(board: dict) -> dict[str, pd.DataFrame]:
         out["human_alignment"] = pd.DataFrame([{"metric": m, **r} for m, r in align.items()])
     rows = []
     for label, r in (a.get("judge_human") or {}).items():
-        rows.append({"model": label, "subset": "all", "n": r.get("n"), "accuracy": r.get("accuracy"),
-                     "kappa": r.get("kappa"), "n_unmatched": r.get("n_unmatched")})
+        rows.append(
+            {
+                "model": label,
+                "subset": "all",
+                "n": r.get("n"),
+                "accuracy": r.get("accuracy"),
+                "kappa": r.get("kappa"),
+                "n_unmatched": r.get("n_unmatched"),
+            }
+        )
         for kind in ("by_type", "by_section"):
             for sub, v in (r.get(kind) or {}).items():
-                rows.append({"model": label, "subset": sub, "n": v.get("n"), "accuracy": v.get("accuracy"),
-                             "kappa": v.get("kappa"), "n_unmatched": None})
+                rows.append(
+                    {
+                        "model": label,
+                        "subset": sub,
+                        "n": v.get("n"),
+                        "accuracy": v.get("accuracy"),
+                        "kappa": v.get("kappa"),
+                        "n_unmatched": None,
+                    }
+                )
     if rows:
         out["judge_human"] = pd.DataFrame(rows)
     st = a.get("judge_stability")
     if st:
-        rows = [{"subset": "all", "n_runs": st.get("n_runs"), "n_questions": st.get("n_questions"),
-                 "agreement": st.get("agreement"), "fleiss_kappa": st.get("fleiss_kappa")}]
-        rows += [{"subset": sub, "n_runs": st.get("n_runs"), "n_questions": v.get("n_questions"),
-                  "agreement": v.get("agreement"), "fleiss_kappa": v.get("fleiss_kappa")}
-                 for sub, v in (st.get("by_section") or {}).items()]
+        rows = [
+            {
+                "subset": "all",
+                "n_runs": st.get("n_runs"),
+                "n_questions": st.get("n_questions"),
+                "agreement": st.get("agreement"),
+                "fleiss_kappa": st.get("fleiss_kappa"),
+            }
+        ]
+        rows += [
+            {
+                "subset": sub,
+                "n_runs": st.get("n_runs"),
+                "n_questions": v.get("n_questions"),
+                "agreement": v.get("agreement"),
+                "fleiss_kappa": v.get("fleiss_kappa"),
+            }
+            for sub, v in (st.get("by_section") or {}).items()
+        ]
         out["judge_stability"] = pd.DataFrame(rows)
         runs = st.get("runs") or []
-        rows = [{"metric": m, "run": runs[i] if i < len(runs) else str(i), "value": x, "range": v.get("range"),
-                 "std": v.get("std")} for m, v in (st.get("metrics") or {}).items() for i, x in enumerate(v["values"])]
+        rows = [
+            {
+                "metric": m,
+                "run": runs[i] if i < len(runs) else str(i),
+                "value": x,
+                "range": v.get("range"),
+                "std": v.get("std"),
+            }
+            for m, v in (st.get("metrics") or {}).items()
+            for i, x in enumerate(v["values"])
+        ]
         if rows:
             out["judge_stability_metrics"] = pd.DataFrame(rows)
         human = (st.get("human") or {}).get("per_run") or {}
         if human:
             out["judge_stability_human"] = pd.DataFrame(
-                [{"run": label, "n": v.get("n"), "accuracy": v.get("accuracy"), "kappa": v.get("kappa")}
-                 for label, v in human.items()])
+                [
+                    {"run": label, "n": v.get("n"), "accuracy": v.get("accuracy"), "kappa": v.get("kappa")}
+                    for label, v in human.items()
+                ]
+            )
     return out
 
 
@@ -159,17 +249,33 @@ def log_wandb(board: dict, out: Path, mode: str = "offline", project: str = "vbe
 
     from vbench_ray.leaderboard_html import _breakdown_chart, _heatmap, forest_svg, rank_svg
 
-    run = wandb.init(mode=mode, project=project, name=f"compare-{board['benchmark']}", job_type="compare",
-                     config={"runs": [r["run_dir"] for r in board["rows"]], **board["settings"],
-                             "reference": board["reference"], "rank_by": board["rank_by"]},
-                     dir=str(out.resolve()), reinit="finish_previous")
+    run = wandb.init(
+        mode=mode,
+        project=project,
+        name=f"compare-{board['benchmark']}",
+        job_type="compare",
+        config={
+            "runs": [r["run_dir"] for r in board["rows"]],
+            **board["settings"],
+            "reference": board["reference"],
+            "rank_by": board["rank_by"],
+        },
+        dir=str(out.resolve()),
+        reinit="finish_previous",
+    )
     try:
-        values = {row["label"]: {m: {k: row["metrics"][m][k] for k in ("value", "rank")} for m in board["metrics"]}
-                  for row in board["rows"]}
+        values = {
+            row["label"]: {m: {k: row["metrics"][m][k] for k in ("value", "rank")} for m in board["metrics"]}
+            for row in board["rows"]
+        }
         flat = _flatten("leaderboard", values, {})
         run.summary.update(flat)
-        run.log({"leaderboard": wandb.Table(dataframe=pd.DataFrame(csv_rows(board))),
-                 "pairs": wandb.Table(dataframe=pd.DataFrame(pair_rows(board)))})
+        run.log(
+            {
+                "leaderboard": wandb.Table(dataframe=pd.DataFrame(csv_rows(board))),
+                "pairs": wandb.Table(dataframe=pd.DataFrame(pair_rows(board))),
+            }
+        )
         plots = {}
         for m in board["metrics"]:
             svg = forest_svg(board, m)

@@ -28,8 +28,9 @@ def render_table(headers: list[str], rows: list[list[str]], right: set[int] | No
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
@@ -51,8 +52,10 @@ def format_board(board: dict) -> str:
     interval and marks against the reference run; the legend, n_missing and the consistency checks below."""
     rank_by, names = board["rank_by"], board["metrics"]
     alpha = (board.get("settings") or {}).get("alpha", 0.05)
-    lines = [f"{board['benchmark']} leaderboard: {len(board['rows'])} runs ranked by {rank_by}; "
-             f"reference {board['reference']}"]
+    lines = [
+        f"{board['benchmark']} leaderboard: {len(board['rows'])} runs ranked by {rank_by}; "
+        f"reference {board['reference']}"
+    ]
     headers = ["rank", "model"]
     for m in names:
         headers += [m, f"{m} 95% CI", f"{m} rank"]
@@ -63,15 +66,20 @@ def format_board(board: dict) -> str:
         for m in names:
             x = row["metrics"][m]
             rci = x.get("rank_ci95")
-            cells += [_num(x["value"]) + _marks(board, row["label"], m), _ci(x.get("ci95")),
-                      f"{rci[0]}-{rci[1]}" if rci else "-"]
+            cells += [
+                _num(x["value"]) + _marks(board, row["label"], m),
+                _ci(x.get("ci95")),
+                f"{rci[0]}-{rci[1]}" if rci else "-",
+            ]
             if x.get("n_missing"):
                 missing.append(f"{row['label']} {m}: {x['n_missing']}")
         rows.append(cells)
     lines += ["  " + s for s in render_table(headers, rows, right=set(range(len(headers))) - {1})]
-    lines.append(f"  {SIG} differs from {board['reference']} (paired permutation, Holm-adjusted p < {alpha}); "
-                 f"{SIG_MCNEMAR} the same by McNemar on binary units; rank: 95% bootstrap rank interval on the "
-                 "cases every run scored")
+    lines.append(
+        f"  {SIG} differs from {board['reference']} (paired permutation, Holm-adjusted p < {alpha}); "
+        f"{SIG_MCNEMAR} the same by McNemar on binary units; rank: 95% bootstrap rank interval on the "
+        "cases every run scored"
+    )
     if missing:
         lines.append("  cases another run scored and this one did not (n_missing): " + "; ".join(missing))
     for c in board["checks"]:

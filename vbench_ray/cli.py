@@ -1,18 +1,18 @@
 """``vbench-ray``: evaluate video benchmarks on Ray; one command per line below (``vbench-ray COMMAND --help``).
 
-    vbench-ray list [benchmarks|metrics|judges|editors]  what can be run: one line each (paper section, scale, needs)
-    vbench-ray config BENCHMARK [key=value ...]  the composed config of a benchmark (cove, or a YAML) with comments
-    vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
-    vbench-ray edit EDITOR.yaml [key=value ...]  edit CoVEBench's cases with one editing model (configs/editors/)
-                                                 into output.dir/{id}.mp4; resumable; Table 5 cost in summary.json
-    vbench-ray weights check CONFIG [key=value]  every model the config needs (metrics, editor, judges), no data:
-                                                 all missing ones at once, where each is published; then loads them
-    vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
-    vbench-ray synth cove|vidic|nrv|agentic --out DIR  write a synthetic mini benchmark in the official layout
-    vbench-ray verify agentic --task T --submission S   score one AgenticVBench submission, write reward.json
-    vbench-ray report RUN_DIR                    (re)write RUN_DIR/report.html from the run's files
-    vbench-ray compare RUN_DIR RUN_DIR ... --out DIR  leaderboard with paired statistics across runs
-    vbench-ray demo [--out DIR]                  synth + run on the embedded default, print where things are
+vbench-ray list [benchmarks|metrics|judges|editors]  what can be run: one line each (paper section, scale, needs)
+vbench-ray config BENCHMARK [key=value ...]  the composed config of a benchmark (cove, or a YAML) with comments
+vbench-ray run CONFIG [key=value ...]        evaluate one benchmark config (local Ray or RAY_ADDRESS)
+vbench-ray edit EDITOR.yaml [key=value ...]  edit CoVEBench's cases with one editing model (configs/editors/)
+                                             into output.dir/{id}.mp4; resumable; Table 5 cost in summary.json
+vbench-ray weights check CONFIG [key=value]  every model the config needs (metrics, editor, judges), no data:
+                                             all missing ones at once, where each is published; then loads them
+vbench-ray sweep SWEEP [key=value ...]       the same over a sweep's variants (fps, resolution, noise, order)
+vbench-ray synth cove|vidic|nrv|agentic --out DIR  write a synthetic mini benchmark in the official layout
+vbench-ray verify agentic --task T --submission S   score one AgenticVBench submission, write reward.json
+vbench-ray report RUN_DIR                    (re)write RUN_DIR/report.html from the run's files
+vbench-ray compare RUN_DIR RUN_DIR ... --out DIR  leaderboard with paired statistics across runs
+vbench-ray demo [--out DIR]                  synth + run on the embedded default, print where things are
 """
 
 from __future__ import annotations
@@ -30,8 +30,11 @@ REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -61,13 +64,23 @@ def cmd_edit(args: argparse.Namespace) -> int:
     if not out:
         raise ConfigError("vbench-ray edit needs output.dir=DIR (where the edited videos {id}.mp4 go)")
     editor = Path(args.editor).expanduser()
-    for bundled in (REPO_CONFIGS.parent / args.editor, REPO_CONFIGS / args.editor,
-                    REPO_CONFIGS / "editors" / f"{args.editor}.yaml"):
+    for bundled in (
+        REPO_CONFIGS.parent / args.editor,
+        REPO_CONFIGS / args.editor,
+        REPO_CONFIGS / "editors" / f"{args.editor}.yaml",
+    ):
         if not editor.is_file() and bundled.is_file():  # configs/editors/vace.yaml from elsewhere, or just `vace`
             editor = bundled
-    cfg = load_config(REPO_CONFIGS / "cove.yaml", [
-        f"editor.include={editor.resolve()}", "metrics.enabled=[]", f"editor.output_dir={Path(out[-1]).resolve()}",
-        "editor.layout=flat", *args.overrides])
+    cfg = load_config(
+        REPO_CONFIGS / "cove.yaml",
+        [
+            f"editor.include={editor.resolve()}",
+            "metrics.enabled=[]",
+            f"editor.output_dir={Path(out[-1]).resolve()}",
+            "editor.layout=flat",
+            *args.overrides,
+        ],
+    )
     if cfg.editor.name == "precomputed":
         raise ConfigError(f"{args.editor}: editor.name is precomputed: nothing to edit")
     if cfg.editor.name == "command" and not cfg.editor.command:
@@ -77,8 +90,10 @@ def cmd_edit(args: argparse.Namespace) -> int:
     print(f"edited videos: {cfg.editor.output_dir}")
     print(f"summary:       {result.summary_path}")
     spf, peak = edit.get("mean_seconds_per_frame"), edit.get("peak_mb")
-    print(f"{edit.get('n_edited', 0)} edited, {edit.get('n_reused', 0)} reused, {edit.get('n_failed', 0)} failed; "
-          f"{'n/a' if spf is None else f'{spf:.3f}'} s/frame, peak {'n/a' if peak is None else f'{peak:,.1f}'} MB")
+    print(
+        f"{edit.get('n_edited', 0)} edited, {edit.get('n_reused', 0)} reused, {edit.get('n_failed', 0)} failed; "
+        f"{'n/a' if spf is None else f'{spf:.3f}'} s/frame, peak {'n/a' if peak is None else f'{peak:,.1f}'} MB"
+    )
     for case_id, error in list(edit.get("failed", {}).items())[:10]:
         print(f"  failed {case_id}: {error}", file=sys.stderr)
     return _run_exit(result.summary) or (1 if edit.get("n_failed") else 0)
@@ -100,9 +115,12 @@ def _run_exit(summary: dict) -> int:
     if n and failures.get("count", 0) >= n:
         first = (failures.get("examples") or [{}])[0]
         stages = ", ".join(f"{stage}: {count}" for stage, count in (failures.get("by_stage") or {}).items())
-        print(f"error: every case failed ({n} of {n}; {stages}): nothing was scored. The first: case "
-              f"{first.get('case_id')!r}: {first.get('error')} (every failure is in summary.json's `failures`; "
-              f"fix the input and run the same command again: failed cases are computed again)", file=sys.stderr)
+        print(
+            f"error: every case failed ({n} of {n}; {stages}): nothing was scored. The first: case "
+            f"{first.get('case_id')!r}: {first.get('error')} (every failure is in summary.json's `failures`; "
+            f"fix the input and run the same command again: failed cases are computed again)",
+            file=sys.stderr,
+        )
         return EXIT_ALL_FAILED
     return code
 
@@ -124,23 +142,35 @@ def _print_result(result) -> None:
     print(f"report:        {result.report_path}")
     by_rows = (result.summary.get("sweep") or {}).get("rows_by_variant")
     if by_rows:  # a sweep: the summary's n_rows is the base variant's; the run holds every variant's rows
-        print(f"computed {result.n_computed} rows in {result.seconds:.1f} s; {sum(by_rows.values())} rows in the run "
-              f"({len(by_rows)} variants: " + ", ".join(f"{v} {n}" for v, n in by_rows.items()) + ")")
+        print(
+            f"computed {result.n_computed} rows in {result.seconds:.1f} s; {sum(by_rows.values())} rows in the run "
+            f"({len(by_rows)} variants: " + ", ".join(f"{v} {n}" for v, n in by_rows.items()) + ")"
+        )
     else:
-        print(f"computed {result.n_computed} rows in {result.seconds:.1f} s; {result.summary.get('n_rows', 0)} rows "
-              "in the run")
+        print(
+            f"computed {result.n_computed} rows in {result.seconds:.1f} s; {result.summary.get('n_rows', 0)} rows "
+            "in the run"
+        )
     for name, m in metrics.items():
         ci = m.get("ci95")
         ci_txt = f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "n/a"
         value = f"{m['value']:.4g}" if m.get("value") is not None else "n/a"
-        print(f"  {name:<8} {value:>8}  95% CI {ci_txt:<20} n={m.get('n', 0)}"
-              + (f" excluded={m['n_excluded']}" if m.get("n_excluded") else "")
-              + (f" failed={m['n_failed']}" if m.get("n_failed") else "")
-              + (f" invalid-judge-answers={m['n_invalid']}" if m.get("n_invalid") else "")
-              + (f" ({m.get('note') or m.get('unavailable')})" if m.get("value") is None
-                 and (m.get("note") or m.get("unavailable")) else "")
-              + (f" (includes {m['n_fallback']} never-valid answers scored wrong / Score-MCQ 1, not the judge's)"
-                 if m.get("n_fallback") and m.get("value") is not None else ""))
+        print(
+            f"  {name:<8} {value:>8}  95% CI {ci_txt:<20} n={m.get('n', 0)}"
+            + (f" excluded={m['n_excluded']}" if m.get("n_excluded") else "")
+            + (f" failed={m['n_failed']}" if m.get("n_failed") else "")
+            + (f" invalid-judge-answers={m['n_invalid']}" if m.get("n_invalid") else "")
+            + (
+                f" ({m.get('note') or m.get('unavailable')})"
+                if m.get("value") is None and (m.get("note") or m.get("unavailable"))
+                else ""
+            )
+            + (
+                f" (includes {m['n_fallback']} never-valid answers scored wrong / Score-MCQ 1, not the judge's)"
+                if m.get("n_fallback") and m.get("value") is not None
+                else ""
+            )
+        )
     by_method = result.summary.get("by_method")
     if isinstance(by_method, dict) and by_method:  # NRVBench: the paper's Tables 2 and 3 are per method
         print("per method:")
@@ -208,11 +238,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from vbench_ray.compare import CompareError, format_board, main_compare
 
     try:
-        board, paths = main_compare(args.run_dirs, args.out, reference=args.reference, allow_mixed=args.allow_mixed,
-                                    metrics=args.metrics or None, rank_by=args.rank_by, variant=args.variant,
-                                    seed=args.seed, n_resamples=args.n_resamples, n_permutations=args.n_permutations,
-                                    alpha=args.alpha, wandb_mode=args.wandb_mode, human_prefs=args.human_prefs,
-                                    human_answers=args.human_answers, judge_repeats=args.judge_repeats)
+        board, paths = main_compare(
+            args.run_dirs,
+            args.out,
+            reference=args.reference,
+            allow_mixed=args.allow_mixed,
+            metrics=args.metrics or None,
+            rank_by=args.rank_by,
+            variant=args.variant,
+            seed=args.seed,
+            n_resamples=args.n_resamples,
+            n_permutations=args.n_permutations,
+            alpha=args.alpha,
+            wandb_mode=args.wandb_mode,
+            human_prefs=args.human_prefs,
+            human_answers=args.human_answers,
+            judge_repeats=args.judge_repeats,
+        )
     except (CompareError, ValueError, OSError) as exc:  # bad runs or analysis inputs: the message names them
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -223,9 +265,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-DEMO_NOTE = ("The checklist judge of this demo is a tiny model with random weights, built offline: its "
-             "UAS/IFS/VRS/SEM mean nothing (most answers are invalid and count as wrong). It shows the "
-             "judge path running end to end; point judge.model at a real VLM for real scores.")
+DEMO_NOTE = (
+    "The checklist judge of this demo is a tiny model with random weights, built offline: its "
+    "UAS/IFS/VRS/SEM mean nothing (most answers are invalid and count as wrong). It shows the "
+    "judge path running end to end; point judge.model at a real VLM for real scores."
+)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -238,15 +282,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     data = synth_cove(out / "data", n=args.n, seed=args.seed)
     judge = build_tiny_judge(out / "tiny-judge", seed=args.seed)
-    cfg = load_config(REPO_CONFIGS / "cove.yaml", [
-        f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-        f"data.edited_dir={data['edited_dir']}", f"output.dir={out / 'run'}", f"run.seed={args.seed}",
-        "judge.backend=hf", f"judge.model={judge}", "judge.name=tiny-random-judge", "judge.max_tokens=48",
-        "judge.max_retries=1", "judge.video.max_frames=4",
-        "judge.max_invalid_fraction=1.0",  # the random judge's answers are mostly invalid, by design (DEMO_NOTE)
-        "judge.parse=lenient",  # never-valid answers count wrong (official parsing would drop them all: no number)
-        f"run.notes=[{json.dumps(DEMO_NOTE)}]",
-        *args.overrides])
+    cfg = load_config(
+        REPO_CONFIGS / "cove.yaml",
+        [
+            f"data.checklist={data['checklist']}",
+            f"data.source_dir={data['source_dir']}",
+            f"data.edited_dir={data['edited_dir']}",
+            f"output.dir={out / 'run'}",
+            f"run.seed={args.seed}",
+            "judge.backend=hf",
+            f"judge.model={judge}",
+            "judge.name=tiny-random-judge",
+            "judge.max_tokens=48",
+            "judge.max_retries=1",
+            "judge.video.max_frames=4",
+            "judge.max_invalid_fraction=1.0",  # the random judge's answers are mostly invalid, by design (DEMO_NOTE)
+            "judge.parse=lenient",  # never-valid answers count wrong (official parsing would drop them all: no number)
+            f"run.notes=[{json.dumps(DEMO_NOTE)}]",
+            *args.overrides,
+        ],
+    )
     result = run(cfg)
     print(f"synthetic data: {out / 'data'}")
     _print_result(result)
@@ -255,8 +310,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vbench-ray", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="vbench-ray", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -264,23 +320,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("what", nargs="?", choices=LISTS, help="one registry (default: all four)")
     p.set_defaults(fn=cmd_list)
 
-    p = sub.add_parser("config", help="print a benchmark's composed config, every key with its comment",
-                       epilog="Save it, edit it, run it: vbench-ray config cove > my.yaml; vbench-ray run my.yaml ...")
+    p = sub.add_parser(
+        "config",
+        help="print a benchmark's composed config, every key with its comment",
+        epilog="Save it, edit it, run it: vbench-ray config cove > my.yaml; vbench-ray run my.yaml ...",
+    )
     p.add_argument("benchmark", help="a benchmark's name (cove, vidic, nrv, agentic: configs/<name>.yaml) or a YAML")
     p.add_argument("overrides", nargs="*", help="key=value overrides applied first, e.g. editor=vace")
     p.set_defaults(fn=cmd_config)
 
-    p = sub.add_parser("run", help="evaluate a benchmark config", epilog=CONFIG_KEYS_HELP,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "run",
+        help="evaluate a benchmark config",
+        epilog=CONFIG_KEYS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("config", help="YAML config, e.g. configs/cove.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. output.dir=runs/x")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the plan (stages, pools and their resources, cases, judge requests), compute nothing "
-                        "(starts Ray only to read the cluster's size)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (stages, pools and their resources, cases, judge requests), compute nothing "
+        "(starts Ray only to read the cluster's size)",
+    )
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser("edit", help="edit CoVEBench's cases with one editing model ({id}.mp4 in output.dir)")
-    p.add_argument("editor", help="editor YAML, e.g. configs/editors/vace.yaml, or a bundled one's name (vace, identity)")
+    p.add_argument(
+        "editor", help="editor YAML, e.g. configs/editors/vace.yaml, or a bundled one's name (vace, identity)"
+    )
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. data.checklist=... output.dir=...")
     p.set_defaults(fn=cmd_edit)
 
@@ -318,7 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="leaderboard of runs of one benchmark with paired statistics")
     p.add_argument("run_dirs", nargs="+", help="run directories (two or more)")
     p.add_argument("--out", required=True, help="folder for leaderboard.json/.csv/.html and wandb/")
-    p.add_argument("--reference", default=None, help="run (label or dir) the forest plot subtracts; default: the top one")
+    p.add_argument(
+        "--reference", default=None, help="run (label or dir) the forest plot subtracts; default: the top one"
+    )
     p.add_argument("--allow-mixed", action="store_true", help="compare runs scored with different options")
     p.add_argument("--metrics", nargs="*", default=[], help="only these metrics (default: all in summary.json)")
     p.add_argument("--rank-by", default=None, help="metric that orders the table (default: the benchmark's headline)")
@@ -327,16 +397,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples (CIs, rank intervals)")
     p.add_argument("--n-permutations", type=int, default=10000, help="permutation-test resamples")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm's correction")
-    p.add_argument("--wandb-mode", default="offline", choices=["offline", "online", "disabled"],
-                   help="W&B logging of the leaderboard (default: offline, under OUT/wandb)")
+    p.add_argument(
+        "--wandb-mode",
+        default="offline",
+        choices=["offline", "online", "disabled"],
+        help="W&B logging of the leaderboard (default: offline, under OUT/wandb)",
+    )
     p.add_argument("--human-prefs", default=None, help="CoVEBench: human pairwise preferences (docs/analyses.md)")
     p.add_argument("--human-answers", default=None, help="CoVEBench / ViDiC: human answers to checklist questions")
-    p.add_argument("--judge-repeats", nargs="*", default=[], help="CoVEBench / ViDiC: runs of one model repeated with other judge seeds")
+    p.add_argument(
+        "--judge-repeats",
+        nargs="*",
+        default=[],
+        help="CoVEBench / ViDiC: runs of one model repeated with other judge seeds",
+    )
     p.set_defaults(fn=cmd_compare)
 
     p = sub.add_parser("demo", help="synthetic CoVEBench on local Ray")
-    p.add_argument("--out", default="runs/demo",
-                   help="folder for the data, the tiny judge and the run (default: runs/demo)")
+    p.add_argument(
+        "--out", default="runs/demo", help="folder for the data, the tiny judge and the run (default: runs/demo)"
+    )
     p.add_argument("--n", type=int, default=8, help="number of synthetic cases (default: 8)")
     p.add_argument("--seed", type=int, default=0, help="seeds the data, the judge's weights and the run (default: 0)")
     p.add_argument("overrides", nargs="*", help="key=value overrides of the run's config (configs/cove.yaml)")
@@ -358,8 +438,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 return args.fn(args)
             except KeyboardInterrupt:
-                exit_interrupted("interrupted: the rows finished so far are kept (cases/, the judge log); run the "
-                                 "same command again to resume")
+                exit_interrupted(
+                    "interrupted: the rows finished so far are kept (cases/, the judge log); run the "
+                    "same command again to resume"
+                )
     except (ConfigError, DataError, UnknownName) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -370,9 +452,12 @@ def main(argv: list[str] | None = None) -> int:
         full = _no_space(exc)
         if full is None:
             raise
-        print(f"error: no space left on device{f' (writing {full})' if full else ''}: the run stopped; its "
-              f"finished rows and judge answers are kept. Free some space (or choose another output.dir) and run "
-              f"the same command again to resume.", file=sys.stderr)
+        print(
+            f"error: no space left on device{f' (writing {full})' if full else ''}: the run stopped; its "
+            f"finished rows and judge answers are kept. Free some space (or choose another output.dir) and run "
+            f"the same command again to resume.",
+            file=sys.stderr,
+        )
         return EXIT_NO_SPACE
 
 

@@ -39,7 +39,15 @@ import pandas as pd
 
 from vbench_ray import paired
 from vbench_ray.board_outputs import (  # noqa: F401  (the outputs: JSON, CSV, HTML, wandb; re-exported)
-    FORMULA_LEADS, _write_csv, analysis_tables, csv_cell, csv_rows, log_wandb, pair_rows, write_outputs)
+    FORMULA_LEADS,
+    _write_csv,
+    analysis_tables,
+    csv_cell,
+    csv_rows,
+    log_wandb,
+    pair_rows,
+    write_outputs,
+)
 from vbench_ray.board_text import format_board  # noqa: F401  (the terminal table; re-exported)
 
 log = logging.getLogger(__name__)
@@ -48,8 +56,23 @@ PRIMARY = {"cove": "UAS", "vidic": "Avg", "nrv": "NRVE_Acc", "agentic": "overall
 COVE_CHECKLIST = ("UAS", "IFS", "VRS", "SEM")
 VIDIC_SECTIONS = {"Sim": "Similarities", "Diff": "Differences", "Avg": None}
 # config keys that do not change a score (where things run, how fast, where weights sit)
-RUNTIME_KEYS = {"device", "batch_size", "workers", "num_gpus", "gpu_fraction", "num_cpus", "backend", "replay_path",
-                "env_vars", "vllm", "http", "hf", "seed", "concurrency", "dtype"}
+RUNTIME_KEYS = {
+    "device",
+    "batch_size",
+    "workers",
+    "num_gpus",
+    "gpu_fraction",
+    "num_cpus",
+    "backend",
+    "replay_path",
+    "env_vars",
+    "vllm",
+    "http",
+    "hf",
+    "seed",
+    "concurrency",
+    "dtype",
+}
 
 
 class CompareError(ValueError):
@@ -102,8 +125,15 @@ def load_run(path: str | Path, variant: str = "base") -> Run:
         if "variant" in judgments:
             judgments = judgments[judgments["variant"] == variant].reset_index(drop=True)
     label = str(summary.get("run_name") or (config.get("run") or {}).get("name") or path.name)
-    run = Run(path=path, label=label, benchmark=str(summary.get("benchmark") or config.get("benchmark")),
-              config=config, summary=summary, cases=cases, judgments=judgments)
+    run = Run(
+        path=path,
+        label=label,
+        benchmark=str(summary.get("benchmark") or config.get("benchmark")),
+        config=config,
+        summary=summary,
+        cases=cases,
+        judgments=judgments,
+    )
     run.units, run.binary = extract_units(run)
     run.options = scoring_options(run)
     return run
@@ -158,16 +188,29 @@ def _cove_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
 
     aggregation = _get(config, "score.aggregation", "pooled")
     uas_unit = _get(config, "score.uas_unit", "group")
-    rows = [{**r, "case_id": str(r["case_id"]),
-             "correct": None if r.get("correct") is None or pd.isna(r["correct"]) else bool(r["correct"]),
-             "score": r["score"] if _finite(r.get("score")) else None} for r in j.to_dict("records")]
+    rows = [
+        {
+            **r,
+            "case_id": str(r["case_id"]),
+            "correct": None if r.get("correct") is None or pd.isna(r["correct"]) else bool(r["correct"]),
+            "score": r["score"] if _finite(r.get("score")) else None,
+        }
+        for r in j.to_dict("records")
+    ]
     out: dict[str, dict] = {}
     for m in ("IFS", "VRS", "SEM", "UAS"):
-        per_case = case_units(rows, m, uas_unit, aggregation == "per_task", _get(config, "score.sem_questions", "routed"))
+        per_case = case_units(
+            rows, m, uas_unit, aggregation == "per_task", _get(config, "score.sem_questions", "routed")
+        )
         if per_case:
-            out[m] = {c: ((float(np.mean([v for v, _ in u])), 1.0) if aggregation == "per_task"
-                          else (float(sum(v * w for v, w in u)), float(sum(w for _, w in u))))
-                      for c, u in per_case.items()}
+            out[m] = {
+                c: (
+                    (float(np.mean([v for v, _ in u])), 1.0)
+                    if aggregation == "per_task"
+                    else (float(sum(v * w for v, w in u)), float(sum(w for _, w in u)))
+                )
+                for c, u in per_case.items()
+            }
     groups: dict[tuple, bool] = {}
     for r in rows:
         if r["metric"] in ("IFS", "VRS") and r["correct"] is not None:
@@ -243,8 +286,11 @@ def scoring_options(run: Run) -> dict[str, Any]:
             _flatten("judge.video", judge.get("video") or {}, out)
     if isinstance(cfg.get("judges"), list):  # NRVBench: several judges
         out["judges"] = ", ".join(sorted(str(_judge_identity(j, None)) for j in cfg["judges"] if isinstance(j, dict)))
-        for key, value in _flatten("", [{k: v for k, v in j.items() if k not in ("name", "model")}
-                                        for j in cfg["judges"] if isinstance(j, dict)], {}).items():
+        for key, value in _flatten(
+            "",
+            [{k: v for k, v in j.items() if k not in ("name", "model")} for j in cfg["judges"] if isinstance(j, dict)],
+            {},
+        ).items():
             out[f"judges{key}"] = value
     model = cfg.get("model")
     if run.benchmark == "vidic" and isinstance(model, dict):  # Table 5's fixed decoding of the model under test
@@ -252,7 +298,7 @@ def scoring_options(run: Run) -> dict[str, Any]:
             out[f"model.{key}"] = model.get(key)
         _flatten("model.video", model.get("video") or {}, out)
     metrics_cfg = cfg.get("metrics") or {}
-    for m in (run.summary.get("metrics") or {}):
+    for m in run.summary.get("metrics") or {}:
         if isinstance(metrics_cfg.get(m), dict):
             _flatten(f"metrics.{m}", metrics_cfg[m], out)
         exclude = (metrics_cfg.get("exclude") or {}).get(m)
@@ -319,6 +365,7 @@ def _metric_order(runs: list[Run], wanted: list[str] | None) -> list[str]:
 def _default_rank_by(runs: list[Run], names: list[str], benchmark: str) -> str:
     """The benchmark's headline metric (UAS, Avg, NRVE_Acc, overall) when some run has a value for it, else the
     first metric some run has a value for (a CoVEBench run without a judge has UAS n/a: rank by SSIM, not n/a)."""
+
     def has_value(m: str) -> bool:
         return any(((r.summary.get("metrics") or {}).get(m) or {}).get("value") is not None for r in runs)
 
@@ -336,11 +383,23 @@ def _higher_is_better(runs: list[Run], metric: str) -> bool:
     return True
 
 
-def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixed: bool = False,
-            metrics: list[str] | None = None, rank_by: str | None = None, variant: str = "base", seed: int = 0,
-            n_resamples: int = 1000, n_permutations: int = 10000, confidence: float = 0.95,
-            alpha: float = 0.05, human_prefs: str | Path | None = None, human_answers: str | Path | None = None,
-            judge_repeats: list[str | Path] | None = None, analyses: bool = True) -> dict:
+def compare(
+    run_dirs: list[str | Path],
+    reference: str | None = None,
+    allow_mixed: bool = False,
+    metrics: list[str] | None = None,
+    rank_by: str | None = None,
+    variant: str = "base",
+    seed: int = 0,
+    n_resamples: int = 1000,
+    n_permutations: int = 10000,
+    confidence: float = 0.95,
+    alpha: float = 0.05,
+    human_prefs: str | Path | None = None,
+    human_answers: str | Path | None = None,
+    judge_repeats: list[str | Path] | None = None,
+    analyses: bool = True,
+) -> dict:
     """The leaderboard as a JSON-ready dict (see the module docstring). With ``analyses``, the ``analyses``
     section holds :func:`vbench_ray.analyses.cove.cove_analyses` (CoVEBench) or
     :func:`vbench_ray.analyses.vidic.vidic_analyses` (ViDiC) (docs/analyses.md)."""
@@ -349,16 +408,19 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
     runs = [load_run(p, variant) for p in run_dirs]
     benchmarks = {r.benchmark for r in runs}
     if len(benchmarks) > 1:
-        raise CompareError("runs of different benchmarks: "
-                           + ", ".join(f"{r.path} ({r.benchmark})" for r in runs))
+        raise CompareError("runs of different benchmarks: " + ", ".join(f"{r.path} ({r.benchmark})" for r in runs))
     benchmark = runs[0].benchmark
     _unique_labels(runs)
     mixed = mixed_options(runs)
     if mixed and not allow_mixed:
-        lines = [f"  {k}: " + ", ".join(f"{label}={json.dumps(v, default=str)}" for label, v in vals.items())
-                 for k, vals in mixed.items()]
-        raise CompareError("runs were scored with different options (compare them anyway with --allow-mixed, "
-                           "and the leaderboard says which option each run used):\n" + "\n".join(lines))
+        lines = [
+            f"  {k}: " + ", ".join(f"{label}={json.dumps(v, default=str)}" for label, v in vals.items())
+            for k, vals in mixed.items()
+        ]
+        raise CompareError(
+            "runs were scored with different options (compare them anyway with --allow-mixed, "
+            "and the leaderboard says which option each run used):\n" + "\n".join(lines)
+        )
     names = _metric_order(runs, metrics)
     if not names:
         raise CompareError("no metric in the runs' summary.json")
@@ -382,16 +444,28 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
             ranks = paired.bootstrap_ranks(nums, dens, higher_is_better=hib, **stats_args)
         for r in runs:
             s = (r.summary.get("metrics") or {}).get(m) or {}
-            entry = {"value": s.get("value"), "ci95": s.get("ci95"), "n": s.get("n"),
-                     "higher_is_better": hib, "scale": s.get("scale"), "paired": m in r.units,
-                     "n_cases": len(r.units.get(m, {})), "n_missing": len(union - set(r.units.get(m, {}))),
-                     "n_ranked": len(shared), "rank": None, "rank_ci95": None, "p_best": None}
+            entry = {
+                "value": s.get("value"),
+                "ci95": s.get("ci95"),
+                "n": s.get("n"),
+                "higher_is_better": hib,
+                "scale": s.get("scale"),
+                "paired": m in r.units,
+                "n_cases": len(r.units.get(m, {})),
+                "n_missing": len(union - set(r.units.get(m, {}))),
+                "n_ranked": len(shared),
+                "rank": None,
+                "rank_ci95": None,
+                "p_best": None,
+            }
             if m in r.units and r.units[m] and s.get("value") is not None:
                 u = list(r.units[m].values())
                 again = paired.pooled([a for a, _ in u], [b for _, b in u])
                 if again is None or not math.isclose(again, float(s["value"]), rel_tol=1e-6, abs_tol=1e-9):
-                    checks.append(f"{r.label} {m}: value recomputed from the run's files ({again}) differs from "
-                                  f"its summary.json ({s['value']}); pairs and ranks use the recomputed units")
+                    checks.append(
+                        f"{r.label} {m}: value recomputed from the run's files ({again}) differs from "
+                        f"its summary.json ({s['value']}); pairs and ranks use the recomputed units"
+                    )
             if ranks is not None and r in have:
                 i = have.index(r)
                 entry.update(rank=ranks["rank"][i], rank_ci95=ranks["rank_ci95"][i], p_best=ranks["p_best"][i])
@@ -400,8 +474,10 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
     def sort_key(r: Run):
         e = per_model[r.label][rank_by]
         v = e["value"]
-        return (e["rank"] if e["rank"] is not None else math.inf,
-                -(v if v is not None else -math.inf) if e["higher_is_better"] else (v if v is not None else math.inf))
+        return (
+            e["rank"] if e["rank"] is not None else math.inf,
+            -(v if v is not None else -math.inf) if e["higher_is_better"] else (v if v is not None else math.inf),
+        )
 
     ordered = sorted(runs, key=sort_key)
     for m in names:  # pairs in leaderboard order: A is the better-placed run
@@ -410,10 +486,20 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
         metric_pairs = []
         for a, b in itertools.combinations(have, 2):
             both = sorted(set(a.units[m]) & set(b.units[m]))
-            rec = {"metric": m, "a": a.label, "b": b.label, "n_shared": len(both),
-                   "n_only_a": len(set(a.units[m]) - set(b.units[m])),
-                   "n_only_b": len(set(b.units[m]) - set(a.units[m])), "higher_is_better": hib,
-                   "diff": None, "ci95": None, "p_perm": None, "perm_exact": None, "mcnemar": None}
+            rec = {
+                "metric": m,
+                "a": a.label,
+                "b": b.label,
+                "n_shared": len(both),
+                "n_only_a": len(set(a.units[m]) - set(b.units[m])),
+                "n_only_b": len(set(b.units[m]) - set(a.units[m])),
+                "higher_is_better": hib,
+                "diff": None,
+                "ci95": None,
+                "p_perm": None,
+                "perm_exact": None,
+                "mcnemar": None,
+            }
             if both:
                 na = [a.units[m][c][0] for c in both]
                 da = [a.units[m][c][1] for c in both]
@@ -427,9 +513,10 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
                 if keys:
                     rec["mcnemar"] = paired.mcnemar([a.binary[m][k] for k in keys], [b.binary[m][k] for k in keys])
             metric_pairs.append(rec)
-        for key, adjusted in (("p_perm", paired.holm([p["p_perm"] for p in metric_pairs])),
-                              ("mcnemar", paired.holm([p["mcnemar"]["p"] if p["mcnemar"] else None
-                                                       for p in metric_pairs]))):
+        for key, adjusted in (
+            ("p_perm", paired.holm([p["p_perm"] for p in metric_pairs])),
+            ("mcnemar", paired.holm([p["mcnemar"]["p"] if p["mcnemar"] else None for p in metric_pairs])),
+        ):
             for p, adj in zip(metric_pairs, adjusted):
                 if key == "p_perm":
                     p["p_perm_holm"] = adj
@@ -449,35 +536,61 @@ def compare(run_dirs: list[str | Path], reference: str | None = None, allow_mixe
         from vbench_ray.analyses.cove import cove_analyses
 
         repeats = [load_run(p, variant) for p in judge_repeats or []]
-        extra = cove_analyses({r.label: r for r in ordered}, human_prefs=human_prefs, human_answers=human_answers,
-                              judge_repeats=repeats, seed=seed, n_resamples=n_resamples)
+        extra = cove_analyses(
+            {r.label: r for r in ordered},
+            human_prefs=human_prefs,
+            human_answers=human_answers,
+            judge_repeats=repeats,
+            seed=seed,
+            n_resamples=n_resamples,
+        )
     elif analyses and benchmark == "vidic":
         from vbench_ray.analyses.vidic import vidic_analyses
 
         if human_prefs:
-            raise CompareError("--human-prefs is a CoVEBench analysis; these runs are vidic "
-                               "(ViDiC takes --human-answers and --judge-repeats)")
+            raise CompareError(
+                "--human-prefs is a CoVEBench analysis; these runs are vidic "
+                "(ViDiC takes --human-answers and --judge-repeats)"
+            )
         repeats = [load_run(p, variant) for p in judge_repeats or []]
         try:
             extra = vidic_analyses({r.label: r for r in ordered}, human_answers=human_answers, judge_repeats=repeats)
         except (ValueError, FileNotFoundError) as exc:
             raise CompareError(str(exc)) from None
     elif human_prefs or human_answers or judge_repeats:
-        raise CompareError("--human-prefs / --human-answers / --judge-repeats are CoVEBench (and ViDiC: "
-                           f"--human-answers, --judge-repeats) analyses; these runs are {benchmark}")
+        raise CompareError(
+            "--human-prefs / --human-answers / --judge-repeats are CoVEBench (and ViDiC: "
+            f"--human-answers, --judge-repeats) analyses; these runs are {benchmark}"
+        )
     return {
-        "benchmark": benchmark, "variant": variant,
+        "benchmark": benchmark,
+        "variant": variant,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "metrics": names, "rank_by": rank_by, "reference": ref.label,
-        "settings": {"seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations,
-                     "confidence": confidence, "alpha": alpha, "multiple_testing": "holm (per metric, across pairs)",
-                     "allow_mixed": allow_mixed},
+        "metrics": names,
+        "rank_by": rank_by,
+        "reference": ref.label,
+        "settings": {
+            "seed": seed,
+            "n_resamples": n_resamples,
+            "n_permutations": n_permutations,
+            "confidence": confidence,
+            "alpha": alpha,
+            "multiple_testing": "holm (per metric, across pairs)",
+            "allow_mixed": allow_mixed,
+        },
         "mixed_options": mixed,
-        "rows": [{"label": r.label, "run_dir": str(r.path.resolve()), "run_name": r.summary.get("run_name"),
-                  "judge": r.options.get("judge"), "n_cases": r.summary.get("n_cases"),
-                  "options": {k: v[r.label] for k, v in mixed.items()},
-                  "metrics": {m: {**per_model[r.label][m], "options": option_tags[r.label].get(m, {})} for m in names}}
-                 for r in ordered],
+        "rows": [
+            {
+                "label": r.label,
+                "run_dir": str(r.path.resolve()),
+                "run_name": r.summary.get("run_name"),
+                "judge": r.options.get("judge"),
+                "n_cases": r.summary.get("n_cases"),
+                "options": {k: v[r.label] for k, v in mixed.items()},
+                "metrics": {m: {**per_model[r.label][m], "options": option_tags[r.label].get(m, {})} for m in names},
+            }
+            for r in ordered
+        ],
         "pairs": pairs,
         "checks": checks,
         "analyses": extra,
@@ -493,12 +606,33 @@ def _pick_reference(ordered: list[Run], reference: str | None) -> Run:
     raise CompareError(f"--reference {reference!r} names none of the runs: {[r.label for r in ordered]}")
 
 
-def main_compare(run_dirs: list[str], out: str, reference: str | None = None, allow_mixed: bool = False,
-                 metrics: list[str] | None = None, rank_by: str | None = None, variant: str = "base",
-                 seed: int = 0, n_resamples: int = 1000, n_permutations: int = 10000, alpha: float = 0.05,
-                 wandb_mode: str = "offline", **analysis_inputs) -> tuple[dict, dict]:
-    board = compare(run_dirs, reference=reference, allow_mixed=allow_mixed, metrics=metrics, rank_by=rank_by,
-                    variant=variant, seed=seed, n_resamples=n_resamples, n_permutations=n_permutations, alpha=alpha,
-                    **analysis_inputs)
+def main_compare(
+    run_dirs: list[str],
+    out: str,
+    reference: str | None = None,
+    allow_mixed: bool = False,
+    metrics: list[str] | None = None,
+    rank_by: str | None = None,
+    variant: str = "base",
+    seed: int = 0,
+    n_resamples: int = 1000,
+    n_permutations: int = 10000,
+    alpha: float = 0.05,
+    wandb_mode: str = "offline",
+    **analysis_inputs,
+) -> tuple[dict, dict]:
+    board = compare(
+        run_dirs,
+        reference=reference,
+        allow_mixed=allow_mixed,
+        metrics=metrics,
+        rank_by=rank_by,
+        variant=variant,
+        seed=seed,
+        n_resamples=n_resamples,
+        n_permutations=n_permutations,
+        alpha=alpha,
+        **analysis_inputs,
+    )
     paths = write_outputs(board, out, wandb_mode=wandb_mode)
     return board, paths

@@ -58,8 +58,11 @@ class Bound:
         ok = ok and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt)
         if ok:
             return None
-        parts = [f"{op} {_num(v)}" for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
-                 if v is not None]
+        parts = [
+            f"{op} {_num(v)}"
+            for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
+            if v is not None
+        ]
         what = "an integer" if isinstance(value, int) and not isinstance(value, bool) else "a number"
         return f"`{key}` = {value!r}: expected {what} {' and '.join(parts)}" + (f" ({self.note})" if self.note else "")
 
@@ -68,8 +71,15 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else str(v)
 
 
-def bounded(default: Any, *, ge: Optional[float] = None, gt: Optional[float] = None, le: Optional[float] = None,
-            lt: Optional[float] = None, note: str = "") -> Any:
+def bounded(
+    default: Any,
+    *,
+    ge: Optional[float] = None,
+    gt: Optional[float] = None,
+    le: Optional[float] = None,
+    lt: Optional[float] = None,
+    note: str = "",
+) -> Any:
     """A dataclass field with ``default`` whose value must lie in the given range (``check_bounds``)."""
     return field(default=default, metadata={BOUND: Bound(ge=ge, gt=gt, le=le, lt=lt, note=note)})
 
@@ -82,8 +92,11 @@ def check_bounds(node: Any, key: str = "") -> list[str]:
     out: list[str] = []
     if isinstance(node, DictConfig):
         typ = OmegaConf.get_type(node)
-        bounds = ({f.name: f.metadata[BOUND] for f in dataclasses.fields(typ) if BOUND in f.metadata}
-                  if dataclasses.is_dataclass(typ) else {})
+        bounds = (
+            {f.name: f.metadata[BOUND] for f in dataclasses.fields(typ) if BOUND in f.metadata}
+            if dataclasses.is_dataclass(typ)
+            else {}
+        )
         for name in node.keys():
             sub = f"{key}.{name}" if key else str(name)
             if OmegaConf.is_missing(node, name):
@@ -119,10 +132,16 @@ class RunConfig:
 @dataclass
 class RayConfig:
     address: Optional[str] = None  # null: RAY_ADDRESS if set, else a fresh local runtime; "auto": a `ray start` cluster
-    num_cpus: Optional[int] = bounded(None, ge=1, note="null: Ray's default")  # logical CPUs of a local runtime (null: Ray's default)
-    batch_size: int = bounded(1, ge=1)  # cases per CPU-stage call (1: a case leaves the stage when done, the last tasks balance)
+    num_cpus: Optional[int] = bounded(
+        None, ge=1, note="null: Ray's default"
+    )  # logical CPUs of a local runtime (null: Ray's default)
+    batch_size: int = bounded(
+        1, ge=1
+    )  # cases per CPU-stage call (1: a case leaves the stage when done, the last tasks balance)
     judge_batch_size: int = bounded(2, ge=1)  # cases per judge-stage call: their requests reach the engine together
-    workers: Optional[int] = bounded(None, ge=1, note="null: what the cluster holds")  # cap on tasks per CPU stage and actors per pool (null: what the cluster holds)
+    workers: Optional[int] = bounded(
+        None, ge=1, note="null: what the cluster holds"
+    )  # cap on tasks per CPU stage and actors per pool (null: what the cluster holds)
     pools: Dict[str, List[int]] = field(default_factory=dict)  # per pool stage [min, max] actors, e.g. {MSM: [2, 8]}
     shard_rows: int = bounded(32, ge=1)  # rows per parquet shard written as results stream in ...
     shard_seconds: float = bounded(5.0, ge=0)  # ... or fewer, once this long has passed since the last shard
@@ -137,7 +156,9 @@ class VideoConfig:
 
 @dataclass
 class StatsConfig:
-    bootstrap_samples: int = bounded(1000, ge=1, note="resamples for the CIs")  # resamples for 95% percentile bootstrap CIs
+    bootstrap_samples: int = bounded(
+        1000, ge=1, note="resamples for the CIs"
+    )  # resamples for 95% percentile bootstrap CIs
     confidence: float = bounded(0.95, gt=0, lt=1, note="e.g. 0.95")
 
 
@@ -196,8 +217,9 @@ def find_config(name: Any, dirs: tuple[Path, ...], where: str) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
-    raise ConfigError(f"{where}: config file not found: {name} (looked for "
-                      + ", ".join(str(c) for c in candidates) + ")")
+    raise ConfigError(
+        f"{where}: config file not found: {name} (looked for " + ", ".join(str(c) for c in candidates) + ")"
+    )
 
 
 def read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> DictConfig:
@@ -232,8 +254,11 @@ def resolve_includes(value: Any, dirs: tuple[Path, ...], chain: tuple[Path, ...]
         return [resolve_includes(v, dirs, chain, source, f"{key}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, dict):
         return value
-    out = {k: resolve_includes(v, dirs, chain, source, f"{key}.{k}" if key else str(k))
-           for k, v in value.items() if k != INCLUDE_KEY}
+    out = {
+        k: resolve_includes(v, dirs, chain, source, f"{key}.{k}" if key else str(k))
+        for k, v in value.items()
+        if k != INCLUDE_KEY
+    }
     if INCLUDE_KEY not in value:
         return out
     where = f"`{key + '.' if key else ''}{INCLUDE_KEY}` in {source}"
@@ -281,7 +306,8 @@ def _resolver_error(key: str, resolver: str, where: str) -> ConfigError:
         f"config key `{key}` ({where}) uses the `${{{resolver}:...}}` interpolation, which is not allowed: resolved "
         "values are written to config.yaml, summary.json, the report, the judge log and wandb, so a secret read "
         "this way would be copied into all of them. Put secrets in an environment variable and give its *name* "
-        "to a `*_env` key (e.g. judge.http.api_key_env=MY_KEY); write other values literally")
+        "to a `*_env` key (e.g. judge.http.api_key_env=MY_KEY); write other values literally"
+    )
 
 
 def explain_key_error(schema: DictConfig, exc: OmegaConfBaseException) -> ConfigError:

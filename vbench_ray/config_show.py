@@ -47,7 +47,7 @@ def _split_comment(text: str) -> tuple[str, str]:
         elif ch in "'\"":
             quote = ch
         elif ch == "#" and (i == 0 or text[i - 1].isspace()):
-            return text[:i].strip(), text[i + 1:].strip()
+            return text[:i].strip(), text[i + 1 :].strip()
     return text.strip(), ""
 
 

@@ -17,8 +17,17 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from vbench_ray.benchmarks import BENCHMARKS
-from vbench_ray.config import (BUNDLED_CONFIGS, CHOICES, INCLUDE_KEY, ConfigError, check_no_resolvers,
-                               explain_key_error, find_config, read_yaml, resolve_includes)
+from vbench_ray.config import (
+    BUNDLED_CONFIGS,
+    CHOICES,
+    INCLUDE_KEY,
+    ConfigError,
+    check_no_resolvers,
+    explain_key_error,
+    find_config,
+    read_yaml,
+    resolve_includes,
+)
 from vbench_ray.sweeps import Variant, variants_from_axes
 
 
@@ -39,8 +48,9 @@ def _check_choices(cfg: DictConfig) -> None:
             raise ConfigError(f"config key `{key}` = {value!r} is not one of {list(allowed)}")
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None, *,
-                require_all: bool = True) -> DictConfig:
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None, *, require_all: bool = True
+) -> DictConfig:
     """Load ``path`` (YAML, may ``extends`` another and ``include`` files), apply ``key=value`` overrides, validate.
 
     Returns a read-only structured config. Raises ``ConfigError`` with a message naming the key.
@@ -62,8 +72,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(f"invalid value for config key `{exc.full_key}`: {exc.msg}") from None
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing and require_all:
-        raise ConfigError("required config keys are not set: " + ", ".join(f"`{k}`" for k in missing)
-                          + " (set them in the YAML or as key=value)")
+        raise ConfigError(
+            "required config keys are not set: "
+            + ", ".join(f"`{k}`" for k in missing)
+            + " (set them in the YAML or as key=value)"
+        )
     _check_choices(cfg)
     if "editor" in cfg and cfg.editor.name != "precomputed":  # the editor's hash goes in config.yaml
         from vbench_ray.editors import editor_config_hash
@@ -92,8 +105,10 @@ def _apply_overrides(user: DictConfig, overrides: list[str], config_dir: Path | 
             continue
         node = key[: -len(INCLUDE_KEY) - 1]
         if not node:
-            raise ConfigError(f"override {item!r}: name the key whose block the file replaces, e.g. "
-                              f"judge.{INCLUDE_KEY}=judges/default.yaml (a whole config: pass it as the config file)")
+            raise ConfigError(
+                f"override {item!r}: name the key whose block the file replaces, e.g. "
+                f"judge.{INCLUDE_KEY}=judges/default.yaml (a whole config: pass it as the config file)"
+            )
         included = read_yaml(find_config(value.strip(), dirs, f"override `{item}`"))
         try:
             OmegaConf.update(user, node, included, merge=False)
@@ -116,9 +131,12 @@ def _yaml_error(items: list[str]) -> ConfigError:
             OmegaConf.from_dotlist([item])
         except yaml.YAMLError as exc:
             reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
-            hint = (" A `${...}` inside [...] or {...} must be quoted to parse (\"${...}\"), and a resolver call such as "
-                    "${oc.env:...} is refused anyway: give a secret's environment variable *name* to a `*_env` key."
-                    if "${" in item else "")
+            hint = (
+                " A `${...}` inside [...] or {...} must be quoted to parse (\"${...}\"), and a resolver call such as "
+                "${oc.env:...} is refused anyway: give a secret's environment variable *name* to a `*_env` key."
+                if "${" in item
+                else ""
+            )
             return ConfigError(f"override {item!r}: the value is not valid YAML ({reason}).{hint}")
     return ConfigError(f"cannot parse overrides {items}")
 
@@ -144,8 +162,10 @@ def _expand_group(item: str) -> str:
     if value in known:
         return f"{key}.{INCLUDE_KEY}={folder / (value + '.yaml')}"
     names = (list(BUILTIN_EDITORS) if key == "editor" else []) + known
-    raise ConfigError(f"override {item!r}: unknown {key} {value!r}; known {key}s: {', '.join(names)} "
-                      f"(configs/{CONFIG_GROUPS[key]}/<name>.yaml), or the path of a YAML file")
+    raise ConfigError(
+        f"override {item!r}: unknown {key} {value!r}; known {key}s: {', '.join(names)} "
+        f"(configs/{CONFIG_GROUPS[key]}/<name>.yaml), or the path of a YAML file"
+    )
 
 
 @dataclass

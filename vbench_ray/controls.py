@@ -64,6 +64,7 @@ MASK_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 # ----------------------------------------------------------------------------- variants
 
+
 def control_of(row: dict) -> str | None:
     """The control a case row asks for (from its ``variant_params``), or None."""
     params = row.get("variant_params")
@@ -80,6 +81,7 @@ def case_seed(seed: int, case_id: str, control: str) -> int:
 
 
 # ----------------------------------------------------------------------------- masks
+
 
 def read_masks(path: str | Path) -> np.ndarray:
     """A directory of per-frame mask images (sorted by name; nonzero = edit region) as bool ``(T, H, W)``.
@@ -101,8 +103,10 @@ def read_masks(path: str | Path) -> np.ndarray:
         if img.ndim == 3:
             img = img.max(axis=2)
         if masks and img.shape != masks[0].shape:
-            raise ValueError(f"mask {f.name} is {img.shape[1]}x{img.shape[0]} but {files[0].name} is "
-                             f"{masks[0].shape[1]}x{masks[0].shape[0]} (every frame of {path} must have one size)")
+            raise ValueError(
+                f"mask {f.name} is {img.shape[1]}x{img.shape[0]} but {files[0].name} is "
+                f"{masks[0].shape[1]}x{masks[0].shape[0]} (every frame of {path} must have one size)"
+            )
         masks.append(img > 0)
     return np.stack(masks)
 
@@ -122,7 +126,7 @@ def default_mask(t: int, h: int, w: int, area: float = DEFAULT_AREA) -> np.ndarr
     mh, mw = max(1, int(round(h * side))), max(1, int(round(w * side)))
     y0, x0 = (h - mh) // 2, (w - mw) // 2
     mask = np.zeros((t, h, w), bool)
-    mask[:, y0:y0 + mh, x0:x0 + mw] = True
+    mask[:, y0 : y0 + mh, x0 : x0 + mw] = True
     return mask
 
 
@@ -138,6 +142,7 @@ def fit_masks(masks: np.ndarray | None, t: int, h: int, w: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- generators
+
 
 def unchanged(source: np.ndarray) -> np.ndarray:
     return np.array(source, copy=True)
@@ -189,8 +194,9 @@ def random_offset(masks: np.ndarray, rng: np.random.Generator, tries: int = 64) 
     return best
 
 
-def random_mask_edit(source: np.ndarray, edited: np.ndarray, masks: np.ndarray,
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+def random_mask_edit(
+    source: np.ndarray, edited: np.ndarray, masks: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     """The real edit moved to a random region of the same shape: ``(frames, random_masks, (dx, dy))``.
 
     ``frames`` equals ``source`` outside ``random_masks``; inside it holds the edited video's pixels of the
@@ -223,14 +229,16 @@ def appearance_edit(source: np.ndarray, masks: np.ndarray, hue_shift: int = 90, 
 def smooth_field(h: int, w: int, amplitude: float, rng: np.random.Generator, scale: float = 0.08) -> np.ndarray:
     """A smooth random displacement field ``(h, w, 2)`` whose largest displacement is ``amplitude`` px."""
     sigma = max(1.0, scale * min(h, w))
-    field = np.stack([cv2.GaussianBlur(rng.standard_normal((h, w)).astype(np.float32), (0, 0), sigma)
-                      for _ in range(2)], axis=-1)
+    field = np.stack(
+        [cv2.GaussianBlur(rng.standard_normal((h, w)).astype(np.float32), (0, 0), sigma) for _ in range(2)], axis=-1
+    )
     peak = float(np.abs(field).max())
     return field * (amplitude / peak) if peak > 0 else field
 
 
-def flow_corrupted(edited: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
-                   amplitude: float = 6.0) -> np.ndarray:
+def flow_corrupted(
+    edited: np.ndarray, masks: np.ndarray, rng: np.random.Generator, amplitude: float = 6.0
+) -> np.ndarray:
     """Each frame warped inside its mask by an independent smooth random field (order kept)."""
     edited = np.asarray(edited)
     t, h, w = edited.shape[:3]
@@ -238,14 +246,20 @@ def flow_corrupted(edited: np.ndarray, masks: np.ndarray, rng: np.random.Generat
     out = np.array(edited, copy=True)
     for i in range(t):
         d = smooth_field(h, w, amplitude, rng)
-        warped = cv2.remap(np.ascontiguousarray(edited[i]), grid_x + d[..., 0], grid_y + d[..., 1],
-                           interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT)
+        warped = cv2.remap(
+            np.ascontiguousarray(edited[i]),
+            grid_x + d[..., 0],
+            grid_y + d[..., 1],
+            interpolation=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_REFLECT,
+        )
         out[i] = np.where(masks[i][..., None], warped, edited[i])
     return out
 
 
-def make_control(name: str, source: np.ndarray, edited: np.ndarray, masks: np.ndarray | None,
-                 seed: int, amplitude: float = 6.0) -> tuple[np.ndarray, dict]:
+def make_control(
+    name: str, source: np.ndarray, edited: np.ndarray, masks: np.ndarray | None, seed: int, amplitude: float = 6.0
+) -> tuple[np.ndarray, dict]:
     """One control's frames and a JSON-able record of how they were made.
 
     ``source`` and ``edited``: uint8 RGB ``(T, H, W, 3)``; ``masks``: bool ``(T_m, H_m, W_m)`` of the source (or
@@ -263,8 +277,9 @@ def make_control(name: str, source: np.ndarray, edited: np.ndarray, masks: np.nd
         m = fit_masks(masks, *source.shape[:3])
         e = edited if edited.shape == source.shape else _fit_video(edited, *source.shape[:3])
         frames, moved, (dx, dy) = random_mask_edit(source, e, m, rng)
-        info.update(offset=[dx, dy], mask_fraction=float(moved.mean()),
-                    overlap=float((moved & m).sum() / max(1, m.sum())))
+        info.update(
+            offset=[dx, dy], mask_fraction=float(moved.mean()), overlap=float((moved & m).sum() / max(1, m.sum()))
+        )
         return frames, info
     if name == "shuffled":
         frames, perm = shuffled(edited, rng)
@@ -283,6 +298,7 @@ def _fit_video(frames: np.ndarray, t: int, h: int, w: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- stage
+
 
 def control_path(out_dir: str | Path, name: str, case_id: str) -> Path:
     """The rendered control's file, one per (control, case): a file is reused when it exists, so two case ids
@@ -338,9 +354,11 @@ class ControlRenderer:
         edited = edited_reader.read(range(edited_reader.info.num_frames))
         masks = read_masks(row["mask_path"]) if row.get("mask_path") else None
         if masks is not None and (len(masks), *masks.shape[1:]) != source.shape[:3]:
-            raise ValueError(f"mask {row['mask_path']} has {len(masks)} frames of {masks.shape[2]}x{masks.shape[1]} "
-                             f"but the source video {row['source_path']} has {len(source)} frames of "
-                             f"{source.shape[2]}x{source.shape[1]}")
+            raise ValueError(
+                f"mask {row['mask_path']} has {len(masks)} frames of {masks.shape[2]}x{masks.shape[1]} "
+                f"but the source video {row['source_path']} has {len(source)} frames of "
+                f"{source.shape[2]}x{source.shape[1]}"
+            )
         frames, info = make_control(name, source, edited, masks, seed, self.amplitude)
         info["fps"] = (edited_reader if name in ("shuffled", "flow_corrupted") else source_reader).info.fps
         return frames, info
@@ -359,8 +377,14 @@ class ControlRenderer:
         record.write_text(json.dumps(info))
 
 
-def control_stage(out_dir: str | Path, seed: int = 0, video_backend: str = "auto", amplitude: float = 6.0,
-                  workers: int = 2, batch_size: int = 2):
+def control_stage(
+    out_dir: str | Path,
+    seed: int = 0,
+    video_backend: str = "auto",
+    amplitude: float = 6.0,
+    workers: int = 2,
+    batch_size: int = 2,
+):
     """The negative-control stage (first in a benchmark's stage list); see :class:`ControlRenderer`.
 
     Its ``edited_path`` output replaces the loader's column, so a benchmark must not list it twice in its
@@ -368,8 +392,17 @@ def control_stage(out_dir: str | Path, seed: int = 0, video_backend: str = "auto
     """
     from vbench_ray.pipeline import Stage
 
-    return Stage(name="control", fn=ControlRenderer,
-                 init_kwargs={"out_dir": str(out_dir), "seed": int(seed), "video_backend": video_backend,
-                              "amplitude": float(amplitude)},
-                 outputs={"edited_path": "str", "control_info": "str", "control_skip": "str"},
-                 num_cpus=1.0, workers=workers, batch_size=batch_size)
+    return Stage(
+        name="control",
+        fn=ControlRenderer,
+        init_kwargs={
+            "out_dir": str(out_dir),
+            "seed": int(seed),
+            "video_backend": video_backend,
+            "amplitude": float(amplitude),
+        },
+        outputs={"edited_path": "str", "control_info": "str", "control_skip": "str"},
+        num_cpus=1.0,
+        workers=workers,
+        batch_size=batch_size,
+    )

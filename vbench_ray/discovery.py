@@ -38,8 +38,11 @@ def cmd_weights(args: argparse.Namespace) -> int:
     cfg = load_config(_config_path(args.config), args.overrides, require_all=False)
     problems = preflight.weights_problems(cfg)
     if problems:
-        print(f"error: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the weights and models this "
-              f"config needs (metrics, editor, judges):", file=sys.stderr)
+        print(
+            f"error: {len(problems)} problem{'s' if len(problems) > 1 else ''} with the weights and models this "
+            f"config needs (metrics, editor, judges):",
+            file=sys.stderr,
+        )
         for problem in problems:
             print(f"  - {problem}", file=sys.stderr)
         return 2
@@ -69,13 +72,18 @@ def cmd_weights(args: argparse.Namespace) -> int:
             EDITORS[editor.name](editor).setup()
         except Exception as exc:
             text = " ".join(str(exc).split())[:600]
-            print(f"error: editor ({editor.name}, editor.weights={editor.get('weights')}): the model does not load: "
-                  f"{type(exc).__name__}: {text}", file=sys.stderr)
+            print(
+                f"error: editor ({editor.name}, editor.weights={editor.get('weights')}): the model does not load: "
+                f"{type(exc).__name__}: {text}",
+                file=sys.stderr,
+            )
             return 2
         print(f"editor ({editor.name}): loaded in {time.perf_counter() - start:.1f} s")
         models.append(f"editor ({editor.name})")
-    print(f"weights ok: {', '.join(models) if models else 'no enabled metric or editor needs weights'}"
-          f"{'; judge models found (loaded by the run)' if _has_judge(cfg) else ''}")
+    print(
+        f"weights ok: {', '.join(models) if models else 'no enabled metric or editor needs weights'}"
+        f"{'; judge models found (loaded by the run)' if _has_judge(cfg) else ''}"
+    )
     return 0
 
 
@@ -114,8 +122,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         if kind == "editors":  # editor.name's default, not a registered editor: no editor stage
             entries.insert(0, Entry("precomputed", "the edited videos already in data.edited_dir (the default)"))
         if kind == "metrics":  # then those a benchmark scores itself, with its judge or verifiers
-            entries += [Entry(name, f"{section} [{bench}]", scale, f"{bench}'s judge or verifiers")
-                        for bench, cls in BENCHMARKS.items() for name, (section, scale) in cls.scored_metrics.items()]
+            entries += [
+                Entry(name, f"{section} [{bench}]", scale, f"{bench}'s judge or verifiers")
+                for bench, cls in BENCHMARKS.items()
+                for name, (section, scale) in cls.scored_metrics.items()
+            ]
         print(f"{kind} ({len(entries)}):")
         width = max(len(e.name) for e in entries)
         for entry in entries:

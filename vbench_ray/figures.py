@@ -79,14 +79,33 @@ def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str]) -> list[dict]
             if numeric:
                 named = members + ([(NEUTRAL[axis], "base")] if axis in NEUTRAL and "base" in by_variant else [])
                 points = sorted((x, *_entry((by_variant.get(name) or {}).get(m))) for x, name in named)
-                out.append({"kind": "line", "id": f"sweep-{axis}-{m}", "title": f"{m} vs {axis}", "axis": axis,
-                            "metric": m, "x_label": x_label, "y_label": m, "points": points,
-                            "base": _entry(base.get(m))[0]})
+                out.append(
+                    {
+                        "kind": "line",
+                        "id": f"sweep-{axis}-{m}",
+                        "title": f"{m} vs {axis}",
+                        "axis": axis,
+                        "metric": m,
+                        "x_label": x_label,
+                        "y_label": m,
+                        "points": points,
+                        "base": _entry(base.get(m))[0],
+                    }
+                )
             else:
                 rows = [("base", *_entry(base.get(m)))] + [
-                    (name, *_entry((by_variant.get(name) or {}).get(m))) for _, name in members]
-                out.append({"kind": "bars", "id": f"sweep-{axis}-{m}", "title": f"{m} vs {axis}", "axis": axis,
-                            "metric": m, "rows": rows})
+                    (name, *_entry((by_variant.get(name) or {}).get(m))) for _, name in members
+                ]
+                out.append(
+                    {
+                        "kind": "bars",
+                        "id": f"sweep-{axis}-{m}",
+                        "title": f"{m} vs {axis}",
+                        "axis": axis,
+                        "metric": m,
+                        "rows": rows,
+                    }
+                )
     return out
 
 
@@ -124,7 +143,9 @@ def _span(values: list[float], pad: float = 0.08) -> tuple[float, float]:
 def _line_geometry(fig: dict) -> dict:
     pts = [p for p in fig["points"] if p[1] is not None]
     xs = [p[0] for p in fig["points"]]
-    ys = [y for p in pts for y in (p[1], p[2], p[3]) if y is not None] + ([fig["base"]] if fig.get("base") is not None else [])
+    ys = [y for p in pts for y in (p[1], p[2], p[3]) if y is not None] + (
+        [fig["base"]] if fig.get("base") is not None else []
+    )
     (x0, x1), (y0, y1) = _span(xs), _span(ys)
 
     def px(x: float) -> float:
@@ -146,32 +167,42 @@ def _fmt(v: float) -> str:
 def line_svg(fig: dict) -> str:
     g = _line_geometry(fig)
     px, py, pts = g["px"], g["py"], g["pts"]
-    out = [f'<svg class="line-chart" data-axis="{_esc(fig.get("axis", ""))}" data-metric="{_esc(fig["metric"])}" '
-           f'width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{_esc(fig["title"])}">']
+    out = [
+        f'<svg class="line-chart" data-axis="{_esc(fig.get("axis", ""))}" data-metric="{_esc(fig["metric"])}" '
+        f'width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{_esc(fig["title"])}">'
+    ]
     for t in g["yticks"]:
-        out.append(f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{py(t)}" y2="{py(t)}"/>'
-                   f'<text class="tick" x="{LEFT - 4}" y="{py(t)}" dy="0.35em" text-anchor="end">{_fmt(t)}</text>')
+        out.append(
+            f'<line class="grid" x1="{LEFT}" x2="{W - RIGHT}" y1="{py(t)}" y2="{py(t)}"/>'
+            f'<text class="tick" x="{LEFT - 4}" y="{py(t)}" dy="0.35em" text-anchor="end">{_fmt(t)}</text>'
+        )
     for t in g["xticks"]:
         out.append(f'<text class="tick" x="{px(t)}" y="{H - BOTTOM + 14}" text-anchor="middle">{_fmt(t)}</text>')
-    out.append(f'<text class="axis-label" x="{(LEFT + W - RIGHT) / 2}" y="{H - 8}" text-anchor="middle">'
-               f'{_esc(fig["x_label"])}</text>')
+    out.append(
+        f'<text class="axis-label" x="{(LEFT + W - RIGHT) / 2}" y="{H - 8}" text-anchor="middle">'
+        f'{_esc(fig["x_label"])}</text>'
+    )
     band = [p for p in pts if p[2] is not None and p[3] is not None]
     if len(band) >= 2:
         poly = [f"{px(p[0])},{py(p[3])}" for p in band] + [f"{px(p[0])},{py(p[2])}" for p in reversed(band)]
         out.append(f'<polygon class="ci-band" points="{" ".join(poly)}"/>')
     if fig.get("base") is not None:
         b = py(fig["base"])
-        out.append(f'<line class="base" x1="{LEFT}" x2="{W - RIGHT}" y1="{b}" y2="{b}"/>'
-                   f'<text class="base-label" x="{W - RIGHT}" y="{b - 4}" text-anchor="end">base {_fmt(fig["base"])}</text>')
+        out.append(
+            f'<line class="base" x1="{LEFT}" x2="{W - RIGHT}" y1="{b}" y2="{b}"/>'
+            f'<text class="base-label" x="{W - RIGHT}" y="{b - 4}" text-anchor="end">base {_fmt(fig["base"])}</text>'
+        )
     if pts:
         out.append('<polyline class="line" points="' + " ".join(f"{px(p[0])},{py(p[1])}" for p in pts) + '"/>')
     for x, v, lo, hi, n in pts:
         if lo is not None and hi is not None:
             out.append(f'<path class="whisker" d="M{px(x)},{py(lo)}V{py(hi)}"/>')
-        out.append(f'<circle class="pt" data-x="{x}" data-value="{v}" cx="{px(x)}" cy="{py(v)}" r="3.5">'
-                   f'<title>{_esc(fig["x_label"])} {_fmt(x)}: {_fmt(v)}'
-                   + (f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None else "")
-                   + f" n={_esc(n)}</title></circle>")
+        out.append(
+            f'<circle class="pt" data-x="{x}" data-value="{v}" cx="{px(x)}" cy="{py(v)}" r="3.5">'
+            f'<title>{_esc(fig["x_label"])} {_fmt(x)}: {_fmt(v)}'
+            + (f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None else "")
+            + f" n={_esc(n)}</title></circle>"
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -249,7 +280,12 @@ def _bars_png(fig: dict, d, s: int, width: int, height: int) -> None:
             d.rectangle([x0, y + 4 * s, max(x1, x0 + s), y + 20 * s], fill="#6d9fd6")
         if clo is not None and chi is not None:
             d.line([(x(clo), mid), (x(chi), mid)], fill="#222", width=s)
-        d.text(((label_w + plot_w + 8) * s, mid), (_fmt(v) if v is not None else "n/a") + f"  n={n}",
-               fill="#333", font=f, anchor="lm")
+        d.text(
+            ((label_w + plot_w + 8) * s, mid),
+            (_fmt(v) if v is not None else "n/a") + f"  n={n}",
+            fill="#333",
+            font=f,
+            anchor="lm",
+        )
     for t in _ticks(lo, hi):
         d.text((x(t), (TOP + 24 * len(rows) + 6) * s), _fmt(t), fill="#555", font=f, anchor="mt")

@@ -34,9 +34,13 @@ def wandb_env(run_dir: str | Path) -> dict[str, str]:
     """Keep every file wandb writes inside the run directory (docs/stack.md)."""
     root = Path(run_dir).resolve() / "wandb"
     root.mkdir(parents=True, exist_ok=True)
-    return {"WANDB_DIR": str(root.parent), "WANDB_CACHE_DIR": str(root / ".cache"),
-            "WANDB_DATA_DIR": str(root / ".data"), "WANDB_CONFIG_DIR": str(root / ".config"),
-            "WANDB_SILENT": "true"}
+    return {
+        "WANDB_DIR": str(root.parent),
+        "WANDB_CACHE_DIR": str(root / ".cache"),
+        "WANDB_DATA_DIR": str(root / ".data"),
+        "WANDB_CONFIG_DIR": str(root / ".config"),
+        "WANDB_SILENT": "true",
+    }
 
 
 def run_id(run_dir: str | Path, name: str) -> str:
@@ -84,11 +88,20 @@ def open_run(run_dir: str | Path, wandb_cfg: Any, name: str, config: dict):
         return run
     import wandb
 
-    return wandb.init(mode=wandb_cfg.mode, project=wandb_cfg.project, entity=wandb_cfg.entity,
-                      group=wandb_cfg.group, tags=list(wandb_cfg.tags), name=name, config=config,
-                      id=run_id(run_dir, name), resume="allow", dir=str(Path(run_dir).resolve()),
-                      reinit="create_new",
-                      settings=wandb.Settings(console="off"))  # the terminal's output stays out of the run's files
+    return wandb.init(
+        mode=wandb_cfg.mode,
+        project=wandb_cfg.project,
+        entity=wandb_cfg.entity,
+        group=wandb_cfg.group,
+        tags=list(wandb_cfg.tags),
+        name=name,
+        config=config,
+        id=run_id(run_dir, name),
+        resume="allow",
+        dir=str(Path(run_dir).resolve()),
+        reinit="create_new",
+        settings=wandb.Settings(console="off"),
+    )  # the terminal's output stays out of the run's files
 
 
 class Progress:
@@ -111,7 +124,11 @@ class Progress:
             log.warning("wandb progress not logged: %s", exc)
 
     def _is_metric(self, name: str, kind: pa.DataType, names: list[str]) -> bool:
-        if name.startswith(BOOKKEEPING) or name in COUNTERS or not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+        if (
+            name.startswith(BOOKKEEPING)
+            or name in COUNTERS
+            or not (pa.types.is_floating(kind) or pa.types.is_integer(kind))
+        ):
             return False
         if self.metrics and self.metrics & set(names):  # a benchmark whose rows hold its enabled metrics
             return name in self.metrics
@@ -132,9 +149,13 @@ class Progress:
                         acc[0] += x
                         acc[1] += 1
         elapsed = max(time.monotonic() - self.start, 1e-9)
-        step: dict[str, Any] = {"progress/cases_done": self.done, "progress/cases_total": self.total,
-                                "progress/fraction": self.done / self.total if self.total else 1.0,
-                                "progress/failures": self.failed, "progress/elapsed_s": elapsed}
+        step: dict[str, Any] = {
+            "progress/cases_done": self.done,
+            "progress/cases_total": self.total,
+            "progress/fraction": self.done / self.total if self.total else 1.0,
+            "progress/failures": self.failed,
+            "progress/elapsed_s": elapsed,
+        }
         for stage, n in self.stage_rows.items():
             step[f"progress/cases_per_s/{stage}"] = n / elapsed
         for key, (total, n) in self.sums.items():

@@ -53,8 +53,9 @@ def _resampled_values(num: np.ndarray, den: np.ndarray, idx: np.ndarray) -> np.n
         return num[idx].sum(axis=1) / den[idx].sum(axis=1)
 
 
-def paired_bootstrap(num_a, num_b, den_a=None, den_b=None, seed: int = 0, n_resamples: int = 1000,
-                     confidence: float = 0.95) -> dict:
+def paired_bootstrap(
+    num_a, num_b, den_a=None, den_b=None, seed: int = 0, n_resamples: int = 1000, confidence: float = 0.95
+) -> dict:
     """``{"diff", "ci95", "n"}``: A - B on the paired cases with a percentile bootstrap CI.
 
     The i-th entries of the A and B arrays are the same case. ``ci95`` is None with fewer than 2 cases.
@@ -95,7 +96,7 @@ def paired_permutation(num_a, num_b, den_a=None, den_b=None, seed: int = 0, n_re
 
     observed = float(stat(np.zeros((1, n), dtype=bool))[0])
     tol = 1e-12 * max(1.0, abs(observed))
-    if 2 ** n <= n_resamples:
+    if 2**n <= n_resamples:
         swaps = np.array(list(itertools.product([False, True], repeat=n)), dtype=bool)
         null = stat(swaps)
         p = float(np.mean(np.abs(null) >= abs(observed) - tol))
@@ -119,8 +120,17 @@ def mcnemar(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> dict:
     b = int(np.sum(a & ~b_))
     c = int(np.sum(~a & b_))
     n_disc = b + c
-    out = {"n": int(a.size), "b": b, "c": c, "n_discordant": n_disc, "p_exact": 1.0, "chi2": 0.0,
-           "p_chi2": 1.0, "p": 1.0, "method": "exact"}
+    out = {
+        "n": int(a.size),
+        "b": b,
+        "c": c,
+        "n_discordant": n_disc,
+        "p_exact": 1.0,
+        "chi2": 0.0,
+        "p_chi2": 1.0,
+        "p": 1.0,
+        "method": "exact",
+    }
     if n_disc == 0:
         return out
     out["p_exact"] = float(min(1.0, 2.0 * binom.cdf(min(b, c), n_disc, 0.5)))
@@ -155,8 +165,14 @@ def rank_values(values: np.ndarray, higher_is_better: bool = True) -> np.ndarray
     return rankdata(key, method="min", axis=-1).astype(int)
 
 
-def bootstrap_ranks(nums: np.ndarray, dens: np.ndarray | None = None, higher_is_better: bool = True,
-                    seed: int = 0, n_resamples: int = 1000, confidence: float = 0.95) -> dict:
+def bootstrap_ranks(
+    nums: np.ndarray,
+    dens: np.ndarray | None = None,
+    higher_is_better: bool = True,
+    seed: int = 0,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+) -> dict:
     """Ranks of ``M`` models on ``n`` shared cases (``nums``: ``(M, n)``) and their bootstrap intervals.
 
     Returns ``{"rank": [M], "rank_ci95": [[lo, hi]] * M, "p_best": [M]}``: the rank on all cases, the

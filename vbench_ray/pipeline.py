@@ -97,8 +97,11 @@ class Stage:
         fields = [pa.field(col, ARROW_TYPES[t]) for col, t in self.outputs.items()]
         fields.append(pa.field(self.error_column, pa.string()))
         if self.timed:  # how long the row took here, when it left (a timeline of the stream), and on which node
-            fields += [pa.field(f"seconds_{self.name}", pa.float64()), pa.field(f"at_{self.name}", pa.float64()),
-                       pa.field(f"node_{self.name}", pa.string())]
+            fields += [
+                pa.field(f"seconds_{self.name}", pa.float64()),
+                pa.field(f"at_{self.name}", pa.float64()),
+                pa.field(f"node_{self.name}", pa.string()),
+            ]
         return fields
 
     def persisted_fields(self) -> list[pa.Field]:
@@ -125,8 +128,9 @@ class _BatchRunner:
 
     def __init__(self, stage: Stage, call: Callable | None = None):
         self.stage = stage
-        self.call = call if call is not None else (stage.fn(**stage.init_kwargs) if isinstance(stage.fn, type)
-                                                   else stage.fn)
+        self.call = (
+            call if call is not None else (stage.fn(**stage.init_kwargs) if isinstance(stage.fn, type) else stage.fn)
+        )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
@@ -154,8 +158,13 @@ class _BatchRunner:
         for i, out in zip(todo, outs):
             results[i] = dict(out or {})
             if self.stage.timed:
-                results[i].update({f"seconds_{self.stage.name}": seconds, f"at_{self.stage.name}": time.time(),
-                                   f"node_{self.stage.name}": _node()})
+                results[i].update(
+                    {
+                        f"seconds_{self.stage.name}": seconds,
+                        f"at_{self.stage.name}": time.time(),
+                        f"node_{self.stage.name}": _node(),
+                    }
+                )
         return results
 
     def _run_row(self, row: dict) -> dict:
@@ -168,8 +177,13 @@ class _BatchRunner:
             log.warning("stage %s failed on case %s: %s", self.stage.name, row.get("case_id"), exc)
             out = {self.stage.error_column: format_exception(exc)}
         if self.stage.timed:
-            out.update({f"seconds_{self.stage.name}": time.perf_counter() - start, f"at_{self.stage.name}": time.time(),
-                        f"node_{self.stage.name}": _node()})
+            out.update(
+                {
+                    f"seconds_{self.stage.name}": time.perf_counter() - start,
+                    f"at_{self.stage.name}": time.time(),
+                    f"node_{self.stage.name}": _node(),
+                }
+            )
         return out
 
 
@@ -214,8 +228,11 @@ def cluster_capacity() -> dict[str, float | bool]:
     import ray
 
     resources = ray.cluster_resources() if ray.is_initialized() else {}
-    return {"CPU": float(resources.get("CPU", 1.0)), "GPU": float(resources.get("GPU", 0.0)),
-            "autoscales": ray.is_initialized() and _autoscales()}
+    return {
+        "CPU": float(resources.get("CPU", 1.0)),
+        "GPU": float(resources.get("GPU", 0.0)),
+        "autoscales": ray.is_initialized() and _autoscales(),
+    }
 
 
 def _autoscales() -> bool:
@@ -240,19 +257,43 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
     if stage.runtime_env:
         resources["runtime_env"] = stage.runtime_env
     if stage.is_actor:
-        log.info("stage %s (%s): pool of %d-%d actor(s), %.2f CPU and %.2f GPU each", stage.name, stage.kind,
-                 plan.min_size, plan.max_size, plan.num_cpus, num_gpus)
-        return ds.map_batches(_actor_runner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
-                              compute=ray.data.ActorPoolStrategy(min_size=plan.min_size, max_size=plan.max_size,
-                                                                 initial_size=plan.min_size),
-                              udf_modifying_row_count=False, **resources)
-    return ds.map_batches(_TaskRunner(stage), batch_format="pyarrow", batch_size=stage.batch_size,
-                          compute=ray.data.TaskPoolStrategy(size=stage.workers),
-                          udf_modifying_row_count=False, **resources)
+        log.info(
+            "stage %s (%s): pool of %d-%d actor(s), %.2f CPU and %.2f GPU each",
+            stage.name,
+            stage.kind,
+            plan.min_size,
+            plan.max_size,
+            plan.num_cpus,
+            num_gpus,
+        )
+        return ds.map_batches(
+            _actor_runner(stage),
+            batch_format="pyarrow",
+            batch_size=stage.batch_size,
+            compute=ray.data.ActorPoolStrategy(
+                min_size=plan.min_size, max_size=plan.max_size, initial_size=plan.min_size
+            ),
+            udf_modifying_row_count=False,
+            **resources,
+        )
+    return ds.map_batches(
+        _TaskRunner(stage),
+        batch_format="pyarrow",
+        batch_size=stage.batch_size,
+        compute=ray.data.TaskPoolStrategy(size=stage.workers),
+        udf_modifying_row_count=False,
+        **resources,
+    )
 
 
-def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelism: int,
-                  reserved: dict[str, float] | None = None, plans: dict[str, StagePlan] | None = None):
+def build_dataset(
+    rows: list,
+    stages: list[Stage],
+    schema: pa.Schema,
+    parallelism: int,
+    reserved: dict[str, float] | None = None,
+    plans: dict[str, StagePlan] | None = None,
+):
     """``rows`` through every stage, as one lazy ``ray.data.Dataset``, the stages sized together to the cluster
     less what the judge engines hold (``reserved``; ``vbench_ray.pool_plan``), or as ``plans`` says when the
     caller has planned them already (the runner does, before its judge engines load).
@@ -274,8 +315,12 @@ def build_dataset(rows: list, stages: list[Stage], schema: pa.Schema, parallelis
     if plans is None:  # before any block is put: a plan that cannot run is refused
         plans = plan_stages(stages, capacity, reserved)
     # one block per input slice: parallelism without a repartition task competing with the actors for CPUs
-    sizes = block_sizes(n, int(capacity["CPU"]), stages[0].batch_size if stages else 1,
-                        min(parallelism, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)))
+    sizes = block_sizes(
+        n,
+        int(capacity["CPU"]),
+        stages[0].batch_size if stages else 1,
+        min(parallelism, int(capacity["CPU"] * MAX_BLOCKS_PER_CPU)),
+    )
     refs, metadata, left = [], [], len(chunks)
     for block in _take_blocks(chunks, sizes) if n else [schema.empty_table()]:
         metadata.append(block_metadata(block))

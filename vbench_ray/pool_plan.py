@@ -68,8 +68,9 @@ class StagePlan:
     num_gpus: float | None = None  # None: the stage's own num_gpus
 
 
-def plan_stages(stages: list[Stage], capacity: dict[str, float],
-                reserved: dict[str, float] | None = None) -> dict[str, StagePlan]:
+def plan_stages(
+    stages: list[Stage], capacity: dict[str, float], reserved: dict[str, float] | None = None
+) -> dict[str, StagePlan]:
     """Each stage's plan by name, for a cluster of ``capacity`` CPUs/GPUs (and ``autoscales``: whether it can add
     nodes) of which the judge engines hold ``reserved``. Raises ``ConfigError`` when the stages cannot all run at
     once (the stream would wait forever)."""
@@ -97,10 +98,15 @@ def plan_stages(stages: list[Stage], capacity: dict[str, float],
             f"the Ray cluster has {capacity['CPU']:g} CPUs, the judge engines hold {reserved.get('CPU', 0.0):g}; the "
             f"stream needs {fixed:g} for a decode task and the judge stages' actors, and its {len(pools)} model "
             f"pool(s) {starting:g} for their first actors (at least {MIN_CPU_SHARE:g} of a CPU each): start Ray with "
-            f"more CPUs (ray.num_cpus, or `ray start --num-cpus`) or enable fewer model metrics")
+            f"more CPUs (ray.num_cpus, or `ray start --num-cpus`) or enable fewer model metrics"
+        )
     if share < 1.0:
-        log.info("the cluster's %g CPUs do not hold one per starting pool actor beside a decode task and the judge "
-                 "stages: each pool actor asks for %.2f of a CPU", capacity["CPU"], share)
+        log.info(
+            "the cluster's %g CPUs do not hold one per starting pool actor beside a decode task and the judge "
+            "stages: each pool actor asks for %.2f of a CPU",
+            capacity["CPU"],
+            share,
+        )
     for s in pools:
         low, high = sizes[s.name]
         cpu = s.num_cpus * share
@@ -148,10 +154,14 @@ def fit_gpu_fractions(pools: list[Stage], gpus: float) -> dict[str, float]:
         out = {n: math.floor(f * 1e4) / 1e4 for n, f in fitted(high).items()}
     if min(out.values()) < MIN_GPU_SHARE:
         _refuse(pools, count, gpus, asks, out)
-    log.warning("the GPU pools' starting actors ask for %s GPUs, which do not fit on the %g GPU(s) free of the judge "
-                "engines: fitted by cost (%s) to %s", _listing(pools, count, asks), gpus,
-                ", ".join(f"{n} {w:g}" for n, w in weights.items()),
-                ", ".join(f"{n} {f:g}" for n, f in out.items()))
+    log.warning(
+        "the GPU pools' starting actors ask for %s GPUs, which do not fit on the %g GPU(s) free of the judge "
+        "engines: fitted by cost (%s) to %s",
+        _listing(pools, count, asks),
+        gpus,
+        ", ".join(f"{n} {w:g}" for n, w in weights.items()),
+        ", ".join(f"{n} {f:g}" for n, f in out.items()),
+    )
     return {**asks, **out}
 
 
@@ -190,17 +200,28 @@ def _listing(pools: list[Stage], count: dict[str, int], fractions: dict[str, flo
     return f"{needed:g} ({', '.join(f'{s.name} {count[s.name]} x {fractions[s.name]:g}' for s in pools)})"
 
 
-def _refuse(pools: list[Stage], count: dict[str, int], gpus: float, asks: dict[str, float],
-            fitted: dict[str, float] | None = None) -> None:
-    why = (f"fitted to them, a pool's actor would get under {MIN_GPU_SHARE:g} of a GPU ({min(fitted.values()):g})"
-           if fitted else "the whole-GPU actors alone do not fit, or leave the others no GPU")
-    raise ConfigError(f"the GPU pools need {_listing(pools, count, asks)} GPUs to start, which cannot run on the "
-                      f"{gpus:g} GPU(s) free of the judge engines ({why}): enable fewer GPU metrics, lower "
-                      f"ray.pools.<M>, or add GPUs")
+def _refuse(
+    pools: list[Stage],
+    count: dict[str, int],
+    gpus: float,
+    asks: dict[str, float],
+    fitted: dict[str, float] | None = None,
+) -> None:
+    why = (
+        f"fitted to them, a pool's actor would get under {MIN_GPU_SHARE:g} of a GPU ({min(fitted.values()):g})"
+        if fitted
+        else "the whole-GPU actors alone do not fit, or leave the others no GPU"
+    )
+    raise ConfigError(
+        f"the GPU pools need {_listing(pools, count, asks)} GPUs to start, which cannot run on the "
+        f"{gpus:g} GPU(s) free of the judge engines ({why}): enable fewer GPU metrics, lower "
+        f"ray.pools.<M>, or add GPUs"
+    )
 
 
-def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False,
-                    fractions: dict[str, float] | None = None) -> dict[str, tuple[int, int]]:
+def _gpu_pool_sizes(
+    pools: list[Stage], gpus: float, autoscales: bool = False, fractions: dict[str, float] | None = None
+) -> dict[str, tuple[int, int]]:
     """``(min, max)`` actors of each GPU pool of ``fractions`` GPUs per actor (``fit_gpu_fractions``). To start, each
     pool's cost-weighted part of ``gpus`` (``gpu_cost``; equal costs split the GPUs evenly) in actors, at least one,
     fewer where the starting actors do not pack onto the GPUs. Its max is every actor it fits on the GPUs alone: Ray
@@ -212,14 +233,20 @@ def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False,
     if gpus <= EPS:
         names = ", ".join(s.name for s in pools)
         if not autoscales:
-            settings = ", ".join(dict.fromkeys(getattr(s, "cpu_setting", None) or f"metrics.{s.name}.device=cpu"
-                                               for s in pools))
-            raise ConfigError(f"the model pools {names} ask for GPUs, and the Ray cluster has none free of the judge "
-                              f"engines and adds no nodes: their actors would wait forever. Run them on the CPU "
-                              f"({settings}), give the judge fewer GPUs, or add GPUs")
+            settings = ", ".join(
+                dict.fromkeys(getattr(s, "cpu_setting", None) or f"metrics.{s.name}.device=cpu" for s in pools)
+            )
+            raise ConfigError(
+                f"the model pools {names} ask for GPUs, and the Ray cluster has none free of the judge "
+                f"engines and adds no nodes: their actors would wait forever. Run them on the CPU "
+                f"({settings}), give the judge fewer GPUs, or add GPUs"
+            )
         # an autoscaling cluster adds GPU nodes when asked: each pool waits for one actor's share
-        log.warning("model pools %s ask for GPUs and the cluster has none free of the judge engines yet: they wait "
-                    "for the autoscaler to add some", names)
+        log.warning(
+            "model pools %s ask for GPUs and the cluster has none free of the judge engines yet: they wait "
+            "for the autoscaler to add some",
+            names,
+        )
         return {s.name: (_min_override(s, 1), _min_override(s, 1)) for s in pools}
     total_cost = sum(_cost(s) for s in pools)
     low = {}
@@ -232,12 +259,12 @@ def _gpu_pool_sizes(pools: list[Stage], gpus: float, autoscales: bool = False,
             raise ConfigError(
                 f"the GPU pools need {_listing(pools, low, fractions)} GPUs to start, which do not fit on the "
                 f"{gpus:g} GPU(s) free of the judge engines (a fraction of a GPU never spans two): lower "
-                f"ray.pools.<M>, or add GPUs")
+                f"ray.pools.<M>, or add GPUs"
+            )
         widest = max(shrinkable, key=lambda s: low[s.name] * fractions[s.name])
         low[widest.name] -= 1
     empty = _pack([], gpus)
-    return {s.name: (low[s.name], max(low[s.name], _capped(_more_fitting(fractions[s.name], empty), s)))
-            for s in pools}
+    return {s.name: (low[s.name], max(low[s.name], _capped(_more_fitting(fractions[s.name], empty), s))) for s in pools}
 
 
 def _pack(actors: list[float], gpus: float) -> list[float] | None:
@@ -249,7 +276,7 @@ def _pack(actors: list[float], gpus: float) -> list[float] | None:
         free.append(gpus - len(free))
     for amount in sorted(actors, reverse=True):
         if amount >= 1 - EPS:
-            whole = [i for i, left in enumerate(free) if left >= 1 - EPS][:math.ceil(amount - EPS)]
+            whole = [i for i, left in enumerate(free) if left >= 1 - EPS][: math.ceil(amount - EPS)]
             if len(whole) < math.ceil(amount - EPS):
                 return None
             for i in whole:

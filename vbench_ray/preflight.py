@@ -41,8 +41,15 @@ Problems = list[str]
 def check(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later."""
     problems: Problems = []
-    for step in (_check_bounds, _check_output, _check_something_to_compute, _check_metrics, _check_editor, _check_judges,
-                 _check_benchmark):
+    for step in (
+        _check_bounds,
+        _check_output,
+        _check_something_to_compute,
+        _check_metrics,
+        _check_editor,
+        _check_judges,
+        _check_benchmark,
+    ):
         try:
             problems += step(cfg)
         except ConfigError as exc:  # a check that raises (e.g. a benchmark's own validation) is one problem
@@ -50,7 +57,9 @@ def check(cfg: DictConfig) -> None:
     problems = list(dict.fromkeys(problems))  # a judge node is checked on its own and as part of the config
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
-        raise ConfigError(f"the config cannot run ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n{lines}")
+        raise ConfigError(
+            f"the config cannot run ({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n{lines}"
+        )
 
 
 def weights_problems(cfg: DictConfig) -> Problems:
@@ -77,6 +86,7 @@ def _int_at_least(cfg: Any, key: str, low: int, nullable: bool = True, what: str
 
 # ----------------------------------------------------------------------------- run, ray, stats, output
 
+
 def _check_bounds(cfg: DictConfig) -> Problems:
     """Every numeric field outside the range its schema declares (``config.bounded``: ``run.limit``, ``ray.*``,
     ``stats.*``, ``judge.*`` sampling, video, http and engine settings, ``editor.*`` resources ...)."""
@@ -101,24 +111,31 @@ def _check_something_to_compute(cfg: DictConfig) -> Problems:
     enabled = cfgutil.get(cfg, "metrics.enabled")
     editor = cfgutil.get(cfg, "editor.name")
     if enabled is not None and len(enabled) == 0 and editor in (None, "precomputed"):
-        return ["`metrics.enabled` is empty: the run would compute and score nothing; enable at least one metric "
-                "(e.g. metrics.enabled=[SSIM])"]
+        return [
+            "`metrics.enabled` is empty: the run would compute and score nothing; enable at least one metric "
+            "(e.g. metrics.enabled=[SSIM])"
+        ]
     return []
 
 
 def _check_output(cfg: DictConfig) -> Problems:
     out_dir = Path(str(cfg.output.dir))
     if out_dir.exists() and not out_dir.is_dir():
-        return [f"`output.dir` = {str(out_dir)!r} is an existing file, not a folder: choose a new or existing run folder"]
+        return [
+            f"`output.dir` = {str(out_dir)!r} is an existing file, not a folder: choose a new or existing run folder"
+        ]
     resolved = out_dir.resolve()
     clashes = [k for k, p in _data_paths(cfg).items() if p == resolved]
     if clashes:
-        return [f"`output.dir` = {str(out_dir)!r} is the data folder `{'`, `'.join(clashes)}`: the run would write "
-                f"cases/, summary.json and the judge log among the benchmark's files; choose a separate folder"]
+        return [
+            f"`output.dir` = {str(out_dir)!r} is the data folder `{'`, `'.join(clashes)}`: the run would write "
+            f"cases/, summary.json and the judge log among the benchmark's files; choose a separate folder"
+        ]
     return []
 
 
 # ----------------------------------------------------------------------------- metrics
+
 
 def _enabled_metric_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
     """``(name, node)`` of every enabled metric that has a config node of its own."""
@@ -173,6 +190,7 @@ def _check_gpu(cfg: DictConfig, keys: list[str]) -> Problems:
 
 # ----------------------------------------------------------------------------- editor
 
+
 def _check_editor(cfg: DictConfig) -> Problems:
     editor = cfgutil.get(cfg, "editor")
     if not isinstance(editor, DictConfig) or editor.get("name") in (None, "precomputed"):
@@ -182,13 +200,16 @@ def _check_editor(cfg: DictConfig) -> Problems:
     if editor.name not in EDITORS:
         return [f"`editor.name`: {EDITORS.unknown(editor.name)}"]
     cls = EDITORS[editor.name]
-    out = [_with_source(p, {f"editor.{k}": v for k, v in cls.weights_from.items()}, "official weights")
-           for p in cls.check_weights(editor)]
+    out = [
+        _with_source(p, {f"editor.{k}": v for k, v in cls.weights_from.items()}, "official weights")
+        for p in cls.check_weights(editor)
+    ]
     device = editor.get("device")
     return out + _check_gpu(cfg, ["editor.device"] if device and str(device).startswith("cuda") else [])
 
 
 # ----------------------------------------------------------------------------- judges
+
 
 def _with_source(problem: str, sources: dict[str, str], what: str) -> str:
     """``problem`` followed by where the weights of the config keys it names are published (``sources``: key ->
@@ -245,6 +266,7 @@ def _check_judges(cfg: DictConfig) -> Problems:
 
 
 # ----------------------------------------------------------------------------- per benchmark
+
 
 def _check_benchmark(cfg: DictConfig) -> Problems:
     """The benchmark's own checks (``Benchmark.check_config``)."""

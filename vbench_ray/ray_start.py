@@ -123,8 +123,13 @@ def _init_ray(cfg: Any) -> None:
         # Logical CPUs: at least 4, so a stage's actors never starve the tasks feeding them (docs/stack.md)
         num_cpus = cfg.ray.num_cpus or max(4, os.cpu_count() or 1)
         # address="local": a fresh runtime, never silently attaching to a cluster someone else started
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=True,
-                 _node_ip_address="127.0.0.1")
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            include_dashboard=False,
+            log_to_driver=True,
+            _node_ip_address="127.0.0.1",
+        )
 
 
 def _quiet_sigterm_warning() -> None:
@@ -132,6 +137,7 @@ def _quiet_sigterm_warning() -> None:
     ``settle_ray_start`` sets it from the main thread, so the warning would only confuse."""
     worker_log = logging.getLogger("ray._private.worker")
     if not any(getattr(f, "vbench_sigterm", False) for f in worker_log.filters):
+
         class _Filter(logging.Filter):
             vbench_sigterm = True
 

@@ -98,12 +98,15 @@ class Registry(MutableMapping):
         current = self._objs.get(name)
         if current is not None and current is not target:
             same = (isinstance(current, str) and not isinstance(target, str) and current == _path(target)) or (
-                not isinstance(current, str) and not isinstance(target, str) and _path(current) == _path(target))
+                not isinstance(current, str) and not isinstance(target, str) and _path(current) == _path(target)
+            )
             if not same:
                 shown = current if isinstance(current, str) else _path(current)
                 new = target if isinstance(target, str) else _path(target)
-                raise DuplicateName(f"{self.kind} {name!r} is already registered ({shown}); registering {new} "
-                                    f"under the same name would replace it: choose another name")
+                raise DuplicateName(
+                    f"{self.kind} {name!r} is already registered ({shown}); registering {new} "
+                    f"under the same name would replace it: choose another name"
+                )
         self._objs[name] = target
         if meta or name not in self._meta:
             self._meta[name] = Entry(name, **meta)

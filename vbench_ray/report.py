@@ -142,8 +142,9 @@ def _scale_bounds(scale: Any) -> tuple[float, float] | None:
     text = str(scale or "").strip()
     if text.lower() == "percent":
         return 0.0, 100.0
-    m = (re.fullmatch(r"~?\s*[\[(]\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\s*[\])]", text)
-         or re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)", text))
+    m = re.fullmatch(r"~?\s*[\[(]\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\s*[\])]", text) or re.fullmatch(
+        r"(-?\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)", text
+    )
     if not m:
         return None
     lo, hi = _num(m.group(1)), _num(m.group(2))
@@ -197,9 +198,9 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
         _section("Headline metrics", _headline(metrics)),
         _section("By category", _category_charts(summary.get("by_category"), metrics)),
         _section("By difficulty", _category_charts(summary.get("by_difficulty"), metrics))
-        if summary.get("by_difficulty") else "",
-        _section("By method", _category_charts(summary.get("by_method"), metrics))
-        if summary.get("by_method") else "",
+        if summary.get("by_difficulty")
+        else "",
+        _section("By method", _category_charts(summary.get("by_method"), metrics)) if summary.get("by_method") else "",
         _report_tables(summary.get("report_tables")),
         _variants(summary.get("by_variant"), scales),
         _sweep_charts(summary.get("sweep"), summary.get("by_variant"), scales),
@@ -244,9 +245,7 @@ def _section(heading: str, content: str) -> str:
 
 def _header(summary: dict, title: str) -> str:
     """Title, then every scalar top-level field (benchmark, run_name, created, n_cases, n_rows, ...)."""
-    scalars = {
-        k: v for k, v in summary.items() if k != "created" and v is not None and not isinstance(v, (dict, list))
-    }
+    scalars = {k: v for k, v in summary.items() if k != "created" and v is not None and not isinstance(v, (dict, list))}
     meta = "".join(f"<div><dt>{_esc(k)}</dt><dd>{_esc(v)}</dd></div>" for k, v in scalars.items())
     created = summary.get("created")
     sub = f'<p class="sub">created {_esc(created)}</p>' if created else ""
@@ -265,8 +264,11 @@ def _headline(metrics: dict) -> str:
     if not metrics:
         return '<p class="empty">No metrics in summary.json.</p>'
     judged = any("n_invalid" in (m or {}) for m in metrics.values())
-    headers = ["Metric", "Value", "95% CI", "n", "Excluded", "Failed"] + (["Invalid judge answers"] if judged else []) \
+    headers = (
+        ["Metric", "Value", "95% CI", "n", "Excluded", "Failed"]
+        + (["Invalid judge answers"] if judged else [])
         + ["Scale", "Better"]
+    )
     rows = []
     for name, m in metrics.items():
         m = m or {}
@@ -317,12 +319,24 @@ def _sweep_charts(sweep: Any, by_variant: Any, scales: dict) -> str:
         return ""
     blocks: dict[str, list[str]] = {}
     for fig in figs:
-        svg = line_svg(fig) if fig["kind"] == "line" else _bar_chart(
-            fig["metric"], {r[0]: {"value": r[1], "ci95": [r[2], r[3]] if r[2] is not None else None, "n": r[4]}
-                            for r in fig["rows"]}, scales.get(fig["metric"]))
+        svg = (
+            line_svg(fig)
+            if fig["kind"] == "line"
+            else _bar_chart(
+                fig["metric"],
+                {
+                    r[0]: {"value": r[1], "ci95": [r[2], r[3]] if r[2] is not None else None, "n": r[4]}
+                    for r in fig["rows"]
+                },
+                scales.get(fig["metric"]),
+            )
+        )
         blocks.setdefault(fig["axis"], []).append(
-            f'<figure class="chart" id="fig-{_esc(fig["id"])}"><figcaption>{_esc(fig["title"])}</figcaption>{svg}</figure>')
-    body = "".join(f'<h3>{_esc(axis)}</h3><div class="charts">{"".join(charts)}</div>' for axis, charts in blocks.items())
+            f'<figure class="chart" id="fig-{_esc(fig["id"])}"><figcaption>{_esc(fig["title"])}</figcaption>{svg}</figure>'
+        )
+    body = "".join(
+        f'<h3>{_esc(axis)}</h3><div class="charts">{"".join(charts)}</div>' for axis, charts in blocks.items()
+    )
     return _section(f"Sweep: {sweep.get('name', '')}", body)
 
 
@@ -411,19 +425,14 @@ def _bar_chart(metric: str, per_cat: dict[str, dict], scale: Any) -> str:
 def _bar_row(y: float, cat: str, value, ci, n, x, scale) -> str:
     mid = y + _ROW_H / 2
     short = cat if len(cat) <= 22 else cat[:21] + "…"
-    out = [
-        f'<text class="cat" x="{_LABEL_W - 6}" y="{mid}" dy="0.35em">'
-        f"<title>{_esc(cat)}</title>{_esc(short)}</text>"
-    ]
+    out = [f'<text class="cat" x="{_LABEL_W - 6}" y="{mid}" dy="0.35em"><title>{_esc(cat)}</title>{_esc(short)}</text>']
     if value is not None:
         x0, x1 = sorted((x(0.0), x(value)))
         width = max(round(x1 - x0, 2), 1)  # a zero value still shows a sliver
         out.append(f'<rect class="bar" x="{x0}" y="{y + 4}" width="{width}" height="{_ROW_H - 8}"/>')
     if ci is not None:
         a, b = x(ci[0]), x(ci[1])
-        out.append(
-            f'<path class="whisker" d="M{a},{mid}H{b}M{a},{mid - 5}V{mid + 5}M{b},{mid - 5}V{mid + 5}"/>'
-        )
+        out.append(f'<path class="whisker" d="M{a},{mid}H{b}M{a},{mid - 5}V{mid + 5}M{b},{mid - 5}V{mid + 5}"/>')
     label = f"{_fmt(value, scale)}  n={_fmt_int(n)}" if value is not None else f"n/a  n={_fmt_int(n)}"
     cls = "val" if value is not None else "val na"
     out.append(f'<text class="{cls}" x="{_LABEL_W + _PLOT_W + 8}" y="{mid}" dy="0.35em">{_esc(label)}</text>')

@@ -59,10 +59,15 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise RunInProgress(f"output.dir {self.path.parent} is in use by another run ({_describe(self.path)}); "
-                                f"wait for it to finish, or choose another output.dir") from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            raise RunInProgress(
+                f"output.dir {self.path.parent} is in use by another run ({_describe(self.path)}); "
+                f"wait for it to finish, or choose another output.dir"
+            ) from None
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         self.fd = fd
@@ -107,5 +112,7 @@ def check_not_in_progress(run_dir: str | Path, what: str) -> None:
     """Raise ``RunInProgress`` when a run holds ``run_dir``: ``what`` (e.g. ``compare``) would read half a run."""
     who = holder(run_dir)
     if who:
-        raise RunInProgress(f"{run_dir}: a run is in progress there ({who}); its summary.json and rows are not "
-                            f"final: {what} it once that run has finished")
+        raise RunInProgress(
+            f"{run_dir}: a run is in progress there ({who}); its summary.json and rows are not "
+            f"final: {what} it once that run has finished"
+        )

@@ -58,18 +58,36 @@ class RunPlan:
             return []
         made = [engines.get(p.judge_cfg, start=False) for p in self.phases]
         if not all(e.streams for e in made):
-            log.info("judge phases run after the stream: the %s backend keeps no engine across datasets",
-                     [e.name for e in made if not e.streams][0])
+            log.info(
+                "judge phases run after the stream: the %s backend keeps no engine across datasets",
+                [e.name for e in made if not e.streams][0],
+            )
             return []
         stages = []
         for phase, engine in zip(self.phases, made):
             replicas = BACKENDS[phase.judge_cfg.backend].stream_replicas(phase.judge_cfg)
-            stages.append(Stage(
-                name=f"judge_{phase.name}", fn=StreamJudge, kind="judge", batched=True, skip_failed=False,
-                init_kwargs={"phase": phase.name, "build": phase.build, "engine": engine, "log_actor": log_actor,
-                             "max_retries": int(phase.judge_cfg.max_retries)},
-                outputs={STATE_COLUMN: "str"}, transient=(STATE_COLUMN,), num_cpus=0.25,
-                workers=2 * replicas, min_workers=1, batch_size=self.cfg.ray.judge_batch_size))
+            stages.append(
+                Stage(
+                    name=f"judge_{phase.name}",
+                    fn=StreamJudge,
+                    kind="judge",
+                    batched=True,
+                    skip_failed=False,
+                    init_kwargs={
+                        "phase": phase.name,
+                        "build": phase.build,
+                        "engine": engine,
+                        "log_actor": log_actor,
+                        "max_retries": int(phase.judge_cfg.max_retries),
+                    },
+                    outputs={STATE_COLUMN: "str"},
+                    transient=(STATE_COLUMN,),
+                    num_cpus=0.25,
+                    workers=2 * replicas,
+                    min_workers=1,
+                    batch_size=self.cfg.ray.judge_batch_size,
+                )
+            )
         return stages
 
     @staticmethod
@@ -79,38 +97,57 @@ class RunPlan:
         return plan_stages(stages, capacity, reserved)
 
 
-def describe(plan: RunPlan, capacity: dict, engines, n_cases: int, n_done: int, n_variants: int,
-             requests: dict[str, str]) -> list[str]:
+def describe(
+    plan: RunPlan, capacity: dict, engines, n_cases: int, n_done: int, n_variants: int, requests: dict[str, str]
+) -> list[str]:
     """The lines ``run --dry-run`` prints: the cluster, the cases, each stage with its pool and resources, the judge
     engines with what they hold, and each judge phase with its requests (``requests``: phase -> what to say)."""
     cfg = plan.cfg
     reserved = engines.reserved()
     stream = plan.stages + plan.judge_stages(engines)
     plans = plan.pools(stream, capacity, reserved) if stream else {}
-    lines = [f"plan of a {cfg.benchmark} run into {cfg.output.dir} (nothing computed)",
-             (f"cluster: {capacity['CPU']:g} CPUs, {capacity['GPU']:g} GPUs"
-              + (" (autoscaling)" if capacity.get("autoscales") else "")) if plan.needs_ray else
-             "cluster: not read (nothing needs Ray)",
-             f"cases: {n_cases}" + (f" x {n_variants} variants" if n_variants > 1 else "")
-             + f", {n_done} already done, {n_cases * max(1, n_variants) - n_done} to compute",
-             f"stages ({len(stream)}):"]
+    lines = [
+        f"plan of a {cfg.benchmark} run into {cfg.output.dir} (nothing computed)",
+        (
+            f"cluster: {capacity['CPU']:g} CPUs, {capacity['GPU']:g} GPUs"
+            + (" (autoscaling)" if capacity.get("autoscales") else "")
+        )
+        if plan.needs_ray
+        else "cluster: not read (nothing needs Ray)",
+        f"cases: {n_cases}"
+        + (f" x {n_variants} variants" if n_variants > 1 else "")
+        + f", {n_done} already done, {n_cases * max(1, n_variants) - n_done} to compute",
+        f"stages ({len(stream)}):",
+    ]
     for stage in stream:
         p = plans[stage.name]
         gpus = stage.num_gpus if p.num_gpus is None else p.num_gpus
-        size = f"pool {p.min_size}..{p.max_size} actors" if stage.is_actor else \
-            f"tasks (up to {stage.workers})" if stage.workers else "tasks"
-        lines.append(f"  {stage.name:<22} {stage.kind:<5} {size}, {p.num_cpus:g} CPU"
-                     + (f", {gpus:g} GPU" if gpus else "") + " each")
+        size = (
+            f"pool {p.min_size}..{p.max_size} actors"
+            if stage.is_actor
+            else f"tasks (up to {stage.workers})"
+            if stage.workers
+            else "tasks"
+        )
+        lines.append(
+            f"  {stage.name:<22} {stage.kind:<5} {size}, {p.num_cpus:g} CPU"
+            + (f", {gpus:g} GPU" if gpus else "")
+            + " each"
+        )
     if not stream:
         lines.append("  (none: the cases are recorded as loaded)")
-    lines.append(f"judge engines: {len(engines.engines)}, holding {reserved['CPU']:g} CPUs, {reserved['GPU']:g} GPUs"
-                 + " outside the stream")
+    lines.append(
+        f"judge engines: {len(engines.engines)}, holding {reserved['CPU']:g} CPUs, {reserved['GPU']:g} GPUs"
+        + " outside the stream"
+    )
     for engine in engines.engines.values():
         held = engine.reserved()
         # the label from the config: a replay engine's file may be one the run writes first (ViDiC's responses)
         label = engine.cfg.name or (PurePath(str(engine.cfg.model)).name if engine.cfg.model else engine.name)
-        lines.append(f"  {engine.name:<8} {label}: {held['CPU']:g} CPUs, {held['GPU']:g} GPUs"
-                     + ("" if engine.streams else " (after the stream)"))
+        lines.append(
+            f"  {engine.name:<8} {label}: {held['CPU']:g} CPUs, {held['GPU']:g} GPUs"
+            + ("" if engine.streams else " (after the stream)")
+        )
     lines.append(f"judge phases ({len(plan.phases)}):")
     for phase in plan.phases:
         lines.append(f"  {phase.name:<12} {phase.judge_cfg.backend}: {requests.get(phase.name, '')}")
@@ -146,9 +183,11 @@ def dry_run(cfg: DictConfig) -> list[str]:
             log.debug("phase %s: requests not built from the cases alone: %s", phase.name, exc)
             n = 0
         per = " per variant" if len(variants) > 1 else ""
-        requests[phase.name] = (f"{n} requests{per} (each re-asked at most judge.max_retries="
-                                f"{int(phase.judge_cfg.max_retries)} times)" if n or i == 0 else
-                                "built from the answers of the phases before it")
+        requests[phase.name] = (
+            f"{n} requests{per} (each re-asked at most judge.max_retries={int(phase.judge_cfg.max_retries)} times)"
+            if n or i == 0
+            else "built from the answers of the phases before it"
+        )
     engines = EngineSet(None)
     for phase in plan.phases:
         engines.get(phase.judge_cfg, start=False)  # config checked, model resolved; nothing loaded

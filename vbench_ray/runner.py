@@ -62,16 +62,20 @@ def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
     if not has_rows:
         return
     if not cfg.output.resume:
-        raise ConfigError(f"output.dir {run_dir} already holds results and output.resume=false; "
-                          f"choose a new output.dir or set output.resume=true")
+        raise ConfigError(
+            f"output.dir {run_dir} already holds results and output.resume=false; "
+            f"choose a new output.dir or set output.resume=true"
+        )
     if not saved.exists():
         return
     old = OmegaConf.load(saved)
     sections = RESULT_SECTIONS + tuple(get_benchmark(cfg.benchmark).result_sections)
     changed = [k for k in sections if OmegaConf.select(old, k) != OmegaConf.select(cfg, k)]
     if changed:
-        raise ConfigError(f"output.dir {run_dir} holds rows computed with different `{'`, `'.join(changed)}` "
-                          f"settings; resuming would mix them. Use a new output.dir.")
+        raise ConfigError(
+            f"output.dir {run_dir} holds rows computed with different `{'`, `'.join(changed)}` "
+            f"settings; resuming would mix them. Use a new output.dir."
+        )
 
 
 def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
@@ -179,8 +183,9 @@ def _expand(cfg: DictConfig, cases: list[dict], variants: list, run_dir: Path) -
     return rows, info
 
 
-def _compute(plan: RunPlan, todo: list[pa.Table], sink: CaseSink, engines: EngineSet, run_dir: Path,
-             mark=lambda name: None) -> int:
+def _compute(
+    plan: RunPlan, todo: list[pa.Table], sink: CaseSink, engines: EngineSet, run_dir: Path, mark=lambda name: None
+) -> int:
     """The stream: ``todo`` through the plan's stages and its judge phases, rows to the sink as they come."""
     cfg = plan.cfg
     stages = list(plan.stages)
@@ -231,7 +236,10 @@ def drain_to_sink(blocks, sink: CaseSink, ray_cfg, mark=lambda name: None) -> in
     try:
         for block in blocks:
             buffered.append(block)
-            if sum(b.num_rows for b in buffered) >= ray_cfg.shard_rows or time.monotonic() - last >= ray_cfg.shard_seconds:
+            if (
+                sum(b.num_rows for b in buffered) >= ray_cfg.shard_rows
+                or time.monotonic() - last >= ray_cfg.shard_seconds
+            ):
                 chunk, buffered = buffered, []  # taken first: a write cut short is recomputed, never written twice
                 written += sink.write(pa.concat_tables(chunk, promote_options="permissive"))
                 last = time.monotonic()
@@ -264,7 +272,8 @@ def _budget_without_engines(reserved: dict[str, float]) -> None:
     from ray.data import DataContext, ExecutionResources
 
     DataContext.get_current().execution_options.exclude_resources = ExecutionResources(
-        cpu=reserved["CPU"], gpu=reserved["GPU"])
+        cpu=reserved["CPU"], gpu=reserved["GPU"]
+    )
 
 
 def _judge(plan: RunPlan, rows: list[dict], run_dir: Path, engines: EngineSet) -> tuple[pa.Table | None, dict | None]:
@@ -290,8 +299,11 @@ def _judge(plan: RunPlan, rows: list[dict], run_dir: Path, engines: EngineSet) -
             stage = JudgeStage(engine, judge_log, judge_cfg.max_retries, before_send=_starter(cfg, judge_cfg, engines))
             phase_results.update(stage.run(group))
         results.update(phase_results)
-        info[phase.name] = {"backend": phase.judge_cfg.backend, "model": engine.model_label,
-                            **judge_stats(phase_results, requests, judge_log)}
+        info[phase.name] = {
+            "backend": phase.judge_cfg.backend,
+            "model": engine.model_label,
+            **judge_stats(phase_results, requests, judge_log),
+        }
     judgments = bench.score_judgments(rows, results, cfg)
     if judgments is not None:
         pq.write_table(judgments, run_dir / "judgments.parquet")
@@ -301,10 +313,12 @@ def _judge(plan: RunPlan, rows: list[dict], run_dir: Path, engines: EngineSet) -
 def _starter(cfg: DictConfig, judge_cfg, engines: EngineSet):
     """Ray and the engine for ``judge_cfg``, started when a request is about to be sent, not before: a run
     whose judge log answers everything (a resume with nothing left) loads no model."""
+
     def start() -> None:
         if BACKENDS[judge_cfg.backend].asks_a_model:
             ensure_ray(cfg)
         engines.get(judge_cfg).check()  # started by the stream, it may have found the endpoint down since
+
     return start
 
 
@@ -324,8 +338,16 @@ def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list
     return out
 
 
-def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: pa.Table | None = None,
-             judge_info: dict | None = None, sweep_info: dict | None = None, timing: dict | None = None) -> dict:
+def finalize(
+    run_dir: Path,
+    cfg: DictConfig,
+    bench,
+    table: pa.Table,
+    judgments: pa.Table | None = None,
+    judge_info: dict | None = None,
+    sweep_info: dict | None = None,
+    timing: dict | None = None,
+) -> dict:
     """summary.json, report.html and the wandb run(s), from the rows on disk.
 
     Headline metrics are those of the ``base`` variant; with a sweep, ``by_variant.<variant>`` holds
@@ -337,16 +359,25 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
     summary = bench.summarize(base_rows, cfg, base_judged)
     for key, value in bench.summarize_variants(table, cfg, judgments).items():  # e.g. negative-control checks
         summary[key] = summary.get(key, []) + value if isinstance(value, list) else value
-    summary = {"benchmark": cfg.benchmark, "run_name": run_name(cfg),
-               "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), **summary}
+    summary = {
+        "benchmark": cfg.benchmark,
+        "run_name": run_name(cfg),
+        "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **summary,
+    }
     by_variant = {}
     if sweep_info:
         for v, (rows, judged) in parts.items():
-            by_variant[v] = {m: {k: s.get(k) for k in ("value", "ci95", "n")}
-                             for m, s in bench.summarize(rows, cfg, judged)["metrics"].items()}
+            by_variant[v] = {
+                m: {k: s.get(k) for k in ("value", "ci95", "n")}
+                for m, s in bench.summarize(rows, cfg, judged)["metrics"].items()
+            }
         summary["by_variant"] = by_variant
-        summary["sweep"] = {"name": cfg.wandb.group or run_name(cfg), **sweep_info,
-                            "rows_by_variant": {v: rows.num_rows for v, (rows, _) in parts.items()}}
+        summary["sweep"] = {
+            "name": cfg.wandb.group or run_name(cfg),
+            **sweep_info,
+            "rows_by_variant": {v: rows.num_rows for v, (rows, _) in parts.items()},
+        }
     if judge_info:
         summary["judge"] = judge_info
     if timing:  # seconds from the run's start: where a run's time went (ray start, first row, stream, judging)
@@ -363,9 +394,15 @@ def finalize(run_dir: Path, cfg: DictConfig, bench, table: pa.Table, judgments: 
         log_to_wandb(run_dir, cfg.wandb, run_name(cfg), to_dict(cfg), summary, table)
     for v, (rows, _) in parts.items() if sweep_info else ():
         variant_summary = {"metrics": {m: s for m, s in by_variant[v].items()}}
-        log_to_wandb(run_dir, cfg.wandb, f"{run_name(cfg)}/{v}", {**to_dict(cfg), **live.sweep_config(sweep_info, v)},
-                     variant_summary, rows, curves=sweep_figures(summary["sweep"], by_variant, list(summary["metrics"]))
-                     if v == "base" else ())
+        log_to_wandb(
+            run_dir,
+            cfg.wandb,
+            f"{run_name(cfg)}/{v}",
+            {**to_dict(cfg), **live.sweep_config(sweep_info, v)},
+            variant_summary,
+            rows,
+            curves=sweep_figures(summary["sweep"], by_variant, list(summary["metrics"])) if v == "base" else (),
+        )
     return summary
 
 
@@ -376,14 +413,17 @@ def stage_timing(table: pa.Table, since: float) -> dict:
     for name in table.column_names:
         if not name.startswith("at_"):
             continue
-        stage = name[len("at_"):]
+        stage = name[len("at_") :]
         ats = table.column(name).to_pylist()
         secs = table.column(f"seconds_{stage}").to_pylist() if f"seconds_{stage}" in table.column_names else []
         here = [i for i, a in enumerate(ats) if a is not None and a >= since]
         if here:
-            out[stage] = {"rows": len(here), "seconds_total": round(sum(secs[i] or 0.0 for i in here), 3),
-                          "first_row_s": round(min(ats[i] for i in here) - since, 3),
-                          "last_row_s": round(max(ats[i] for i in here) - since, 3)}
+            out[stage] = {
+                "rows": len(here),
+                "seconds_total": round(sum(secs[i] or 0.0 for i in here), 3),
+                "first_row_s": round(min(ats[i] for i in here) - since, 3),
+                "last_row_s": round(max(ats[i] for i in here) - since, 3),
+            }
     return out
 
 

@@ -41,8 +41,10 @@ def safe_id(value: object, what: str = "id") -> str:
     if len(value) > MAX_ID_LEN:
         raise ValueError(f"{what}: {value[:40]!r}... is {len(value)} characters long (at most {MAX_ID_LEN})")
     if value in (".", "..") or not SAFE_ID.fullmatch(value) or value.startswith("-"):
-        raise ValueError(f"{what}: {value!r} cannot be used as a folder or file name (allowed: letters, digits "
-                         f"and . _ - + =, not starting with -, not . or ..; no / or other separators)")
+        raise ValueError(
+            f"{what}: {value!r} cannot be used as a folder or file name (allowed: letters, digits "
+            f"and . _ - + =, not starting with -, not . or ..; no / or other separators)"
+        )
     return value
 
 
@@ -93,4 +95,4 @@ def unique_component(text: object) -> str:
     if name == text:
         return name
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_DIGITS]
-    return f"{name[:MAX_ID_LEN - HASH_DIGITS - 1]}{HASH_MARK}{digest}"
+    return f"{name[: MAX_ID_LEN - HASH_DIGITS - 1]}{HASH_MARK}{digest}"

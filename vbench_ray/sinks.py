@@ -203,9 +203,16 @@ def _flatten(prefix: str, obj: Any, out: dict) -> dict:
     return out
 
 
-def log_to_wandb(run_dir: str | Path, wandb_cfg: Any, run_name: str, config: dict, summary: dict,
-                 cases: pa.Table | None, extra_tables: Iterable[tuple[str, pa.Table]] = (),
-                 curves: Iterable[dict] = ()) -> str | None:
+def log_to_wandb(
+    run_dir: str | Path,
+    wandb_cfg: Any,
+    run_name: str,
+    config: dict,
+    summary: dict,
+    cases: pa.Table | None,
+    extra_tables: Iterable[tuple[str, pa.Table]] = (),
+    curves: Iterable[dict] = (),
+) -> str | None:
     """The run's wandb run (the one :mod:`vbench_ray.live` opened for the stream, else a new one with the run
     directory's id for ``run_name``): the resolved config, the summary (flattened to ``metrics/SSIM/value``
     ...), the per-case table with the first ``wandb.strips`` cases' frame strips as images, and each sweep
@@ -229,8 +236,13 @@ def log_to_wandb(run_dir: str | Path, wandb_cfg: Any, run_name: str, config: dic
             if fig.get("kind") == "line":
                 rows = [[x, v, lo, hi, n] for x, v, lo, hi, n in fig["points"]]
                 table = wandb.Table(data=rows, columns=[fig["axis"], fig["metric"], "ci_lo", "ci_hi", "n"])
-                run.log({f"sweep/{fig['axis']}/{fig['metric']}": wandb.plot.line(
-                    table, fig["axis"], fig["metric"], title=fig["title"])})
+                run.log(
+                    {
+                        f"sweep/{fig['axis']}/{fig['metric']}": wandb.plot.line(
+                            table, fig["axis"], fig["metric"], title=fig["title"]
+                        )
+                    }
+                )
         return run.dir
     finally:
         run.finish()

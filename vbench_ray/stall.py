@@ -44,10 +44,12 @@ def guard(blocks: Iterable, seconds: float | None, describe: Callable[[], str]) 
         try:
             item = out.get(timeout=float(seconds))
         except queue.Empty:
-            raise StreamStalled(f"the stream made no progress for {float(seconds):g} s (ray.stall_s): {describe()}. "
-                                f"Rows received so far are kept; give the run more CPUs/GPUs (or free them), "
-                                f"enable fewer model metrics, or raise ray.stall_s for stages that are just slow, "
-                                f"then run the same command again") from None
+            raise StreamStalled(
+                f"the stream made no progress for {float(seconds):g} s (ray.stall_s): {describe()}. "
+                f"Rows received so far are kept; give the run more CPUs/GPUs (or free them), "
+                f"enable fewer model metrics, or raise ray.stall_s for stages that are just slow, "
+                f"then run the same command again"
+            ) from None
         if item is _END:
             return
         if isinstance(item, BaseException):
@@ -61,9 +63,14 @@ def waiting_for(plans: dict, reserved: dict[str, float]) -> str:
 
     free = ray.available_resources() if ray.is_initialized() else {}
     total = ray.cluster_resources() if ray.is_initialized() else {}
-    asks = ", ".join(f"{name} {p.num_cpus:g} CPU" + (f" + {p.num_gpus:g} GPU" if p.num_gpus else "")
-                     + (f" x {p.min_size}-{p.max_size} actors" if p.max_size > 1 or p.min_size > 1 else "")
-                     for name, p in plans.items())
-    return (f"waiting for Ray to place its stages ({asks}); Ray has {free.get('CPU', 0.0):g} of "
-            f"{total.get('CPU', 0.0):g} CPUs and {free.get('GPU', 0.0):g} of {total.get('GPU', 0.0):g} GPUs free, "
-            f"the judge engines hold {reserved.get('CPU', 0.0):g} CPUs and {reserved.get('GPU', 0.0):g} GPUs")
+    asks = ", ".join(
+        f"{name} {p.num_cpus:g} CPU"
+        + (f" + {p.num_gpus:g} GPU" if p.num_gpus else "")
+        + (f" x {p.min_size}-{p.max_size} actors" if p.max_size > 1 or p.min_size > 1 else "")
+        for name, p in plans.items()
+    )
+    return (
+        f"waiting for Ray to place its stages ({asks}); Ray has {free.get('CPU', 0.0):g} of "
+        f"{total.get('CPU', 0.0):g} CPUs and {free.get('GPU', 0.0):g} of {total.get('GPU', 0.0):g} GPUs free, "
+        f"the judge engines hold {reserved.get('CPU', 0.0):g} CPUs and {reserved.get('GPU', 0.0):g} GPUs"
+    )

@@ -101,13 +101,17 @@ def variants_from_axes(axes: dict[str, list]) -> list[Variant]:
 
 # ----------------------------------------------------------------------------- expansion
 
+
 def expand(cases: list[dict], variants: list[Variant], variant_dir: Path) -> list[dict]:
     """Every case once per variant; perturbed variants point at ``variant_dir/<spec>/<hash>.mp4``."""
     rows = []
     for variant in variants:
         for case in cases:
-            row = dict(case, variant=variant.name,
-                       variant_params=json.dumps(variant.params, sort_keys=True) if variant.params else None)
+            row = dict(
+                case,
+                variant=variant.name,
+                variant_params=json.dumps(variant.params, sort_keys=True) if variant.params else None,
+            )
             p = variant.perturbation
             if p is not None and not row.get("error_load"):
                 for col in VIDEO_COLUMNS:

@@ -16,5 +16,16 @@ from vbench_ray.agentic.baselines import AGENTS, run_baseline, solve
 from vbench_ray.agentic.synth import synth_agentic
 from vbench_ray.agentic.verify import verify_cli, verify_rollout
 
-__all__ = ["AGENTS", "DELIVERABLES", "FAMILIES", "BundleError", "TaskBundle", "load_task", "run_baseline", "solve",
-           "synth_agentic", "verify_cli", "verify_rollout"]
+__all__ = [
+    "AGENTS",
+    "DELIVERABLES",
+    "FAMILIES",
+    "BundleError",
+    "TaskBundle",
+    "load_task",
+    "run_baseline",
+    "solve",
+    "synth_agentic",
+    "verify_cli",
+    "verify_rollout",
+]

@@ -63,6 +63,7 @@ def _clip_names(task: TaskBundle) -> list[str]:
 
 # ----------------------------------------------------------------------------- assembly
 
+
 def assembly_random(task: TaskBundle, out: Path, rng: np.random.Generator) -> dict:
     board = json.loads(task.input("storyboard.json").read_text())
     picks = {s["slot"]: str(rng.choice(s["candidates"])) for s in board["slots"]}
@@ -81,13 +82,21 @@ def _assembly_write(task, out: Path, board: dict, picks: dict, how: str) -> dict
     clips = [task.input(f"clips/{picks[s['slot']]}") for s in board["slots"]]
     durations = _concat_clips(clips, out / "solution.mp4")
     starts = np.concatenate([[0.0], np.cumsum(durations)])
-    segments = [{"slot": s["slot"], "source": picks[s["slot"]], "output": [float(starts[i]), float(starts[i + 1])],
-                 "source_range": [0.0, float(durations[i])]} for i, s in enumerate(board["slots"])]
+    segments = [
+        {
+            "slot": s["slot"],
+            "source": picks[s["slot"]],
+            "output": [float(starts[i]), float(starts[i + 1])],
+            "source_range": [0.0, float(durations[i])],
+        }
+        for i, s in enumerate(board["slots"])
+    ]
     _write(out / "solution.json", {"segments": segments, "slots": picks})
     return {"how": how}
 
 
 # ----------------------------------------------------------------------------- sequencing
+
 
 def _small(frame: np.ndarray, width: int = 48) -> np.ndarray:
     import cv2
@@ -177,7 +186,7 @@ def _relocate(path: list[int], cost: np.ndarray) -> list[int]:
         improved = False
         for length in (1, 2, 3):
             for i in range(len(best) - length + 1):
-                seg, rest = best[i:i + length], best[:i] + best[i + length:]
+                seg, rest = best[i : i + length], best[:i] + best[i + length :]
                 for k in range(len(rest) + 1):
                     cand = rest[:k] + seg + rest[k:]
                     cc = _path_cost(cand, cost)
@@ -208,13 +217,24 @@ def _sequencing_write(task, out: Path, order: list[str], how: str) -> dict:
     segment per slot with its place in ``solution.mp4`` (``output``) and in the clip (``source_range``)."""
     durations = _concat_clips([task.input(f"clips/{n}") for n in order], out / "solution.mp4")
     starts = np.concatenate([[0.0], np.cumsum(durations)])
-    _write(out / "solution.json", {"segments": [
-        {"source": n, "output": [float(starts[i]), float(starts[i + 1])], "source_range": [0.0, float(durations[i])]}
-        for i, n in enumerate(order)]})
+    _write(
+        out / "solution.json",
+        {
+            "segments": [
+                {
+                    "source": n,
+                    "output": [float(starts[i]), float(starts[i + 1])],
+                    "source_range": [0.0, float(durations[i])],
+                }
+                for i, n in enumerate(order)
+            ]
+        },
+    )
     return {"how": how}
 
 
 # ----------------------------------------------------------------------------- repair
+
 
 def _report(out: Path, text: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
@@ -262,13 +282,17 @@ def repair_oracle(task: TaskBundle, out: Path, rng: np.random.Generator) -> dict
         first = [r["range"] if isinstance(r, dict) else r for r in t["ranges"]]
         _write(out / "solution.json", {"ranges": first})
     w = t.get("window") or [0.0, 0.0]
-    _report(out, f"# Repair report\n\n## Diagnosis\n- type: {t.get('defect')}\n- start: {w[0]:.3f}\n- end: {w[1]:.3f}\n\n"
-                 "## Repair\nOracle: delivered the golden reference.")
+    _report(
+        out,
+        f"# Repair report\n\n## Diagnosis\n- type: {t.get('defect')}\n- start: {w[0]:.3f}\n- end: {w[1]:.3f}\n\n"
+        "## Repair\nOracle: delivered the golden reference.",
+    )
     return {"how": "golden reference (oracle)"}
 
 
-def find_repeat(frames: np.ndarray, min_len: int = 2, psnr_db: float = 38.0, margin_db: float = 3.0
-                ) -> tuple[int, int] | None:
+def find_repeat(
+    frames: np.ndarray, min_len: int = 2, psnr_db: float = 38.0, margin_db: float = 3.0
+) -> tuple[int, int] | None:
     """``(a, L)`` when frames ``[a+L, a+2L)`` repeat frames ``[a, a+L)`` (the longest such run).
 
     A frame counts as a repeat of the one ``L`` earlier when they are near-identical (``psnr_db``) and
@@ -329,12 +353,24 @@ def _register(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     warp = np.eye(2, 3, dtype=np.float32)
     gray = lambda f: cv2.cvtColor(f.astype(np.float32), cv2.COLOR_RGB2GRAY)  # noqa: E731
     try:
-        _, warp = cv2.findTransformECC(gray(dst), gray(src), warp, cv2.MOTION_AFFINE,
-                                       (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 100, 1e-5), None, 5)
+        _, warp = cv2.findTransformECC(
+            gray(dst),
+            gray(src),
+            warp,
+            cv2.MOTION_AFFINE,
+            (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 100, 1e-5),
+            None,
+            5,
+        )
     except cv2.error:
         pass
-    return cv2.warpAffine(src.astype(np.float32), warp, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                          borderMode=cv2.BORDER_REFLECT)
+    return cv2.warpAffine(
+        src.astype(np.float32),
+        warp,
+        (w, h),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_REFLECT,
+    )
 
 
 def _undo_colour(frames: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -380,8 +416,10 @@ def _blur_sigma(sharp: np.ndarray, blurred: np.ndarray, border: int = 6) -> floa
     import cv2
 
     inner = (slice(border, -border), slice(border, -border))
-    errs = [(float(np.mean((cv2.GaussianBlur(sharp.astype(np.float32), (0, 0), sg)[inner]
-                            - blurred[inner]) ** 2)), sg) for sg in np.arange(0.8, 4.01, 0.2)]
+    errs = [
+        (float(np.mean((cv2.GaussianBlur(sharp.astype(np.float32), (0, 0), sg)[inner] - blurred[inner]) ** 2)), sg)
+        for sg in np.arange(0.8, 4.01, 0.2)
+    ]
     return float(min(errs)[1])
 
 
@@ -397,7 +435,7 @@ def _detail_transfer(frames: np.ndarray, a: int, b: int, tau: float = 16.0) -> n
     if not sharp_idx:
         return frames
     n0 = sharp_idx[0]
-    first = (a if n0 == a - 1 else b - 1)
+    first = a if n0 == a - 1 else b - 1
     blurred = frames[first].astype(np.float32)
     sigma = _blur_sigma(_register(frames[n0], blurred), blurred)
     fixed = frames.copy()
@@ -406,7 +444,7 @@ def _detail_transfer(frames: np.ndarray, a: int, b: int, tau: float = 16.0) -> n
         dst = frames[i].astype(np.float32)
         moved = _register(frames[n], dst)
         soft = cv2.GaussianBlur(moved, (0, 0), sigma)
-        weight = np.exp(-(np.abs(soft - dst).mean(-1, keepdims=True) / tau) ** 2)
+        weight = np.exp(-((np.abs(soft - dst).mean(-1, keepdims=True) / tau) ** 2))
         fixed[i] = np.clip(np.rint(dst + weight * (moved - soft)), 0, 255).astype(np.uint8)
     return fixed
 
@@ -417,8 +455,8 @@ def noisy_window(audio: np.ndarray, sr: int, hop_s: float = 0.05, factor: float 
     hop = int(sr * hop_s)
     hf = []
     for s in range(0, len(audio) - hop + 1, hop):
-        p = np.abs(np.fft.rfft(audio[s:s + hop] * np.hanning(hop))) ** 2
-        hf.append(float(p[len(p) // 2:].sum()))
+        p = np.abs(np.fft.rfft(audio[s : s + hop] * np.hanning(hop))) ** 2
+        hf.append(float(p[len(p) // 2 :].sum()))
     hf = np.array(hf)
     high = hf > factor * float(np.median(hf)) + 1e-9
     if not high.any() or high.mean() > 0.6:
@@ -456,8 +494,11 @@ def repair_heuristic(task: TaskBundle, out: Path, rng: np.random.Generator) -> d
         f2, a2 = _cut(broken, ranges)
         _write_fixed(out, broken, f2, a2)
         _write(out / "solution.json", {"ranges": [list(r) for r in ranges]})
-        _report(out, f"# Repair report\n\nRepeated frames: {ranges[0][0]:.2f}-{ranges[0][1]:.2f} s repeats the "
-                     "segment before it; cut.")
+        _report(
+            out,
+            f"# Repair report\n\nRepeated frames: {ranges[0][0]:.2f}-{ranges[0][1]:.2f} s repeats the "
+            "segment before it; cut.",
+        )
         return {"how": "repeated segment cut", "ranges": ranges}
     jumps = frame_jumps(frames)
     cuts = [j["i"] for j in jumps if j["kind"] == "cut"]
@@ -468,7 +509,7 @@ def repair_heuristic(task: TaskBundle, out: Path, rng: np.random.Generator) -> d
         seg_audio = None
         if audio is not None:
             spf = broken.sample_rate / fps
-            seg_audio = [audio[int(s * spf):int(e * spf)] for s, e in zip(bounds, bounds[1:])]
+            seg_audio = [audio[int(s * spf) : int(e * spf)] for s, e in zip(bounds, bounds[1:])]
         order = best_path(continuity_costs(segs))
         f2 = np.concatenate([segs[i] for i in order])
         a2 = np.concatenate([seg_audio[i] for i in order]) if seg_audio is not None else None
@@ -478,23 +519,32 @@ def repair_heuristic(task: TaskBundle, out: Path, rng: np.random.Generator) -> d
     if len(colour) >= 2:
         a, b = colour[0], colour[-1]
         _write_fixed(out, broken, _undo_colour(frames, a, b), audio)
-        _report(out, f"# Repair report\n\nColour shift on frames {a}-{b - 1} ({a / fps:.2f}-{b / fps:.2f} s); "
-                     "inverted per channel.")
+        _report(
+            out,
+            f"# Repair report\n\nColour shift on frames {a}-{b - 1} ({a / fps:.2f}-{b / fps:.2f} s); "
+            "inverted per channel.",
+        )
         return {"how": "colour shift undone", "window": [a, b]}
     blur = blur_window(frames)
     if blur is not None:
         a, b = blur
         _write_fixed(out, broken, _detail_transfer(frames, a, b), audio)
-        _report(out, f"# Repair report\n\nBlur on frames {a}-{b - 1} ({a / fps:.2f}-{b / fps:.2f} s); detail "
-                     "restored from the neighbouring sharp frames.")
+        _report(
+            out,
+            f"# Repair report\n\nBlur on frames {a}-{b - 1} ({a / fps:.2f}-{b / fps:.2f} s); detail "
+            "restored from the neighbouring sharp frames.",
+        )
         return {"how": "blur undone (detail transfer)", "window": [a, b]}
     if audio is not None:
         noisy = noisy_window(audio, broken.sample_rate)
         if noisy is not None:
             a, b = noisy
             _write_fixed(out, broken, frames, _denoise(audio, broken.sample_rate, a, b))
-            _report(out, f"# Repair report\n\nNoise in {a / broken.sample_rate:.2f}-{b / broken.sample_rate:.2f} s; "
-                         "spectrally gated.")
+            _report(
+                out,
+                f"# Repair report\n\nNoise in {a / broken.sample_rate:.2f}-{b / broken.sample_rate:.2f} s; "
+                "spectrally gated.",
+            )
             return {"how": "noise gated", "window": [a, b]}
     _write_fixed(out, broken, frames, audio)
     _report(out, "# Repair report\n\nNo defect found; delivered unchanged.")
@@ -502,6 +552,7 @@ def repair_heuristic(task: TaskBundle, out: Path, rng: np.random.Generator) -> d
 
 
 # ----------------------------------------------------------------------------- repurpose
+
 
 def _parse_aspect(text: str) -> float:
     a, b = str(text).replace("/", ":").split(":")
@@ -513,20 +564,20 @@ def _crop_to(frames: np.ndarray, aspect: float) -> np.ndarray:
     if w / h > aspect:
         nw = max(2, int(round(h * aspect / 2)) * 2)
         x = (w - nw) // 2
-        return frames[:, :, x:x + nw]
+        return frames[:, :, x : x + nw]
     nh = max(2, int(round(w / aspect / 2)) * 2)
     y = (h - nh) // 2
-    return frames[:, y:y + nh]
+    return frames[:, y : y + nh]
 
 
 def _pieces(src: Media, starts: list[float], piece: float) -> tuple[np.ndarray, np.ndarray | None]:
     fps, sr = src.fps, src.sample_rate
     n = int(round(piece * fps))
-    frames = np.concatenate([src.frames[int(round(s * fps)):int(round(s * fps)) + n] for s in starts])
+    frames = np.concatenate([src.frames[int(round(s * fps)) : int(round(s * fps)) + n] for s in starts])
     audio = None
     if src.audio is not None:
         m = int(round(piece * sr))
-        audio = np.concatenate([src.audio[int(round(s * sr)):int(round(s * sr)) + m] for s in starts])
+        audio = np.concatenate([src.audio[int(round(s * sr)) : int(round(s * sr)) + m] for s in starts])
     return frames, audio
 
 
@@ -552,20 +603,35 @@ def repurpose_format_aware(task: TaskBundle, out: Path, rng: np.random.Generator
     if spec.get("aspect_ratio"):
         frames = _crop_to(frames, _parse_aspect(spec["aspect_ratio"]))
     write_media(out / "final.mp4", frames, src.fps, audio if spec.get("audio", True) else None, src.sample_rate)
-    _report(out, f"# Report\n\nFormat-aware cut: {n} evenly spaced pieces of {piece:.2f} s, centre-cropped to "
-                 f"{spec.get('aspect_ratio')}, source audio kept.")
+    _report(
+        out,
+        f"# Report\n\nFormat-aware cut: {n} evenly spaced pieces of {piece:.2f} s, centre-cropped to "
+        f"{spec.get('aspect_ratio')}, source audio kept.",
+    )
     return {"how": "evenly spaced pieces, cropped to the brief's aspect ratio"}
 
 
 # ----------------------------------------------------------------------------- dispatch
 
 STRATEGIES: dict[str, dict[str, Callable]] = {
-    "random": {"assembly": assembly_random, "sequencing": sequencing_random, "repair": repair_random,
-               "repurpose": repurpose_random},
-    "heuristic": {"assembly": assembly_random, "sequencing": sequencing_continuity, "repair": repair_heuristic,
-                  "repurpose": repurpose_format_aware},
-    "oracle": {"assembly": assembly_oracle, "sequencing": sequencing_oracle, "repair": repair_oracle,
-               "repurpose": repurpose_format_aware},
+    "random": {
+        "assembly": assembly_random,
+        "sequencing": sequencing_random,
+        "repair": repair_random,
+        "repurpose": repurpose_random,
+    },
+    "heuristic": {
+        "assembly": assembly_random,
+        "sequencing": sequencing_continuity,
+        "repair": repair_heuristic,
+        "repurpose": repurpose_format_aware,
+    },
+    "oracle": {
+        "assembly": assembly_oracle,
+        "sequencing": sequencing_oracle,
+        "repair": repair_oracle,
+        "repurpose": repurpose_format_aware,
+    },
 }
 
 

@@ -45,8 +45,12 @@ DELIVERABLES: dict[str, tuple[str, ...]] = {
     "repurpose": ("final.mp4", "report.md"),
 }
 # The file whose absence makes a rollout "missing" rather than merely incomplete.
-PRIMARY_DELIVERABLE = {"assembly": "solution.json", "sequencing": "solution.json", "repair": "fixed.mp4",
-                       "repurpose": "final.mp4"}
+PRIMARY_DELIVERABLE = {
+    "assembly": "solution.json",
+    "sequencing": "solution.json",
+    "repair": "fixed.mp4",
+    "repurpose": "final.mp4",
+}
 ALL_DELIVERABLES = ("solution.json", "solution.mp4", "fixed.mp4", "final.mp4", "report.md")
 
 
@@ -175,8 +179,9 @@ def validate_truth(task: TaskBundle) -> None:
     elif task.family == "repair":
         group = _need(t, "group", str, where)
         if group not in ("visual", "audio", "timeline", "shot_swap"):
-            raise BundleError(f"{where}.group: unknown defect group {group!r} "
-                              "(expected visual, audio, timeline or shot_swap)")
+            raise BundleError(
+                f"{where}.group: unknown defect group {group!r} (expected visual, audio, timeline or shot_swap)"
+            )
         _need(t, "golden", str, where)
         _need(t, "broken", str, where)
         if group in ("visual", "audio"):
@@ -215,8 +220,9 @@ def validate_rubric(rubric: Any, where: str) -> None:
         if pillar == "format":
             check = _need(item, "check", dict, w)
             if check.get("type") not in FORMAT_CHECKS:
-                raise BundleError(f"{w}.check.type: unknown check {check.get('type')!r} "
-                                  f"(expected one of {list(FORMAT_CHECKS)})")
+                raise BundleError(
+                    f"{w}.check.type: unknown check {check.get('type')!r} (expected one of {list(FORMAT_CHECKS)})"
+                )
     if not any(float(it["weight"]) > 0 for it in items):
         raise BundleError(f"{where}.items: no item has a positive weight")
 
@@ -243,11 +249,14 @@ def find_reps(submissions_root: str | Path, task_id: str) -> list[tuple[str, Pat
         return []
     if any((folder / name).exists() for name in ALL_DELIVERABLES):
         return [("0", folder)]
-    return sorted(((p.name, p) for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                  key=lambda x: (len(x[0]), x[0]))
+    return sorted(
+        ((p.name, p) for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda x: (len(x[0]), x[0]),
+    )
 
 
 # ----------------------------------------------------------------------------- writing bundles
+
 
 def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -86,8 +86,9 @@ def _check_file(path: Path) -> None:
         raise MediaError(f"media file is empty: {path}")
 
 
-def read_media(path: str | Path, video: bool = True, audio: bool = True, max_side: int | None = None,
-               keep_fps: float | None = None) -> Media:
+def read_media(
+    path: str | Path, video: bool = True, audio: bool = True, max_side: int | None = None, keep_fps: float | None = None
+) -> Media:
     """Decode ``path``: its frames (``video``) and its first audio stream as mono float32 (``audio``).
 
     ``max_side`` downscales frames (area interpolation) so that their longest side is at most that many
@@ -117,8 +118,14 @@ def read_media(path: str | Path, video: bool = True, audio: bool = True, max_sid
             raise
         except Exception as exc:
             raise MediaError(f"cannot decode {path}: {type(exc).__name__}: {exc}") from exc
-        info = _info(path, container, vs, as_, n_decoded if frames is not None else None,
-                     len(samples) if samples is not None else None)
+        info = _info(
+            path,
+            container,
+            vs,
+            as_,
+            n_decoded if frames is not None else None,
+            len(samples) if samples is not None else None,
+        )
     arr = times = None
     if frames is not None:
         if not frames:
@@ -280,17 +287,31 @@ def _info(path: Path, container, vs, as_, n_frames: int | None, n_samples: int |
     else:
         duration = float(container.duration) / 1e6 if container.duration else 0.0
     return MediaInfo(
-        path=str(path), container=container.format.name,
+        path=str(path),
+        container=container.format.name,
         video_codec=vs.codec_context.name if vs is not None else None,
         audio_codec=as_.codec_context.name if as_ is not None else None,
-        width=int(width), height=int(height), sample_aspect=sar, fps=fps, num_frames=int(n_frames or 0),
-        duration=float(duration), sample_rate=int(sr) if sr else None,
-        channels=as_.codec_context.channels if as_ is not None else None)
+        width=int(width),
+        height=int(height),
+        sample_aspect=sar,
+        fps=fps,
+        num_frames=int(n_frames or 0),
+        duration=float(duration),
+        sample_rate=int(sr) if sr else None,
+        channels=as_.codec_context.channels if as_ is not None else None,
+    )
 
 
-def write_media(path: str | Path, frames: np.ndarray, fps: float, audio: np.ndarray | None = None,
-                sample_rate: int | None = None, crf: int = 18, video_codec: str = "libx264",
-                audio_codec: str = "aac") -> Path:
+def write_media(
+    path: str | Path,
+    frames: np.ndarray,
+    fps: float,
+    audio: np.ndarray | None = None,
+    sample_rate: int | None = None,
+    crf: int = 18,
+    video_codec: str = "libx264",
+    audio_codec: str = "aac",
+) -> Path:
     """Write uint8 RGB frames ``(T, H, W, 3)`` (H, W even) and optional mono float audio to ``path``.
 
     The container is chosen by FFmpeg from the file extension (``.mp4`` -> MP4).
@@ -325,7 +346,7 @@ def write_media(path: str | Path, frames: np.ndarray, fps: float, audio: np.ndar
             pcm = np.clip(np.asarray(audio, np.float32).reshape(-1), -1.0, 1.0)
             fmt = "fltp" if audio_codec == "aac" else "s16"
             for start in range(0, len(pcm), AUDIO_FRAME):
-                chunk = pcm[start:start + AUDIO_FRAME]
+                chunk = pcm[start : start + AUDIO_FRAME]
                 data = chunk[None, :] if fmt == "fltp" else (chunk * 32767).astype(np.int16)[None, :]
                 af = av.AudioFrame.from_ndarray(data, format=fmt, layout="mono")
                 af.sample_rate, af.pts = int(sample_rate), start

@@ -52,14 +52,17 @@ def settings_from(node: Any = None) -> VerifySettings:
     if node is None:
         return VerifySettings()
     get = (lambda k: node.get(k)) if isinstance(node, dict) else (lambda k: getattr(node, k, None))
-    return VerifySettings(assembly=_build(assembly.AssemblyConfig, get("assembly")),
-                          sequencing=_build(sequencing.SequencingConfig, get("sequencing")),
-                          repair=_build(repair.RepairConfig, get("repair")),
-                          repurpose=_build(repurpose.RepurposeConfig, get("repurpose")))
+    return VerifySettings(
+        assembly=_build(assembly.AssemblyConfig, get("assembly")),
+        sequencing=_build(sequencing.SequencingConfig, get("sequencing")),
+        repair=_build(repair.RepairConfig, get("repair")),
+        repurpose=_build(repurpose.RepurposeConfig, get("repurpose")),
+    )
 
 
-def verify_rollout(task: TaskBundle, submission: Path, settings: VerifySettings | None = None,
-                   frames_dir: Path | None = None) -> dict:
+def verify_rollout(
+    task: TaskBundle, submission: Path, settings: VerifySettings | None = None, frames_dir: Path | None = None
+) -> dict:
     """Outputs of the ``verify`` stage for one rollout.
 
     ``reward`` is final for Assembly, Sequencing and Repair; for a Repurpose rollout that passed its
@@ -77,8 +80,13 @@ def verify_rollout(task: TaskBundle, submission: Path, settings: VerifySettings 
     else:
         verdict = repair.verify(task, submission, settings.repair)
     payload = verdict.to_json()
-    return {"reward": verdict.reward, "status": verdict.status, "details": json.dumps(payload["details"]),
-            "reason": verdict.details.get("reason"), "strict": verdict.details.get("strict")}
+    return {
+        "reward": verdict.reward,
+        "status": verdict.status,
+        "details": json.dumps(payload["details"]),
+        "reason": verdict.details.get("reason"),
+        "strict": verdict.details.get("strict"),
+    }
 
 
 def _repurpose_rollout(task, submission: Path, cfg, frames_dir: Path | None) -> dict:
@@ -86,11 +94,26 @@ def _repurpose_rollout(task, submission: Path, cfg, frames_dir: Path | None) -> 
         media, fmt = repurpose.evaluate_format(task, submission, cfg.frames)
     except InvalidSubmission as exc:
         verdict = Verdict.zero(exc)
-        return {"reward": 0.0, "status": verdict.status, "details": json.dumps(verdict.to_json()["details"]),
-                "reason": exc.reason}
-    out: dict[str, Any] = {"status": "ok", "reward": None, "format_share": repurpose.format_share(fmt),
-                           "details": json.dumps(json_safe({"format_items": fmt, "duration_s": media.info.duration,
-                                                         "report_md": (submission / "report.md").is_file()}))}
+        return {
+            "reward": 0.0,
+            "status": verdict.status,
+            "details": json.dumps(verdict.to_json()["details"]),
+            "reason": exc.reason,
+        }
+    out: dict[str, Any] = {
+        "status": "ok",
+        "reward": None,
+        "format_share": repurpose.format_share(fmt),
+        "details": json.dumps(
+            json_safe(
+                {
+                    "format_items": fmt,
+                    "duration_s": media.info.duration,
+                    "report_md": (submission / "report.md").is_file(),
+                }
+            )
+        ),
+    }
     if cfg.judge_enabled and frames_dir is not None and repurpose.judged_items(task.rubric):
         frames = repurpose.write_frames(media, Path(frames_dir), cfg.frames)
         out["judge_frames"] = json.dumps(frames)
@@ -111,8 +134,14 @@ def _judge_answers(task: TaskBundle, submission: Path, row: dict, judge: list[st
     if isinstance(judge, (list, tuple)):
         cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig(max_tokens=1024)), OmegaConf.from_dotlist(list(judge)))
     case_id = f"{task.task_id}:cli"
-    requests = repurpose.build_requests(case_id, "base", repurpose.brief_text(task), repurpose.judged_items(task.rubric),
-                                        json.loads(row["judge_frames"]), row.get("judge_audio"))
+    requests = repurpose.build_requests(
+        case_id,
+        "base",
+        repurpose.brief_text(task),
+        repurpose.judged_items(task.rubric),
+        json.loads(row["judge_frames"]),
+        row.get("judge_audio"),
+    )
     results = JudgeStage(build_backend(cfg), JudgeLog(log_dir), cfg.max_retries).run(requests)
     answers = {}
     for r in requests:
@@ -121,8 +150,13 @@ def _judge_answers(task: TaskBundle, submission: Path, row: dict, judge: list[st
     return answers
 
 
-def verify_cli(task_dir: str | Path, submission_dir: str | Path, out_path: str | Path | None = None,
-               judge: list[str] | None = None, settings: VerifySettings | dict | None = None) -> dict:
+def verify_cli(
+    task_dir: str | Path,
+    submission_dir: str | Path,
+    out_path: str | Path | None = None,
+    judge: list[str] | None = None,
+    settings: VerifySettings | dict | None = None,
+) -> dict:
     """Verify ``submission_dir`` against the task bundle ``task_dir``; write and return ``reward.json``.
 
     ``out_path`` defaults to ``SUBMISSION/reward.json``. Repurpose rubric items other than the Format
@@ -150,8 +184,7 @@ def verify_cli(task_dir: str | Path, submission_dir: str | Path, out_path: str |
         verdict = repurpose.verify(task, submission, cfg, answers)
         payload = verdict.to_json()
         payload["details"]["rubric_judged"] = bool(judge)
-    payload["details"] = {"task_id": task.task_id, "family": task.family, "subtype": task.subtype,
-                          **payload["details"]}
+    payload["details"] = {"task_id": task.task_id, "family": task.family, "subtype": task.subtype, **payload["details"]}
     payload = json_safe(payload)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -12,5 +12,12 @@ from vbench_ray.agents.loop import AgentConfig, run_agent
 from vbench_ray.agents.rollouts import run_rollouts
 from vbench_ray.agents.sandbox import Sandbox, SandboxLimits, check_support
 
-__all__ = ["AgentConfig", "Sandbox", "SandboxLimits", "check_support", "run_agent", "run_rollouts",
-           "trajectory_analytics"]
+__all__ = [
+    "AgentConfig",
+    "Sandbox",
+    "SandboxLimits",
+    "check_support",
+    "run_agent",
+    "run_rollouts",
+    "trajectory_analytics",
+]

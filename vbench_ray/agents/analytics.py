@@ -23,16 +23,21 @@ def rollout_stats(traj: dict) -> dict:
     """Per-rollout numbers from one trajectory (as written by :func:`vbench_ray.agents.loop.run_agent`)."""
     calls = [c for t in traj.get("turns", []) for c in t.get("tool_calls", [])]
     counts = Counter(c.get("name") or "<none>" for c in calls)
-    top, top_n = (counts.most_common(1)[0] if counts else (None, 0))
+    top, top_n = counts.most_common(1)[0] if counts else (None, 0)
     usage = traj.get("usage") or {}
-    return {"tool_calls": len(calls), "tool_counts": dict(counts), "top_tool": top,
-            "top_tool_share": top_n / len(calls) if calls else 0.0,
-            "failed_tool_calls": sum(1 for c in calls if not c.get("ok", True)),
-            "turns": int(traj.get("n_turns", len(traj.get("turns", [])))),
-            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-            "completion_tokens": int(usage.get("completion_tokens") or 0),
-            "wall_s": float(traj.get("wall_s") or 0.0), "stop_reason": traj.get("stop_reason"),
-            "submitted": bool(traj.get("submitted"))}
+    return {
+        "tool_calls": len(calls),
+        "tool_counts": dict(counts),
+        "top_tool": top,
+        "top_tool_share": top_n / len(calls) if calls else 0.0,
+        "failed_tool_calls": sum(1 for c in calls if not c.get("ok", True)),
+        "turns": int(traj.get("n_turns", len(traj.get("turns", [])))),
+        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+        "completion_tokens": int(usage.get("completion_tokens") or 0),
+        "wall_s": float(traj.get("wall_s") or 0.0),
+        "stop_reason": traj.get("stop_reason"),
+        "submitted": bool(traj.get("submitted")),
+    }
 
 
 def _dist(values: list[float]) -> dict:
@@ -47,19 +52,24 @@ def group_stats(rows: list[dict]) -> dict:
     for r in rows:
         counts.update(r["tool_counts"])
     total = sum(counts.values())
-    top, top_n = (counts.most_common(1)[0] if counts else (None, 0))
-    return {"n_rollouts": len(rows),
-            "tool_calls": {**_dist([r["tool_calls"] for r in rows]), "total": total},
-            "top_tool": top, "top_tool_share": top_n / total if total else 0.0,
-            "tool_counts": dict(counts.most_common()),
-            "failed_tool_calls": sum(r["failed_tool_calls"] for r in rows),
-            "turns": _dist([r["turns"] for r in rows]),
-            "prompt_tokens": {**_dist([r["prompt_tokens"] for r in rows]), "total": sum(r["prompt_tokens"] for r in rows)},
-            "completion_tokens": {**_dist([r["completion_tokens"] for r in rows]),
-                                  "total": sum(r["completion_tokens"] for r in rows)},
-            "wall_s": _dist([r["wall_s"] for r in rows]),
-            "stop_reasons": dict(Counter(r["stop_reason"] for r in rows)),
-            "submitted": sum(1 for r in rows if r["submitted"])}
+    top, top_n = counts.most_common(1)[0] if counts else (None, 0)
+    return {
+        "n_rollouts": len(rows),
+        "tool_calls": {**_dist([r["tool_calls"] for r in rows]), "total": total},
+        "top_tool": top,
+        "top_tool_share": top_n / total if total else 0.0,
+        "tool_counts": dict(counts.most_common()),
+        "failed_tool_calls": sum(r["failed_tool_calls"] for r in rows),
+        "turns": _dist([r["turns"] for r in rows]),
+        "prompt_tokens": {**_dist([r["prompt_tokens"] for r in rows]), "total": sum(r["prompt_tokens"] for r in rows)},
+        "completion_tokens": {
+            **_dist([r["completion_tokens"] for r in rows]),
+            "total": sum(r["completion_tokens"] for r in rows),
+        },
+        "wall_s": _dist([r["wall_s"] for r in rows]),
+        "stop_reasons": dict(Counter(r["stop_reason"] for r in rows)),
+        "submitted": sum(1 for r in rows if r["submitted"]),
+    }
 
 
 def trajectory_analytics(trajectories: Iterable[dict]) -> dict:
@@ -72,8 +82,11 @@ def trajectory_analytics(trajectories: Iterable[dict]) -> dict:
         s["family"] = t.get("family") or "?"
         rows.append(s)
     out: dict = {"overall": group_stats(rows), "by_model": {}, "by_family": {}, "by_model_family": {}}
-    for key, pick in (("by_model", lambda r: r["model"]), ("by_family", lambda r: r["family"]),
-                      ("by_model_family", lambda r: f"{r['model']}/{r['family']}")):
+    for key, pick in (
+        ("by_model", lambda r: r["model"]),
+        ("by_family", lambda r: r["family"]),
+        ("by_model_family", lambda r: f"{r['model']}/{r['family']}"),
+    ):
         groups: dict[str, list] = {}
         for r in rows:
             groups.setdefault(pick(r), []).append(r)

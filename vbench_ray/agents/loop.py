@@ -47,31 +47,32 @@ once, when the deliverables are written). You have at most {max_turns} turns and
 @dataclass
 class AgentConfig:
     """One (model, harness settings) cell. Defaults are the paper's held-constant settings (App. A.3)."""
+
     base_url: str = "http://127.0.0.1:8000/v1"  # OpenAI-compatible endpoint (vLLM `.../v1`, an API's base URL)
-    model: Optional[str] = None                 # the served model name sent as `model` (required for rollouts)
-    api_key_env: Optional[str] = None           # name of the env var holding the API key (never the key itself)
-    name: Optional[str] = None                  # label in trajectories and analytics (default: model)
-    harness: str = "vbench-ray"                 # harness label for analytics (paper §3.3 compares harnesses)
-    max_turns: int = bounded(200, ge=1)         # App. A.3: max agent iterations
-    wall_s: float = bounded(1800.0, gt=0)       # App. A.3: per-task wall-clock timeout
+    model: Optional[str] = None  # the served model name sent as `model` (required for rollouts)
+    api_key_env: Optional[str] = None  # name of the env var holding the API key (never the key itself)
+    name: Optional[str] = None  # label in trajectories and analytics (default: model)
+    harness: str = "vbench-ray"  # harness label for analytics (paper §3.3 compares harnesses)
+    max_turns: int = bounded(200, ge=1)  # App. A.3: max agent iterations
+    wall_s: float = bounded(1800.0, gt=0)  # App. A.3: per-task wall-clock timeout
     temperature: Optional[float] = bounded(None, ge=0)  # None: provider default (App. A.3: no override)
     top_p: Optional[float] = bounded(None, gt=0, le=1)
     max_tokens: Optional[int] = bounded(None, ge=1)
     seed: Optional[int] = None
     extra_body: dict = field(default_factory=dict)  # more request fields, e.g. {"reasoning_effort": "high"}
-    tool_choice: Optional[str] = "auto"         # None: field left out of the request
-    request_timeout_s: float = 300.0            # per model call (App. A.3: openclaw's idle timeout, 300 s)
-    max_retries: int = 3                        # per model call: connection errors, timeouts, 408/409/425/429/5xx
-    retry_wait_s: float = 2.0                   # backoff base (x 2**attempt, or the server's Retry-After)
-    tool_timeout_s: float = 600.0               # per tool call (also capped by the time left)
-    max_output_chars: int = 16000               # shell stdout+stderr returned to the model (head + tail)
-    max_images: int = 8                         # separate frames per view_frames call
-    frame_width: int = 320                      # default frame width for view_frames
-    system_prompt: Optional[str] = None         # None: SYSTEM_PROMPT; may use {max_turns} and {wall_s}
+    tool_choice: Optional[str] = "auto"  # None: field left out of the request
+    request_timeout_s: float = 300.0  # per model call (App. A.3: openclaw's idle timeout, 300 s)
+    max_retries: int = 3  # per model call: connection errors, timeouts, 408/409/425/429/5xx
+    retry_wait_s: float = 2.0  # backoff base (x 2**attempt, or the server's Retry-After)
+    tool_timeout_s: float = 600.0  # per tool call (also capped by the time left)
+    max_output_chars: int = 16000  # shell stdout+stderr returned to the model (head + tail)
+    max_images: int = 8  # separate frames per view_frames call
+    frame_width: int = 320  # default frame width for view_frames
+    system_prompt: Optional[str] = None  # None: SYSTEM_PROMPT; may use {max_turns} and {wall_s}
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-    keep_sandbox: bool = False                  # keep rollouts/<task>/<rep>/sandbox after the rollout
-    ray_num_cpus: float = 1.0                   # Ray resource request per rollout (the loop waits on the model)
-    ray_memory_mb: Optional[int] = None         # Ray memory request per rollout (paper: 8 GB sandboxes)
+    keep_sandbox: bool = False  # keep rollouts/<task>/<rep>/sandbox after the rollout
+    ray_num_cpus: float = 1.0  # Ray resource request per rollout (the loop waits on the model)
+    ray_memory_mb: Optional[int] = None  # Ray memory request per rollout (paper: 8 GB sandboxes)
 
     @property
     def label(self) -> str:
@@ -116,8 +117,9 @@ class ChatClient:
     def __init__(self, cfg: AgentConfig, api_key: Optional[Secret] = None):
         self.cfg = cfg
         self.url = cfg.base_url.rstrip("/") + "/chat/completions"
-        self._key = api_key.get() if api_key is not None else \
-            (os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else "")
+        self._key = (
+            api_key.get() if api_key is not None else (os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else "")
+        )
         if cfg.api_key_env and not self._key:
             log.warning("agent: environment variable %s is not set; sending no API key", cfg.api_key_env)
 
@@ -173,8 +175,15 @@ class ChatClient:
                 last = self.scrub(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
             if attempts > self.cfg.max_retries:
                 raise ModelError(f"{last} (after {attempts} attempt(s))")
-            time.sleep(max(0.0, min(wait if wait is not None else self.cfg.retry_wait_s * 2 ** (attempts - 1),
-                                    deadline - time.monotonic())))
+            time.sleep(
+                max(
+                    0.0,
+                    min(
+                        wait if wait is not None else self.cfg.retry_wait_s * 2 ** (attempts - 1),
+                        deadline - time.monotonic(),
+                    ),
+                )
+            )
 
 
 def _strip_images(messages: list[dict]) -> list[dict]:
@@ -195,8 +204,9 @@ def _strip_images(messages: list[dict]) -> list[dict]:
     return out
 
 
-def run_agent(instruction: str, tools: Tools, cfg: AgentConfig, client: ChatClient | None = None,
-              api_key: Optional[Secret] = None) -> dict:
+def run_agent(
+    instruction: str, tools: Tools, cfg: AgentConfig, client: ChatClient | None = None, api_key: Optional[Secret] = None
+) -> dict:
     """Run the loop on one sandboxed task; return the trajectory (JSON-ready)."""
     client = client or ChatClient(cfg, api_key)
     t0 = time.monotonic()
@@ -237,10 +247,18 @@ def run_agent(instruction: str, tools: Tools, cfg: AgentConfig, client: ChatClie
         for i, c in enumerate(raw_calls):
             c = c if isinstance(c, dict) else {}
             fn = c.get("function") if isinstance(c.get("function"), dict) else {}
-            calls.append({"id": str(c.get("id") or f"call_{turn}_{i}_{uuid.uuid4().hex[:6]}"), "type": "function",
-                          "function": {"name": str(fn.get("name") or ""),
-                                       "arguments": fn.get("arguments") if isinstance(fn.get("arguments"), str)
-                                       else json.dumps(fn.get("arguments") or {})}})
+            calls.append(
+                {
+                    "id": str(c.get("id") or f"call_{turn}_{i}_{uuid.uuid4().hex[:6]}"),
+                    "type": "function",
+                    "function": {
+                        "name": str(fn.get("name") or ""),
+                        "arguments": fn.get("arguments")
+                        if isinstance(fn.get("arguments"), str)
+                        else json.dumps(fn.get("arguments") or {}),
+                    },
+                }
+            )
         assistant: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else ""}
         if calls:
             assistant["tool_calls"] = calls
@@ -251,22 +269,39 @@ def run_agent(instruction: str, tools: Tools, cfg: AgentConfig, client: ChatClie
             name = call["function"]["name"]
             c0 = time.monotonic()
             result = tools.call(name, call["function"]["arguments"], remaining_s=deadline - time.monotonic())
-            record["tool_calls"].append({"id": call["id"], "name": name, "arguments": call["function"]["arguments"],
-                                         "ok": result.ok, "wall_s": round(time.monotonic() - c0, 3),
-                                         "result": truncate(result.text, 2000), **result.info})
+            record["tool_calls"].append(
+                {
+                    "id": call["id"],
+                    "name": name,
+                    "arguments": call["function"]["arguments"],
+                    "ok": result.ok,
+                    "wall_s": round(time.monotonic() - c0, 3),
+                    "result": truncate(result.text, 2000),
+                    **result.info,
+                }
+            )
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result.text})
             images += [(call["id"], url) for url in result.images]
             if result.submit:
                 submitted = True
                 break  # calls after submit are not run
         if images:
-            parts: list[dict] = [{"type": "text", "text": "Images returned by view_frames "
-                                  f"({', '.join(sorted({cid for cid, _ in images}))}):"}]
+            parts: list[dict] = [
+                {
+                    "type": "text",
+                    "text": f"Images returned by view_frames ({', '.join(sorted({cid for cid, _ in images}))}):",
+                }
+            ]
             parts += [{"type": "image_url", "image_url": {"url": url}} for _, url in images]
             messages.append({"role": "user", "content": parts})
         if not calls:
-            messages.append({"role": "user", "content": "Continue: use the tools to do the task, and call `submit` "
-                                                        "when the deliverables are in /sandbox/outputs."})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": "Continue: use the tools to do the task, and call `submit` "
+                    "when the deliverables are in /sandbox/outputs.",
+                }
+            )
         record["wall_s"] = round(time.monotonic() - t0 - record["t_start_s"], 3)
         turns.append(record)
         if submitted:
@@ -277,8 +312,18 @@ def run_agent(instruction: str, tools: Tools, cfg: AgentConfig, client: ChatClie
     wall = time.monotonic() - t0
     if stop_reason == "max_turns" and wall >= cfg.wall_s:
         stop_reason = "wall_timeout"
-    return {"model": cfg.model, "label": cfg.label, "harness": cfg.harness, "stop_reason": stop_reason,
-            "submitted": submitted, "error": error, "n_turns": len(turns), "turns": turns,
-            "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
-            "started_at": started, "wall_s": round(wall, 3), "messages": _strip_images(messages),
-            "config": cfg.public()}
+    return {
+        "model": cfg.model,
+        "label": cfg.label,
+        "harness": cfg.harness,
+        "stop_reason": stop_reason,
+        "submitted": submitted,
+        "error": error,
+        "n_turns": len(turns),
+        "turns": turns,
+        "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
+        "started_at": started,
+        "wall_s": round(wall, 3),
+        "messages": _strip_images(messages),
+        "config": cfg.public(),
+    }

@@ -53,8 +53,11 @@ def rollout_paths(out: Path, task_id: str, rep: str) -> dict[str, Path]:
     """The submission folder, trajectory file and sandbox root of one rollout, all checked to lie inside
     ``out``: the ids come from task bundles (data), and these folders are emptied and deleted."""
     tid, rep = safe_id(task_id, "task_id"), safe_id(rep, "rep")
-    return {"sub": within(out, "submissions", tid, rep), "traj": within(out, "trajectories", tid, f"{rep}.json"),
-            "box": within(out, "sandboxes", tid, rep)}
+    return {
+        "sub": within(out, "submissions", tid, rep),
+        "traj": within(out, "trajectories", tid, f"{rep}.json"),
+        "box": within(out, "sandboxes", tid, rep),
+    }
 
 
 def _verify(task_dir: Path, sub: Path, settings: Any) -> dict:
@@ -62,15 +65,25 @@ def _verify(task_dir: Path, sub: Path, settings: Any) -> dict:
 
     try:
         payload = verify_cli(task_dir, sub, settings=settings)
-        return {"reward": float(payload["reward"]), "status": payload["details"].get("status", "ok"),
-                "reason": payload["details"].get("reason")}
+        return {
+            "reward": float(payload["reward"]),
+            "status": payload["details"].get("status", "ok"),
+            "reason": payload["details"].get("reason"),
+        }
     except Exception as exc:  # noqa: BLE001 - a verifier crash scores 0 and is listed
         log.exception("verification of %s failed", sub)
         return {"reward": 0.0, "status": "failed", "reason": f"verification raised {type(exc).__name__}: {exc}"}
 
 
-def rollout_one(task_dir: str, rep: str, out_dir: str, cfg: AgentConfig, settings: Any = None,
-                verify_only: bool = False, api_key: Optional[Secret] = None) -> dict:
+def rollout_one(
+    task_dir: str,
+    rep: str,
+    out_dir: str,
+    cfg: AgentConfig,
+    settings: Any = None,
+    verify_only: bool = False,
+    api_key: Optional[Secret] = None,
+) -> dict:
     """One rollout end to end (the body of the Ray task). Returns the trajectory's outcome record."""
     task_dir_p, out = Path(task_dir), Path(out_dir)
     task = load_task(task_dir_p, with_truth=False)  # the agent side never loads the truth (validates task_id)
@@ -84,16 +97,29 @@ def rollout_one(task_dir: str, rep: str, out_dir: str, cfg: AgentConfig, setting
         t0 = time.monotonic()
         try:
             box.prepare(task_dir_p / INPUTS, task.instruction)
-            tools = Tools(box, tool_timeout_s=cfg.tool_timeout_s, max_output_chars=cfg.max_output_chars,
-                          max_images=cfg.max_images, frame_width=cfg.frame_width,
-                          deliverables=DELIVERABLES[task.family])
+            tools = Tools(
+                box,
+                tool_timeout_s=cfg.tool_timeout_s,
+                max_output_chars=cfg.max_output_chars,
+                max_images=cfg.max_images,
+                frame_width=cfg.frame_width,
+                deliverables=DELIVERABLES[task.family],
+            )
             traj = run_agent(task.instruction, tools, cfg, api_key=api_key)
         except Exception as exc:  # noqa: BLE001 - the harness failed: record, score 0, re-run next time
             log.exception("rollout %s/%s crashed", task.task_id, rep)
-            traj = {"model": cfg.model, "label": cfg.label, "harness": cfg.harness, "stop_reason": "harness_error",
-                    "error": f"{type(exc).__name__}: {exc}", "turns": [], "n_turns": 0, "submitted": False,
-                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-                    "wall_s": round(time.monotonic() - t0, 3)}
+            traj = {
+                "model": cfg.model,
+                "label": cfg.label,
+                "harness": cfg.harness,
+                "stop_reason": "harness_error",
+                "error": f"{type(exc).__name__}: {exc}",
+                "turns": [],
+                "n_turns": 0,
+                "submitted": False,
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "wall_s": round(time.monotonic() - t0, 3),
+            }
         names = tuple(dict.fromkeys(DELIVERABLES[task.family] + ("solution.json",)))
         if sub.is_dir() and not sub.is_symlink():
             for name in (*names, "reward.json"):  # a fresh attempt replaces a crashed one's leftovers (ours only)
@@ -103,8 +129,13 @@ def rollout_one(task_dir: str, rep: str, out_dir: str, cfg: AgentConfig, setting
         sub.mkdir(parents=True, exist_ok=True)
         traj["delivered"] = box.collect(names, sub) if box.work.exists() else []
         box.cleanup(keep=cfg.keep_sandbox)  # keep: its files stay (copied off the tmpfs); never leave a mount
-        traj.update(task_id=task.task_id, family=task.family, subtype=task.subtype, rep=rep,
-                    done=traj.get("stop_reason") != "harness_error")
+        traj.update(
+            task_id=task.task_id,
+            family=task.family,
+            subtype=task.subtype,
+            rep=rep,
+            done=traj.get("stop_reason") != "harness_error",
+        )
     traj["verification"] = _verify(task_dir_p, sub, settings)
     _write_json_atomic(traj_path, traj)
     return _outcome(traj)
@@ -115,15 +146,29 @@ def _outcome(traj: dict) -> dict:
     status = v.get("status", "failed")
     if traj.get("stop_reason") == "harness_error":
         status = "failed"
-    return {"task_id": traj["task_id"], "family": traj["family"], "rep": traj["rep"],
-            "reward": float(v.get("reward") or 0.0) if status != "failed" else 0.0, "status": status,
-            "reason": v.get("reason") or traj.get("error"), "stop_reason": traj.get("stop_reason"),
-            "error": traj.get("error"), "n_turns": traj.get("n_turns"), "wall_s": traj.get("wall_s")}
+    return {
+        "task_id": traj["task_id"],
+        "family": traj["family"],
+        "rep": traj["rep"],
+        "reward": float(v.get("reward") or 0.0) if status != "failed" else 0.0,
+        "status": status,
+        "reason": v.get("reason") or traj.get("error"),
+        "stop_reason": traj.get("stop_reason"),
+        "error": traj.get("error"),
+        "n_turns": traj.get("n_turns"),
+        "wall_s": traj.get("wall_s"),
+    }
 
 
-def run_rollouts(tasks_dir: str | Path, out_dir: str | Path, agent_cfg: AgentConfig, k: int = 3,
-                 families: Optional[list[str]] = None, task_ids: Optional[list[str]] = None,
-                 verify_settings: Any = None) -> dict:
+def run_rollouts(
+    tasks_dir: str | Path,
+    out_dir: str | Path,
+    agent_cfg: AgentConfig,
+    k: int = 3,
+    families: Optional[list[str]] = None,
+    task_ids: Optional[list[str]] = None,
+    verify_settings: Any = None,
+) -> dict:
     """Run every task ``k`` times on Ray (resumable) and verify; write and return ``rollouts_summary.json``.
 
     Returns ``{"ran", "skipped", "reverified", "rollouts": [...], "by_task", "by_family", "counts",
@@ -170,8 +215,12 @@ def run_rollouts(tasks_dir: str | Path, out_dir: str | Path, agent_cfg: AgentCon
             if done:
                 reverify.append((t.task_id, rep))
             pending[(t.task_id, rep)] = remote.remote(str(t.root), rep, str(out), agent_cfg, verify_settings, done, key)
-    log.info("agent rollouts: %d to run, %d to re-verify, %d done already", len(pending) - len(reverify),
-             len(reverify), len(skipped))
+    log.info(
+        "agent rollouts: %d to run, %d to re-verify, %d done already",
+        len(pending) - len(reverify),
+        len(reverify),
+        len(skipped),
+    )
     for key, ref in pending.items():
         try:
             ray.get(ref)
@@ -185,9 +234,17 @@ def run_rollouts(tasks_dir: str | Path, out_dir: str | Path, agent_cfg: AgentCon
             try:
                 traj = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
-                traj = {"task_id": t.task_id, "family": t.family, "rep": rep, "stop_reason": "harness_error",
-                        "error": "no trajectory (the rollout's Ray task failed)", "turns": [], "usage": {},
-                        "label": agent_cfg.label, "model": agent_cfg.model}
+                traj = {
+                    "task_id": t.task_id,
+                    "family": t.family,
+                    "rep": rep,
+                    "stop_reason": "harness_error",
+                    "error": "no trajectory (the rollout's Ray task failed)",
+                    "turns": [],
+                    "usage": {},
+                    "label": agent_cfg.label,
+                    "model": agent_cfg.model,
+                }
             rollouts.append(_outcome(traj))
             trajs.append(traj)
     by_task: dict[str, dict] = {}
@@ -209,10 +266,22 @@ def run_rollouts(tasks_dir: str | Path, out_dir: str | Path, agent_cfg: AgentCon
         c = counts.setdefault(r["family"], {"ok": 0, "invalid": 0, "missing": 0, "failed": 0})
         c[r["status"] if r["status"] in c else "failed"] += 1
     cfg_public = agent_cfg.public()
-    summary = {"model": agent_cfg.model, "label": agent_cfg.label, "harness": agent_cfg.harness, "k": int(k),
-               "n_tasks": len(tasks), "n_rollouts": len(rollouts),
-               "ran": len(pending) - len(reverify), "reverified": len(reverify), "skipped": len(skipped),
-               "rollouts": rollouts, "by_task": by_task, "by_family": by_family, "counts": counts,
-               "analytics": trajectory_analytics(trajs), "config": cfg_public}
+    summary = {
+        "model": agent_cfg.model,
+        "label": agent_cfg.label,
+        "harness": agent_cfg.harness,
+        "k": int(k),
+        "n_tasks": len(tasks),
+        "n_rollouts": len(rollouts),
+        "ran": len(pending) - len(reverify),
+        "reverified": len(reverify),
+        "skipped": len(skipped),
+        "rollouts": rollouts,
+        "by_task": by_task,
+        "by_family": by_family,
+        "counts": counts,
+        "analytics": trajectory_analytics(trajs),
+        "config": cfg_public,
+    }
     _write_json_atomic(out / SUMMARY, summary)
     return summary

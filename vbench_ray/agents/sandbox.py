@@ -75,8 +75,7 @@ log = logging.getLogger(__name__)
 
 SANDBOX_MOUNT = "/sandbox"
 TOOLS_DIR = "/opt/vbr/bin"
-ETC_WHITELIST = ("passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "localtime",
-                 "mime.types")
+ETC_WHITELIST = ("passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "localtime", "mime.types")
 DEVICES = ("null", "zero", "random", "urandom")
 ROOT_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 MARKER = ".vbr-sandbox"  # in Sandbox.root: this class made the folder, so cleanup may delete what it made
@@ -137,16 +136,17 @@ class SandboxError(RuntimeError):
 @dataclass
 class SandboxLimits:
     """Per-command limits. The paper's sandboxes had 4 vCPU and 8 GB (App. A.3)."""
-    cpu_s: int = 600            # RLIMIT_CPU per process (CPU seconds)
-    memory_mb: int = 8192       # RLIMIT_AS per process (address space, MiB)
-    nproc: int = 256            # RLIMIT_NPROC (processes of the sandbox uid; enforced only for non-root)
-    fsize_mb: int = 4096        # RLIMIT_FSIZE (largest file a command may write, MiB)
-    nofile: int = 1024          # RLIMIT_NOFILE
-    tmp_mb: int = 1024          # size of the private /tmp (tmpfs)
-    disk_mb: int = 4096         # total the agent may write under /sandbox (a tmpfs: memory-backed); 0: no quota
-    disk_inodes: int = 100000   # files and folders the agent may create under /sandbox
-    output_kb: int = 1024       # stdout (and stderr) kept per command: head + tail, the middle is cut
-    uid_base: int = 200000      # per-rollout uid = uid_base + hash(rollout) % uid_span (root only)
+
+    cpu_s: int = 600  # RLIMIT_CPU per process (CPU seconds)
+    memory_mb: int = 8192  # RLIMIT_AS per process (address space, MiB)
+    nproc: int = 256  # RLIMIT_NPROC (processes of the sandbox uid; enforced only for non-root)
+    fsize_mb: int = 4096  # RLIMIT_FSIZE (largest file a command may write, MiB)
+    nofile: int = 1024  # RLIMIT_NOFILE
+    tmp_mb: int = 1024  # size of the private /tmp (tmpfs)
+    disk_mb: int = 4096  # total the agent may write under /sandbox (a tmpfs: memory-backed); 0: no quota
+    disk_inodes: int = 100000  # files and folders the agent may create under /sandbox
+    output_kb: int = 1024  # stdout (and stderr) kept per command: head + tail, the middle is cut
+    uid_base: int = 200000  # per-rollout uid = uid_base + hash(rollout) % uid_span (root only)
     uid_span: int = 100000
 
 
@@ -183,13 +183,15 @@ class _Capped:
                 del self.tail[: len(self.tail) - self.tail_max]
 
     def text(self) -> str:
-        tail = bytes(self.tail[-self.tail_max:]) if self.tail_max else b""
+        tail = bytes(self.tail[-self.tail_max :]) if self.tail_max else b""
         cut = self.total - len(self.head) - len(tail)
         head = self.head.decode("utf-8", "replace")
         if cut <= 0:
             return (bytes(self.head) + tail).decode("utf-8", "replace")
-        return (f"{head}\n... [{cut} bytes cut: the command wrote {self.total} bytes; first and last "
-                f"{len(self.head) + len(tail)} kept] ...\n{tail.decode('utf-8', 'replace')}")
+        return (
+            f"{head}\n... [{cut} bytes cut: the command wrote {self.total} bytes; first and last "
+            f"{len(self.head) + len(tail)} kept] ...\n{tail.decode('utf-8', 'replace')}"
+        )
 
 
 def _pump(fd: int, sink: _Capped) -> None:
@@ -244,8 +246,12 @@ def check_support() -> Optional[str]:
         return str(exc)
     flags = [] if os.geteuid() == 0 else ["--map-root-user"]
     try:
-        proc = subprocess.run(["unshare", "--net", "--mount", "--pid", "--fork", *flags, "true"],
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            ["unshare", "--net", "--mount", "--pid", "--fork", *flags, "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unshare failed: {exc}"
     if proc.returncode != 0:
@@ -296,8 +302,11 @@ def neutral_tool(src: str) -> str:
         os.replace(tmp, target)
         return str(target)
     except OSError as exc:
-        log.warning("agent sandbox: %s is mounted from its own path, which the agent can read in "
-                    "/proc/self/mountinfo (%s)", src, exc)
+        log.warning(
+            "agent sandbox: %s is mounted from its own path, which the agent can read in /proc/self/mountinfo (%s)",
+            src,
+            exc,
+        )
         return src
 
 
@@ -370,17 +379,24 @@ class Sandbox:
         if not lim.disk_mb or lim.disk_mb <= 0:
             return
         if not self.as_root:
-            log.warning("agent sandbox %s: not root, so /sandbox gets no total disk quota (limits.disk_mb); "
-                        "only the per-file limit (fsize_mb) applies", self.root)
+            log.warning(
+                "agent sandbox %s: not root, so /sandbox gets no total disk quota (limits.disk_mb); "
+                "only the per-file limit (fsize_mb) applies",
+                self.root,
+            )
             return
         size_kb = int(lim.disk_mb) * 1024 + input_kb + 1024
         inodes = int(lim.disk_inodes) + input_files + 16
         opts = f"size={size_kb}k,nr_inodes={inodes},mode=755,nosuid,nodev"
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "vbr-sandbox", str(self.work)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", opts, "vbr-sandbox", str(self.work)], capture_output=True, text=True
+        )
         if r.returncode != 0:
-            log.warning("agent sandbox %s: cannot mount a tmpfs for /sandbox (%s): no total disk quota",
-                        self.root, r.stderr.strip()[:300])
+            log.warning(
+                "agent sandbox %s: cannot mount a tmpfs for /sandbox (%s): no total disk quota",
+                self.root,
+                r.stderr.strip()[:300],
+            )
             return
         self.quota = opts
 
@@ -394,8 +410,10 @@ class Sandbox:
         leftovers = [p for p in (self.work, self.mnt) if p.exists() or p.is_symlink()]
         if leftovers:
             if not self._ours():
-                raise SandboxError(f"{leftovers[0]} exists but was not made by a vbench-ray sandbox ({MARKER} "
-                                   f"missing in {self.root}): refusing to delete it")
+                raise SandboxError(
+                    f"{leftovers[0]} exists but was not made by a vbench-ray sandbox ({MARKER} "
+                    f"missing in {self.root}): refusing to delete it"
+                )
             self._remove_work()  # a crashed attempt's leftovers (its tmpfs included)
         self.marker.write_text(f"made by vbench_ray.agents.sandbox for {self.key}\n", encoding="utf-8")
         self.work.mkdir()
@@ -438,23 +456,55 @@ class Sandbox:
             ns.append("--map-root-user")
         inner = ["chroot", str(self.mnt)]
         if self.as_root:
-            inner += ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--no-new-privs",
-                      "--inh-caps=-all", "--bounding-set=-all", "--"]
-        inner += ["prlimit", f"--cpu={lim.cpu_s}", f"--as={lim.memory_mb * 1024 * 1024}", f"--nproc={lim.nproc}",
-                  f"--fsize={lim.fsize_mb * 1024 * 1024}", f"--nofile={lim.nofile}", "--core=0", "--",
-                  "/usr/bin/env", "-i", f"PATH={TOOLS_DIR}:/usr/local/bin:/usr/bin:/bin", "HOME=/sandbox",
-                  "TMPDIR=/tmp", "LANG=C.UTF-8", "/bin/bash", "-c", f"cd {SANDBOX_MOUNT} && {command}"]
+            inner += [
+                "setpriv",
+                f"--reuid={self.uid}",
+                f"--regid={self.uid}",
+                "--clear-groups",
+                "--no-new-privs",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--",
+            ]
+        inner += [
+            "prlimit",
+            f"--cpu={lim.cpu_s}",
+            f"--as={lim.memory_mb * 1024 * 1024}",
+            f"--nproc={lim.nproc}",
+            f"--fsize={lim.fsize_mb * 1024 * 1024}",
+            f"--nofile={lim.nofile}",
+            "--core=0",
+            "--",
+            "/usr/bin/env",
+            "-i",
+            f"PATH={TOOLS_DIR}:/usr/local/bin:/usr/bin:/bin",
+            "HOME=/sandbox",
+            "TMPDIR=/tmp",
+            "LANG=C.UTF-8",
+            "/bin/bash",
+            "-c",
+            f"cd {SANDBOX_MOUNT} && {command}",
+        ]
         return ns + ["/bin/sh", "-c", SETUP_SCRIPT, "vbr-sandbox-setup", *inner]
 
     def _env(self) -> dict:
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin", "VBR_ROOT": str(self.mnt),
-                "VBR_WORK": str(self.work), "VBR_FFMPEG": self._ffmpeg, "VBR_FFPROBE": self._ffprobe or "",
-                "VBR_FFPROBE_SHIM": FFPROBE_SHIM, "VBR_TOOLS_DIR": TOOLS_DIR, "VBR_ROOT_DIRS": " ".join(ROOT_DIRS),
-                "VBR_ETC": " ".join(ETC_WHITELIST), "VBR_DEVICES": " ".join(DEVICES),
-                "VBR_TMP_SIZE": f"{self.limits.tmp_mb}m"}
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin",
+            "VBR_ROOT": str(self.mnt),
+            "VBR_WORK": str(self.work),
+            "VBR_FFMPEG": self._ffmpeg,
+            "VBR_FFPROBE": self._ffprobe or "",
+            "VBR_FFPROBE_SHIM": FFPROBE_SHIM,
+            "VBR_TOOLS_DIR": TOOLS_DIR,
+            "VBR_ROOT_DIRS": " ".join(ROOT_DIRS),
+            "VBR_ETC": " ".join(ETC_WHITELIST),
+            "VBR_DEVICES": " ".join(DEVICES),
+            "VBR_TMP_SIZE": f"{self.limits.tmp_mb}m",
+        }
 
-    def run(self, command: str, timeout_s: float = 120.0, stdin: bytes | None = None,
-            max_output: int | None = None) -> CommandResult:
+    def run(
+        self, command: str, timeout_s: float = 120.0, stdin: bytes | None = None, max_output: int | None = None
+    ) -> CommandResult:
         """Run ``command`` (bash) in the jail, cwd ``/sandbox``. The process tree is killed at ``timeout_s``.
 
         stdout and stderr are read while the command runs and at most ``max_output`` bytes of each (default
@@ -462,12 +512,20 @@ class Sandbox:
         gigabytes cannot grow the harness's memory (``communicate()`` would buffer all of it)."""
         limit = int(max_output if max_output is not None else self.limits.output_kb * 1024)
         t0 = time.monotonic()
-        proc = subprocess.Popen(self.command_argv(command), env=self._env(), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            self.command_argv(command),
+            env=self._env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         out, err = _Capped(limit), _Capped(limit)
-        threads = [threading.Thread(target=_pump, args=(proc.stdout.fileno(), out), daemon=True),
-                   threading.Thread(target=_pump, args=(proc.stderr.fileno(), err), daemon=True),
-                   threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin or b""), daemon=True)]
+        threads = [
+            threading.Thread(target=_pump, args=(proc.stdout.fileno(), out), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr.fileno(), err), daemon=True),
+            threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin or b""), daemon=True),
+        ]
         for th in threads:
             th.start()
         timed_out = False
@@ -481,8 +539,15 @@ class Sandbox:
             th.join(timeout=10)
         for stream in (proc.stdout, proc.stderr):
             stream.close()
-        return CommandResult(None if timed_out else proc.returncode, out.text(), err.text(), timed_out,
-                             time.monotonic() - t0, out.total, err.total)
+        return CommandResult(
+            None if timed_out else proc.returncode,
+            out.text(),
+            err.text(),
+            timed_out,
+            time.monotonic() - t0,
+            out.total,
+            err.total,
+        )
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> None:
@@ -497,7 +562,7 @@ class Sandbox:
         """A sandbox path (``/sandbox/x``, or relative to it) as a host path inside ``work``; else ValueError."""
         p = str(path).strip()
         if p == SANDBOX_MOUNT or p.startswith(SANDBOX_MOUNT + "/"):
-            p = p[len(SANDBOX_MOUNT):].lstrip("/")
+            p = p[len(SANDBOX_MOUNT) :].lstrip("/")
         elif p.startswith("/"):
             raise ValueError(f"path {path!r} is outside {SANDBOX_MOUNT}")
         host = (self.work / p).resolve()

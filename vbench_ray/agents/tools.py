@@ -28,42 +28,82 @@ from vbench_ray.agents.sandbox import SANDBOX_MOUNT, Sandbox
 TOOL_NAMES = ("shell", "view_frames", "read_file", "write_file", "submit")
 
 TOOL_SCHEMAS: list[dict] = [
-    {"type": "function", "function": {
-        "name": "shell",
-        "description": ("Run a bash command in your sandbox (working directory /sandbox; task inputs in "
-                        "/sandbox/inputs; write deliverables to /sandbox/outputs). ffmpeg and ffprobe are available. "
-                        "No network. Each call is a fresh shell: variables and cd do not persist, files do."),
-        "parameters": {"type": "object", "properties": {
-            "command": {"type": "string", "description": "the bash command"},
-            "timeout_s": {"type": "number", "description": "optional time limit in seconds"}},
-            "required": ["command"]}}},
-    {"type": "function", "function": {
-        "name": "view_frames",
-        "description": ("Look at frames of a video file in the sandbox. Give `times` (seconds; negative counts "
-                        "from the end) or `count` evenly spaced frames. With sheet=true the frames are tiled into "
-                        "one contact sheet image. The images are attached to the conversation."),
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string", "description": "video path, e.g. inputs/clip.mp4"},
-            "times": {"type": "array", "items": {"type": "number"}},
-            "count": {"type": "integer", "description": "frames evenly spaced over the video (default 4)"},
-            "sheet": {"type": "boolean", "description": "tile into one contact sheet (default false)"},
-            "width": {"type": "integer", "description": "width of each frame in pixels (default 320)"}},
-            "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "read_file",
-        "description": "Read a text file in the sandbox.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "max_bytes": {"type": "integer"}}, "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "write_file",
-        "description": "Write text to a file in the sandbox (e.g. outputs/solution.json); parent folders are created.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}},
-    {"type": "function", "function": {
-        "name": "submit",
-        "description": "Finish the task. Your deliverables must already be in /sandbox/outputs.",
-        "parameters": {"type": "object", "properties": {
-            "note": {"type": "string", "description": "optional summary of what you did"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "shell",
+            "description": (
+                "Run a bash command in your sandbox (working directory /sandbox; task inputs in "
+                "/sandbox/inputs; write deliverables to /sandbox/outputs). ffmpeg and ffprobe are available. "
+                "No network. Each call is a fresh shell: variables and cd do not persist, files do."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "the bash command"},
+                    "timeout_s": {"type": "number", "description": "optional time limit in seconds"},
+                },
+                "required": ["command"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "view_frames",
+            "description": (
+                "Look at frames of a video file in the sandbox. Give `times` (seconds; negative counts "
+                "from the end) or `count` evenly spaced frames. With sheet=true the frames are tiled into "
+                "one contact sheet image. The images are attached to the conversation."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "video path, e.g. inputs/clip.mp4"},
+                    "times": {"type": "array", "items": {"type": "number"}},
+                    "count": {"type": "integer", "description": "frames evenly spaced over the video (default 4)"},
+                    "sheet": {"type": "boolean", "description": "tile into one contact sheet (default false)"},
+                    "width": {"type": "integer", "description": "width of each frame in pixels (default 320)"},
+                },
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a text file in the sandbox.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "max_bytes": {"type": "integer"}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "description": "Write text to a file in the sandbox (e.g. outputs/solution.json); parent folders are created.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "submit",
+            "description": "Finish the task. Your deliverables must already be in /sandbox/outputs.",
+            "parameters": {
+                "type": "object",
+                "properties": {"note": {"type": "string", "description": "optional summary of what you did"}},
+            },
+        },
+    },
 ]
 
 
@@ -80,14 +120,22 @@ def truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = limit * 2 // 3
-    return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-(limit - head):]}"
+    return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-(limit - head) :]}"
 
 
 class Tools:
     """Tool dispatch for one rollout."""
 
-    def __init__(self, sandbox: Sandbox, *, tool_timeout_s: float = 600.0, max_output_chars: int = 16000,
-                 max_images: int = 8, frame_width: int = 320, deliverables: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        tool_timeout_s: float = 600.0,
+        max_output_chars: int = 16000,
+        max_images: int = 8,
+        frame_width: int = 320,
+        deliverables: tuple[str, ...] = (),
+    ):
         self.sandbox = sandbox
         self.tool_timeout_s = float(tool_timeout_s)
         self.max_output_chars = int(max_output_chars)
@@ -124,13 +172,23 @@ class Tools:
         r = self.sandbox.run(command, timeout_s=timeout)
         lim = self.max_output_chars // 2
         status = f"timed out after {timeout:.0f} s (process tree killed)" if r.timed_out else f"exit code {r.exit_code}"
-        sizes = f" (stdout {r.stdout_bytes} bytes, stderr {r.stderr_bytes} bytes in all; head and tail shown)" \
-            if max(r.stdout_bytes, r.stderr_bytes) > lim else ""
-        text = (f"{status}{sizes}\n--- stdout ---\n{truncate(r.stdout, lim)}\n"
-                f"--- stderr ---\n{truncate(r.stderr, lim)}")
-        return ToolResult(text, ok=not r.timed_out and r.exit_code == 0,
-                          info={"exit_code": r.exit_code, "timed_out": r.timed_out, "wall_s": round(r.wall_s, 3),
-                                "stdout_bytes": r.stdout_bytes, "stderr_bytes": r.stderr_bytes})
+        sizes = (
+            f" (stdout {r.stdout_bytes} bytes, stderr {r.stderr_bytes} bytes in all; head and tail shown)"
+            if max(r.stdout_bytes, r.stderr_bytes) > lim
+            else ""
+        )
+        text = f"{status}{sizes}\n--- stdout ---\n{truncate(r.stdout, lim)}\n--- stderr ---\n{truncate(r.stderr, lim)}"
+        return ToolResult(
+            text,
+            ok=not r.timed_out and r.exit_code == 0,
+            info={
+                "exit_code": r.exit_code,
+                "timed_out": r.timed_out,
+                "wall_s": round(r.wall_s, 3),
+                "stdout_bytes": r.stdout_bytes,
+                "stderr_bytes": r.stderr_bytes,
+            },
+        )
 
     def _duration(self, rel: str, budget: float) -> tuple[float, float]:
         r = self.sandbox.run(f"ffmpeg -hide_banner -i {shlex.quote(rel)}", timeout_s=min(budget, 60))
@@ -164,8 +222,10 @@ class Tools:
         tag = uuid.uuid4().hex[:8]
         out_dir = f".vbr_frames/{tag}"
         inputs = " ".join(f"-ss {t:.3f} -i {shlex.quote(rel)}" for t in times)
-        chains = ";".join(f"[{i}:v]trim=end_frame=1,setpts=PTS-STARTPTS,scale={width}:-2,format=yuvj420p[f{i}]"
-                          for i in range(len(times)))
+        chains = ";".join(
+            f"[{i}:v]trim=end_frame=1,setpts=PTS-STARTPTS,scale={width}:-2,format=yuvj420p[f{i}]"
+            for i in range(len(times))
+        )
         if sheet:
             cols = min(len(times), 4 if len(times) <= 16 else 8)
             rows = math.ceil(len(times) / cols)
@@ -177,8 +237,10 @@ class Tools:
             graph = chains
             names = [f"f{i:02d}.jpg" for i in range(len(times))]
             outputs = " ".join(f"-map '[f{i}]' -frames:v 1 -q:v 3 {out_dir}/{n}" for i, n in enumerate(names))
-        cmd = (f"mkdir -p {out_dir} && ffmpeg -hide_banner -loglevel error -nostdin {inputs} "
-               f"-filter_complex {shlex.quote(graph)} {outputs}")
+        cmd = (
+            f"mkdir -p {out_dir} && ffmpeg -hide_banner -loglevel error -nostdin {inputs} "
+            f"-filter_complex {shlex.quote(graph)} {outputs}"
+        )
         r = self.sandbox.run(cmd, timeout_s=budget)
         images = []
         try:
@@ -191,9 +253,12 @@ class Tools:
             self.sandbox.run(f"rm -rf {out_dir}", timeout_s=30)
         stamps = ", ".join(f"{t:.3f}" for t in times)
         what = "one contact sheet (left to right, top to bottom)" if sheet else f"{len(images)} frame(s), in order"
-        return ToolResult(f"{SANDBOX_MOUNT}/{rel} (duration {duration:.3f} s): {what} at t = [{stamps}] s; "
-                          "see the attached image(s).", images=images,
-                          info={"n_images": len(images), "times": times, "sheet": sheet})
+        return ToolResult(
+            f"{SANDBOX_MOUNT}/{rel} (duration {duration:.3f} s): {what} at t = [{stamps}] s; "
+            "see the attached image(s).",
+            images=images,
+            info={"n_images": len(images), "times": times, "sheet": sheet},
+        )
 
     def _read_file(self, args: dict, budget: float) -> ToolResult:
         host = self.sandbox.resolve(str(args["path"]))
@@ -210,18 +275,27 @@ class Tools:
             content = json.dumps(content)
         rel = shlex.quote(str(host.relative_to(self.sandbox.work)))
         # as the sandbox user, inside the jail: its permissions apply (inputs/ is read-only)
-        r = self.sandbox.run(f"mkdir -p \"$(dirname {rel})\" && cat > {rel}", timeout_s=min(budget, 60),
-                             stdin=content.encode("utf-8"))
+        r = self.sandbox.run(
+            f"mkdir -p \"$(dirname {rel})\" && cat > {rel}", timeout_s=min(budget, 60), stdin=content.encode("utf-8")
+        )
         if r.timed_out or r.exit_code != 0:
             return ToolResult(f"error: cannot write {SANDBOX_MOUNT}/{rel}: {r.stderr.strip()[:500]}", ok=False)
-        return ToolResult(f"wrote {len(content.encode('utf-8'))} bytes to {SANDBOX_MOUNT}/{host.relative_to(self.sandbox.work)}",
-                          info={"bytes": len(content.encode("utf-8"))})
+        return ToolResult(
+            f"wrote {len(content.encode('utf-8'))} bytes to {SANDBOX_MOUNT}/{host.relative_to(self.sandbox.work)}",
+            info={"bytes": len(content.encode("utf-8"))},
+        )
 
     def _submit(self, args: dict, budget: float) -> ToolResult:
         outputs = self.sandbox.work / "outputs"
-        present = sorted(p.name for p in outputs.iterdir() if p.is_file() and not p.is_symlink()) \
-            if outputs.is_dir() and not outputs.is_symlink() else []
+        present = (
+            sorted(p.name for p in outputs.iterdir() if p.is_file() and not p.is_symlink())
+            if outputs.is_dir() and not outputs.is_symlink()
+            else []
+        )
         missing = [d for d in self.deliverables if d not in present]
         note = f"; missing deliverables: {', '.join(missing)}" if missing else ""
-        return ToolResult(f"submitted: {', '.join(present) or 'no files'} in {SANDBOX_MOUNT}/outputs{note}",
-                          submit=True, info={"present": present, "missing": missing, "note": args.get("note")})
+        return ToolResult(
+            f"submitted: {', '.join(present) or 'no files'} in {SANDBOX_MOUNT}/outputs{note}",
+            submit=True,
+            info={"present": present, "missing": missing, "note": args.get("note")},
+        )

@@ -61,10 +61,10 @@ def fleiss_kappa(counts) -> float | None:
     if not np.all(n == n[0]) or n[0] < 2:
         raise ValueError("every item needs the same number (>= 2) of ratings")
     n = n[0]
-    p_i = ((t ** 2).sum(axis=1) - n) / (n * (n - 1))
+    p_i = ((t**2).sum(axis=1) - n) / (n * (n - 1))
     p_bar = p_i.mean()
     p_j = t.sum(axis=0) / t.sum()
-    p_e = float((p_j ** 2).sum())
+    p_e = float((p_j**2).sum())
     if p_e >= 1.0:
         return None
     return float((p_bar - p_e) / (1.0 - p_e))
@@ -139,8 +139,9 @@ def adaptive_tau(abs_diffs: Sequence[float], tie_share: float) -> float | None:
     return float(np.percentile(d, 100.0 * tie_share))
 
 
-def preference_alignment(score_a: Sequence[float], score_b: Sequence[float], human: Sequence[str],
-                         higher_is_better: bool = True) -> dict:
+def preference_alignment(
+    score_a: Sequence[float], score_b: Sequence[float], human: Sequence[str], higher_is_better: bool = True
+) -> dict:
     """Agreement of a metric's pairwise preferences with humans' (``human[i]`` in ``A``, ``B``, ``tie``)."""
     a = np.asarray(score_a, dtype=float)
     b = np.asarray(score_b, dtype=float)
@@ -153,8 +154,17 @@ def preference_alignment(score_a: Sequence[float], score_b: Sequence[float], hum
     keep = np.isfinite(a) & np.isfinite(b)
     a, b, h = a[keep], b[keep], [x for x, k in zip(h, keep) if k]
     n = len(h)
-    out = {"n": n, "n_dropped": int((~keep).sum()), "tie_share": None, "tau": None, "n_correct": 0,
-           "n_incorrect": 0, "n_unclear": 0, "n_unclear_as_tie": 0, "agreement": None}
+    out = {
+        "n": n,
+        "n_dropped": int((~keep).sum()),
+        "tie_share": None,
+        "tau": None,
+        "n_correct": 0,
+        "n_incorrect": 0,
+        "n_unclear": 0,
+        "n_unclear_as_tie": 0,
+        "agreement": None,
+    }
     if n == 0:
         return out
     ties = sum(x == "tie" for x in h)

@@ -102,8 +102,17 @@ def human_alignment(runs: dict, prefs_path: str | Path, metrics: list[str] | Non
             a.append(_case_value(ra, m, rec["case_id"]))
             b.append(_case_value(rb, m, rec["case_id"]))
             h.append(rec["preference"])
-    hib = {m: next(((r.summary.get("metrics") or {}).get(m, {}).get("higher_is_better", True)
-                    for r in runs.values() if m in (r.summary.get("metrics") or {})), True) for m in names}
+    hib = {
+        m: next(
+            (
+                (r.summary.get("metrics") or {}).get(m, {}).get("higher_is_better", True)
+                for r in runs.values()
+                if m in (r.summary.get("metrics") or {})
+            ),
+            True,
+        )
+        for m in names
+    }
     return {m: preference_alignment(a, b, h, higher_is_better=hib[m]) for m, (a, b, h) in by_metric.items() if h}
 
 
@@ -119,7 +128,9 @@ def judge_human_agreement(runs: dict, answers_path: str | Path) -> dict:
     for label, run in runs.items():
         if run.judgments is not None and len(run.judgments) and "question_id" in run.judgments:
             j = run.judgments
-            judged[label] = {(str(c), str(q)): (a, t) for c, q, a, t in zip(j["case_id"], j["question_id"], j["answer"], j["type"])}
+            judged[label] = {
+                (str(c), str(q)): (a, t) for c, q, a, t in zip(j["case_id"], j["question_id"], j["answer"], j["type"])
+            }
     for where, rec in _read_jsonl(answers_path):
         for key in ("case_id", "question_id", "answer"):
             if key not in rec:
@@ -140,10 +151,18 @@ def judge_human_agreement(runs: dict, answers_path: str | Path) -> dict:
         by_type = {}
         for t in sorted({x[2] for x in p}):
             sub = [x for x in p if x[2] == t]
-            by_type[t] = {"n": len(sub), "accuracy": percent_agreement([x[0] for x in sub], [x[1] for x in sub]),
-                          "kappa": cohen_kappa([x[0] for x in sub], [x[1] for x in sub])}
-        out[label] = {"n": len(p), "accuracy": percent_agreement(judge, human), "kappa": cohen_kappa(judge, human),
-                      "n_unmatched": unmatched.get(label, 0), "by_type": by_type}
+            by_type[t] = {
+                "n": len(sub),
+                "accuracy": percent_agreement([x[0] for x in sub], [x[1] for x in sub]),
+                "kappa": cohen_kappa([x[0] for x in sub], [x[1] for x in sub]),
+            }
+        out[label] = {
+            "n": len(p),
+            "accuracy": percent_agreement(judge, human),
+            "kappa": cohen_kappa(judge, human),
+            "n_unmatched": unmatched.get(label, 0),
+            "by_type": by_type,
+        }
     return out
 
 
@@ -161,8 +180,12 @@ def judge_stability(repeats: list) -> dict:
         if j is None or not len(j):
             raise ValueError(f"{r.path}: no judgments.parquet")
         obj = j[j["type"].isin(CATEGORICAL_TYPES)] if "type" in j else j
-        answers.append({(str(c), str(q)): ("<invalid>" if a is None else _norm(a))
-                        for c, q, a in zip(obj["case_id"], obj["question_id"], obj["answer"])})
+        answers.append(
+            {
+                (str(c), str(q)): ("<invalid>" if a is None else _norm(a))
+                for c, q, a in zip(obj["case_id"], obj["question_id"], obj["answer"])
+            }
+        )
     keys = sorted(set.intersection(*(set(a) for a in answers)))
     ratings = [[a[k] for a in answers] for k in keys]
     table, cats = rating_table(ratings) if keys else (np.zeros((0, 0)), [])
@@ -171,12 +194,20 @@ def judge_stability(repeats: list) -> dict:
         values = [(r.summary.get("metrics") or {}).get(m, {}).get("value") for r in repeats]
         values = [v for v in values if v is not None]
         if len(values) == len(repeats):
-            metrics[m] = {"values": values, "range": float(max(values) - min(values)),
-                          "std": float(np.std(values, ddof=1))}
-    return {"n_runs": len(repeats), "runs": [r.label for r in repeats], "n_questions": len(keys),
-            "agreement": float(np.mean([len(set(x)) == 1 for x in ratings])) if keys else None,
-            "fleiss_kappa": fleiss_kappa(table) if keys and len(cats) else None, "categories": cats,
-            "metrics": metrics}
+            metrics[m] = {
+                "values": values,
+                "range": float(max(values) - min(values)),
+                "std": float(np.std(values, ddof=1)),
+            }
+    return {
+        "n_runs": len(repeats),
+        "runs": [r.label for r in repeats],
+        "n_questions": len(keys),
+        "agreement": float(np.mean([len(set(x)) == 1 for x in ratings])) if keys else None,
+        "fleiss_kappa": fleiss_kappa(table) if keys and len(cats) else None,
+        "categories": cats,
+        "metrics": metrics,
+    }
 
 
 # ----------------------------------------------------------------------------- Figure 4 breakdowns
@@ -193,8 +224,11 @@ def _case_attributes(run, probe_videos: bool = True) -> dict[str, dict[str, floa
             task = json.loads(rec.get("annotations") or "null") or {}
         except (TypeError, json.JSONDecodeError):
             task = {}
-        groups = [g for g in task.get("evaluation_groups") or []
-                  if any(q.get("dimension") in ("Execution Accuracy", "Physical Logic") for q in g.get("questions") or [])]
+        groups = [
+            g
+            for g in task.get("evaluation_groups") or []
+            if any(q.get("dimension") in ("Execution Accuracy", "Physical Logic") for q in g.get("questions") or [])
+        ]
         if task:
             attrs["edit_points"] = float(len(groups))
         if isinstance(rec.get("instruction"), str):
@@ -202,8 +236,10 @@ def _case_attributes(run, probe_videos: bool = True) -> dict[str, dict[str, floa
         if probe_videos:
             from vbench_ray.video.io import probe
 
-            for key, col, field in (("generated_frames", "edited_path", "num_frames"),
-                                    ("source_duration_s", "source_path", "duration")):
+            for key, col, field in (
+                ("generated_frames", "edited_path", "num_frames"),
+                ("source_duration_s", "source_path", "duration"),
+            ):
                 path = rec.get(col)
                 if isinstance(path, str) and Path(path).is_file():
                     try:
@@ -247,8 +283,10 @@ def breakdowns(runs: dict, n_bins: int = 4, seed: int = 0, n_resamples: int = 10
     for name in names:
         pooled = [v[name] for a in attrs.values() for v in a.values() if name in v]
         if name == "edit_points":
+
             def label_of(x, _e=None):
                 return EDIT_POINT_BINS[min(int(x), 5) - 1] if x >= 1 else "0"
+
             bins = [b for b in ("0", *EDIT_POINT_BINS) if any(label_of(x) == b for x in pooled)]
         else:
             edges = _edges(pooled, n_bins)
@@ -257,6 +295,7 @@ def breakdowns(runs: dict, n_bins: int = 4, seed: int = 0, n_resamples: int = 10
 
             def label_of(x, _e=edges):
                 return _bin_label(x, _e)
+
             bins = list(dict.fromkeys(_bin_label(e, edges) for e in edges[1:]))
         per_run = {}
         for label in runs:
@@ -347,18 +386,30 @@ def category_levels(run, seed: int = 0, n_resamples: int = 1000) -> dict:
             cases = sorted(per_case)
             num = np.array([sum(per_case[c]) for c in cases])
             den = np.array([len(per_case[c]) for c in cases], dtype=float)
-            out[name][cat] = {"value": float(num.sum() / den.sum()), "n": int(den.sum()), "n_cases": len(cases),
-                              "ci95": ratio_ci(num, den, seed=seed, n_resamples=n_resamples)}
+            out[name][cat] = {
+                "value": float(num.sum() / den.sum()),
+                "n": int(den.sum()),
+                "n_cases": len(cases),
+                "ci95": ratio_ci(num, den, seed=seed, n_resamples=n_resamples),
+            }
     return out
 
 
-def cove_analyses(runs: dict, human_prefs: str | Path | None = None, human_answers: str | Path | None = None,
-                  judge_repeats: list | None = None, seed: int = 0, n_resamples: int = 1000,
-                  probe_videos: bool = True) -> dict:
+def cove_analyses(
+    runs: dict,
+    human_prefs: str | Path | None = None,
+    human_answers: str | Path | None = None,
+    judge_repeats: list | None = None,
+    seed: int = 0,
+    n_resamples: int = 1000,
+    probe_videos: bool = True,
+) -> dict:
     """Every CoVEBench analysis the inputs allow, as the ``analyses`` section of leaderboard.json."""
-    out: dict[str, Any] = {"breakdowns": breakdowns(runs, seed=seed, n_resamples=n_resamples, probe_videos=probe_videos),
-                           "correlations": correlations(runs),
-                           "category_levels": {label: category_levels(r, seed, n_resamples) for label, r in runs.items()}}
+    out: dict[str, Any] = {
+        "breakdowns": breakdowns(runs, seed=seed, n_resamples=n_resamples, probe_videos=probe_videos),
+        "correlations": correlations(runs),
+        "category_levels": {label: category_levels(r, seed, n_resamples) for label, r in runs.items()},
+    }
     if human_prefs:
         out["human_alignment"] = human_alignment(runs, human_prefs)
     if human_answers:

@@ -26,8 +26,14 @@ from vbench_ray.analyses.agreement import cohen_kappa, fleiss_kappa, percent_agr
 from vbench_ray.analyses.cove import _find_run, _read_jsonl
 
 SECTIONS = {"Similarities": "Similarity", "Differences": "Difference"}  # judgments.parquet -> Table 3 column
-_SECTION_WORDS = {"similarities": "Similarities", "similarity": "Similarities", "sim": "Similarities",
-                  "differences": "Differences", "difference": "Differences", "diff": "Differences"}
+_SECTION_WORDS = {
+    "similarities": "Similarities",
+    "similarity": "Similarities",
+    "sim": "Similarities",
+    "differences": "Differences",
+    "difference": "Differences",
+    "diff": "Differences",
+}
 INVALID = "<invalid>"
 
 
@@ -43,8 +49,8 @@ def _question_key(rec: dict, where: str) -> tuple[str, str, int]:
     if rec.get("question_id") is not None:
         tag = str(rec["question_id"]).strip().lower()
         for prefix in ("diff", "sim"):
-            if tag.startswith(prefix) and tag[len(prefix):].isdigit():
-                return str(rec["case_id"]), _section(prefix, where), int(tag[len(prefix):])
+            if tag.startswith(prefix) and tag[len(prefix) :].isdigit():
+                return str(rec["case_id"]), _section(prefix, where), int(tag[len(prefix) :])
         raise ValueError(f"{where}: question_id must be a question tag like sim0 or diff2, got {rec['question_id']!r}")
     if rec.get("section") is None or rec.get("k") is None:
         raise ValueError(f"{where}: give question_id (sim0, diff2, ...) or section and k")
@@ -121,14 +127,20 @@ def human_answers_by_run(path: str | Path, runs: dict, repeats: list | None = No
 def concordance(judge: dict, human: dict) -> dict:
     """Table 3's row for one judge: concordance (percent agreement) and Cohen's kappa, overall and per section."""
     keys = sorted(set(judge) & set(human))
-    out: dict[str, Any] = {"n": len(keys), "n_unmatched": len(set(human) - set(judge)),
-                           "accuracy": percent_agreement([judge[k] for k in keys], [human[k] for k in keys]),
-                           "kappa": cohen_kappa([judge[k] for k in keys], [human[k] for k in keys]), "by_section": {}}
+    out: dict[str, Any] = {
+        "n": len(keys),
+        "n_unmatched": len(set(human) - set(judge)),
+        "accuracy": percent_agreement([judge[k] for k in keys], [human[k] for k in keys]),
+        "kappa": cohen_kappa([judge[k] for k in keys], [human[k] for k in keys]),
+        "by_section": {},
+    }
     for section, name in SECTIONS.items():
         sub = [k for k in keys if k[1] == section]
-        out["by_section"][name] = {"n": len(sub),
-                                   "accuracy": percent_agreement([judge[k] for k in sub], [human[k] for k in sub]),
-                                   "kappa": cohen_kappa([judge[k] for k in sub], [human[k] for k in sub])}
+        out["by_section"][name] = {
+            "n": len(sub),
+            "accuracy": percent_agreement([judge[k] for k in sub], [human[k] for k in sub]),
+            "kappa": cohen_kappa([judge[k] for k in sub], [human[k] for k in sub]),
+        }
     return out
 
 
@@ -143,8 +155,11 @@ def _rounds_agreement(answers: list[dict], keys: list) -> dict:
     if not keys:
         return {"n_questions": 0, "agreement": None, "fleiss_kappa": None}
     table, _cats = rating_table(ratings)
-    return {"n_questions": len(keys), "agreement": float(np.mean([len(set(r)) == 1 for r in ratings])),
-            "fleiss_kappa": fleiss_kappa(table)}
+    return {
+        "n_questions": len(keys),
+        "agreement": float(np.mean([len(set(r)) == 1 for r in ratings])),
+        "fleiss_kappa": fleiss_kappa(table),
+    }
 
 
 def judge_stability(repeats: list, human_answers: str | Path | None = None) -> dict:
@@ -160,22 +175,32 @@ def judge_stability(repeats: list, human_answers: str | Path | None = None) -> d
             raise ValueError(f"{r.path}: no judged questions in judgments.parquet")
         answers.append(a)
     keys = sorted(set.intersection(*(set(a) for a in answers)))
-    out: dict[str, Any] = {"n_runs": len(repeats), "runs": [r.label for r in repeats],
-                           **_rounds_agreement(answers, keys), "by_section": {}}
+    out: dict[str, Any] = {
+        "n_runs": len(repeats),
+        "runs": [r.label for r in repeats],
+        **_rounds_agreement(answers, keys),
+        "by_section": {},
+    }
     _t, cats = rating_table([[a[k] for a in answers] for k in keys]) if keys else (None, [])
     out["categories"] = cats
     for section, name in SECTIONS.items():
         out["by_section"][name] = _rounds_agreement(answers, [k for k in keys if k[1] == section])
     flipped = [k for k in keys if len({a[k] for a in answers}) > 1]
     out["n_flipped"] = len(flipped)
-    out["flipped"] = [{"case_id": c, "section": s, "k": k, "answers": [a[(c, s, k)] for a in answers]}
-                      for c, s, k in flipped[:100]]
+    out["flipped"] = [
+        {"case_id": c, "section": s, "k": k, "answers": [a[(c, s, k)] for a in answers]} for c, s, k in flipped[:100]
+    ]
     metrics = {}
     for m in ("Avg", "Sim", "Diff"):
         values = [(r.summary.get("metrics") or {}).get(m, {}).get("value") for r in repeats]
         if all(v is not None for v in values):
-            metrics[m] = {"values": [float(v) for v in values], "range": float(max(values) - min(values)),
-                          "min": float(min(values)), "max": float(max(values)), "std": float(np.std(values, ddof=1))}
+            metrics[m] = {
+                "values": [float(v) for v in values],
+                "range": float(max(values) - min(values)),
+                "min": float(min(values)),
+                "max": float(max(values)),
+                "std": float(np.std(values, ddof=1)),
+            }
     out["metrics"] = metrics
     if human_answers:  # the rounds judged the same descriptions: one set of labels for all of them
         names = set().union(*(_names(r) for r in repeats))
@@ -186,8 +211,11 @@ def judge_stability(repeats: list, human_answers: str | Path | None = None) -> d
         if labels:
             per_round = {r.label: concordance(a, labels) for r, a in zip(repeats, answers)}
             acc = [c["accuracy"] for c in per_round.values() if c["accuracy"] is not None]
-            out["human"] = {"per_run": per_round, "accuracy_min": min(acc) if acc else None,
-                            "accuracy_max": max(acc) if acc else None}
+            out["human"] = {
+                "per_run": per_round,
+                "accuracy_min": min(acc) if acc else None,
+                "accuracy_max": max(acc) if acc else None,
+            }
     return out
 
 

@@ -54,8 +54,15 @@ from vbench_ray.agentic.verifiers.sequencing import NAME_RULES as SEQUENCING_NAM
 from vbench_ray.agentic.verifiers.sequencing import SCORES as SEQUENCING_SCORES
 from vbench_ray.agentic.verifiers.sequencing import VIDEO_CHECKS as SEQUENCING_VIDEO
 from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
-from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
-                                        judge_availability, register_benchmark)
+from vbench_ray.benchmarks.base import (
+    Benchmark,
+    DataError,
+    JudgePhase,
+    duplicate_ids,
+    failure_report,
+    judge_availability,
+    register_benchmark,
+)
 from vbench_ray.agents.loop import AgentConfig
 from vbench_ray.config import BaseConfig, bounded
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
@@ -67,19 +74,30 @@ log = logging.getLogger(__name__)
 
 AGENTS = ("random", "heuristic", "oracle")
 PRIMARY_INPUT = {"repair": "broken.mp4", "repurpose": "source.mp4"}
-PRIMARY_OUTPUT = {"assembly": "solution.mp4", "sequencing": "solution.mp4", "repair": "fixed.mp4",
-                  "repurpose": "final.mp4"}
+PRIMARY_OUTPUT = {
+    "assembly": "solution.mp4",
+    "sequencing": "solution.mp4",
+    "repair": "fixed.mp4",
+    "repurpose": "final.mp4",
+}
 OUTCOMES = ("ok", "invalid", "missing", "failed")
 
 
 # ----------------------------------------------------------------------------- config
 
+
 @dataclass
 class AgenticDataConfig:
     tasks_dir: str = "???"  # task bundles, one folder per task (docs/agentic_bundle.md)
-    submissions_dir: Optional[str] = None  # SUBMISSIONS/<task_id>/<rep>/ deliverables (default with data.agent: OUTPUT/submissions/<agent>)
-    agent: Optional[str] = None  # null: score data.submissions_dir | random | heuristic | oracle: run a baseline agent first
-    reps: int = bounded(3, ge=1)  # K repetitions per task (paper: K=3); absent ones are missing rollouts, scored 0 and counted
+    submissions_dir: Optional[str] = (
+        None  # SUBMISSIONS/<task_id>/<rep>/ deliverables (default with data.agent: OUTPUT/submissions/<agent>)
+    )
+    agent: Optional[str] = (
+        None  # null: score data.submissions_dir | random | heuristic | oracle: run a baseline agent first
+    )
+    reps: int = bounded(
+        3, ge=1
+    )  # K repetitions per task (paper: K=3); absent ones are missing rollouts, scored 0 and counted
     families: List[str] = field(default_factory=lambda: list(FAMILIES))  # families to evaluate
 
 
@@ -96,6 +114,7 @@ class AgenticConfig(BaseConfig):
 
 
 # ----------------------------------------------------------------------------- stage functions (Ray tasks)
+
 
 def case_id_of(task_id: str, rep: str) -> str:
     return f"{task_id}:{rep}"
@@ -122,28 +141,44 @@ def verify_row(row: dict, settings: dict, frames_dir: str | None) -> dict:
     task = load_task(row["task_dir"])
     sub = row.get("submission_dir")
     if not sub or not Path(sub).is_dir():
-        return {"reward": 0.0, "status": "missing", "reason": "no submission folder for this repetition",
-                "details": json.dumps({"status": "missing"})}
+        return {
+            "reward": 0.0,
+            "status": "missing",
+            "reason": "no submission folder for this repetition",
+            "details": json.dumps({"status": "missing"}),
+        }
     frames = judge_frames_dir(frames_dir, row["case_id"]) if frames_dir else None
     return verify_rollout(task, Path(sub), settings_from(settings), frames)
 
 
 # ----------------------------------------------------------------------------- benchmark
 
+
 @register_benchmark
 class AgenticBench(Benchmark):
     name = "agentic"
     paper = "AgenticVBench §2.4-2.7, App. H (official code: PhiloLabs/agentic-vbench)"
     needs = "agent rollouts (a served model) or submissions; a judge for Repurpose's rubric items"
-    scored_metrics = {**{family: (f"AgenticVBench §2.{4 + i}, App. H (verifier)", "[0,1]")
-                         for i, family in enumerate(("assembly", "repair", "sequencing", "repurpose"))},
-                      "overall": ("AgenticVBench §3.1 (mean over tasks)", "[0,1]")}
+    scored_metrics = {
+        **{
+            family: (f"AgenticVBench §2.{4 + i}, App. H (verifier)", "[0,1]")
+            for i, family in enumerate(("assembly", "repair", "sequencing", "repurpose"))
+        },
+        "overall": ("AgenticVBench §3.1 (mean over tasks)", "[0,1]"),
+    }
     config_class = AgenticConfig
     result_sections = ("assembly", "sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
-    config_choices = {**JUDGE_CHOICES, "data.agent": AGENTS, "sequencing.score": SEQUENCING_SCORES,
-                      "sequencing.names": SEQUENCING_NAMES, "sequencing.video": SEQUENCING_VIDEO,
-                      "repair.range_score": RANGE_SCORES, "repair.scheme": REPAIR_SCHEMES,
-                      "assembly.scheme": ASSEMBLY_SCHEMES, "repurpose.invert_negative": rp.INVERT_MODES}
+    config_choices = {
+        **JUDGE_CHOICES,
+        "data.agent": AGENTS,
+        "sequencing.score": SEQUENCING_SCORES,
+        "sequencing.names": SEQUENCING_NAMES,
+        "sequencing.video": SEQUENCING_VIDEO,
+        "repair.range_score": RANGE_SCORES,
+        "repair.scheme": REPAIR_SCHEMES,
+        "assembly.scheme": ASSEMBLY_SCHEMES,
+        "repurpose.invert_negative": rp.INVERT_MODES,
+    }
 
     def case_fields(self, cfg) -> list[pa.Field]:
         return [pa.field(n, pa.string()) for n in ("task_id", "family", "subtype", "rep", "task_dir", "submission_dir")]
@@ -160,9 +195,11 @@ class AgenticBench(Benchmark):
         if cfg.data.reps < 1:
             raise DataError(f"data.reps must be at least 1, got {cfg.data.reps}")
         if cfg.data.agent is None and not cfg.data.submissions_dir and not cfg.agent.model:
-            raise DataError("data.submissions_dir is not set: point it at the agents' outputs "
-                            "(SUBMISSIONS/<task_id>/<rep>/), set agent.model (and agent.base_url) to run an "
-                            "LLM agent, or set data.agent to run a baseline agent")
+            raise DataError(
+                "data.submissions_dir is not set: point it at the agents' outputs "
+                "(SUBMISSIONS/<task_id>/<rep>/), set agent.model (and agent.base_url) to run an "
+                "LLM agent, or set data.agent to run a baseline agent"
+            )
 
     @staticmethod
     def runs_llm_agent(cfg) -> bool:
@@ -179,14 +216,33 @@ class AgenticBench(Benchmark):
         stages = []
         common = {"num_cpus": 1.0, "workers": cfg.ray.workers, "batch_size": cfg.ray.batch_size}
         if cfg.data.agent:
-            stages.append(Stage(name="agent", fn=functools.partial(agent_row, agent=cfg.data.agent, seed=cfg.run.seed),
-                                outputs={"agent_info": "str"}, **common))
+            stages.append(
+                Stage(
+                    name="agent",
+                    fn=functools.partial(agent_row, agent=cfg.data.agent, seed=cfg.run.seed),
+                    outputs={"agent_info": "str"},
+                    **common,
+                )
+            )
         settings = {k: plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
         frames_dir = str(Path(cfg.output.dir).resolve() / "judge_frames") if cfg.repurpose.judge_enabled else None
-        stages.append(Stage(name="verify", fn=functools.partial(verify_row, settings=settings, frames_dir=frames_dir),
-                            outputs={"reward": "float", "status": "str", "reason": "str", "details": "str",
-                                     "strict": "int", "format_share": "float", "judge_frames": "str",
-                                     "judge_audio": "str"}, **common))
+        stages.append(
+            Stage(
+                name="verify",
+                fn=functools.partial(verify_row, settings=settings, frames_dir=frames_dir),
+                outputs={
+                    "reward": "float",
+                    "status": "str",
+                    "reason": "str",
+                    "details": "str",
+                    "strict": "int",
+                    "format_share": "float",
+                    "judge_frames": "str",
+                    "judge_audio": "str",
+                },
+                **common,
+            )
+        )
         return stages
 
     # -- loading
@@ -222,8 +278,14 @@ class AgenticBench(Benchmark):
         ensure_ray(cfg)
         agent = OmegaConf.to_object(cfg.agent)
         settings = {k: plain(getattr(cfg, k)) for k in ("assembly", "sequencing", "repair", "repurpose")}
-        return run_rollouts(cfg.data.tasks_dir, Path(cfg.output.dir).resolve() / "agent", agent, k=cfg.data.reps,
-                            families=list(cfg.data.families), verify_settings=settings)
+        return run_rollouts(
+            cfg.data.tasks_dir,
+            Path(cfg.output.dir).resolve() / "agent",
+            agent,
+            k=cfg.data.reps,
+            families=list(cfg.data.families),
+            verify_settings=settings,
+        )
 
     def _task_rows(self, cfg, task_dir: Path, subs: Path) -> list[dict]:
         base = {"benchmark": "agentic", "variant": "base", "task_dir": str(task_dir.resolve()), "annotations": None}
@@ -231,14 +293,28 @@ class AgenticBench(Benchmark):
             task = load_task(task_dir)
         except BundleError as exc:  # counted as failed rollouts of its family (when task.json names one)
             family = _family_hint(task_dir)
-            return [{**base, "case_id": case_id_of(task_dir.name, str(i)), "task_id": task_dir.name, "rep": str(i),
-                     "family": family, "categories": [family] if family else [], "error_load": str(exc)}
-                    for i in range(cfg.data.reps)]
+            return [
+                {
+                    **base,
+                    "case_id": case_id_of(task_dir.name, str(i)),
+                    "task_id": task_dir.name,
+                    "rep": str(i),
+                    "family": family,
+                    "categories": [family] if family else [],
+                    "error_load": str(exc),
+                }
+                for i in range(cfg.data.reps)
+            ]
         if task.family not in cfg.data.families:
             return []
-        base.update(task_id=task.task_id, family=task.family, subtype=task.subtype, instruction=task.instruction,
-                    categories=[task.family] + ([f"{task.family}/{task.subtype}"] if task.subtype else []),
-                    annotations=json.dumps({"task": task.meta}, ensure_ascii=False))
+        base.update(
+            task_id=task.task_id,
+            family=task.family,
+            subtype=task.subtype,
+            instruction=task.instruction,
+            categories=[task.family] + ([f"{task.family}/{task.subtype}"] if task.subtype else []),
+            annotations=json.dumps({"task": task.meta}, ensure_ascii=False),
+        )
         if task.family in PRIMARY_INPUT:
             path = task.input(PRIMARY_INPUT[task.family])
             base["source_path"] = str(path) if path.exists() else None
@@ -247,8 +323,13 @@ class AgenticBench(Benchmark):
         else:
             found = find_reps(subs, task.task_id)
             if len(found) > cfg.data.reps:
-                log.warning("task %s: %d repetitions submitted, data.reps=%d; using %s", task.task_id, len(found),
-                            cfg.data.reps, [r for r, _ in found[: cfg.data.reps]])
+                log.warning(
+                    "task %s: %d repetitions submitted, data.reps=%d; using %s",
+                    task.task_id,
+                    len(found),
+                    cfg.data.reps,
+                    [r for r, _ in found[: cfg.data.reps]],
+                )
                 found = found[: cfg.data.reps]
             reps = [(r, p) for r, p in found]
             names = {r for r, _ in found}
@@ -260,8 +341,12 @@ class AgenticBench(Benchmark):
                     reps.append((name, None))
         rows = []
         for rep, folder in reps:
-            row = {**base, "case_id": case_id_of(task.task_id, rep), "rep": rep,
-                   "submission_dir": str(Path(folder).resolve()) if folder is not None else None}
+            row = {
+                **base,
+                "case_id": case_id_of(task.task_id, rep),
+                "rep": rep,
+                "submission_dir": str(Path(folder).resolve()) if folder is not None else None,
+            }
             if folder is not None:
                 row["edited_path"] = str(Path(folder).resolve() / PRIMARY_OUTPUT[task.family])
             rows.append(row)
@@ -288,23 +373,41 @@ class AgenticBench(Benchmark):
             if any(v for k, v in case.items() if k.startswith("error_")):
                 continue
             task = tasks.get(case["task_dir"]) or tasks.setdefault(case["task_dir"], load_task(case["task_dir"]))
-            requests += rp.build_requests(case["case_id"], case["variant"], rp.brief_text(task),
-                                          rp.judged_items(task.rubric), json.loads(case["judge_frames"]),
-                                          case.get("judge_audio"))
+            requests += rp.build_requests(
+                case["case_id"],
+                case["variant"],
+                rp.brief_text(task),
+                rp.judged_items(task.rubric),
+                json.loads(case["judge_frames"]),
+                case.get("judge_audio"),
+            )
         return requests
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
         rows = []
         for case, scored in _repurpose_scores(cases, results, cfg).items():
             for it in scored["items"]:
-                rows.append({"case_id": case[0], "variant": case[1], "task_id": scored["task_id"], "rep": scored["rep"],
-                             "item_id": it["item_id"], "pillar": it["pillar"], "weight": it["weight"],
-                             "narrative_essential": it["narrative_essential"], "passed": it["pass"],
-                             "why": it["why"], "status": it["status"],
-                             "contribution": rp.contribution(it["weight"], bool(it["pass"]), it["narrative_essential"],
-                                                             cfg.repurpose.invert_negative),
-                             "request_id": None if it["status"] == "programmatic"
-                             else rp.request_id(case[0], case[1], it["item_id"])})
+                rows.append(
+                    {
+                        "case_id": case[0],
+                        "variant": case[1],
+                        "task_id": scored["task_id"],
+                        "rep": scored["rep"],
+                        "item_id": it["item_id"],
+                        "pillar": it["pillar"],
+                        "weight": it["weight"],
+                        "narrative_essential": it["narrative_essential"],
+                        "passed": it["pass"],
+                        "why": it["why"],
+                        "status": it["status"],
+                        "contribution": rp.contribution(
+                            it["weight"], bool(it["pass"]), it["narrative_essential"], cfg.repurpose.invert_negative
+                        ),
+                        "request_id": None
+                        if it["status"] == "programmatic"
+                        else rp.request_id(case[0], case[1], it["item_id"]),
+                    }
+                )
         return pa.Table.from_pylist(rows, schema=JUDGMENT_SCHEMA)
 
     # -- aggregation
@@ -314,34 +417,63 @@ class AgenticBench(Benchmark):
         rollouts = rollout_rewards(rows, judged, cfg)
         seed, st = cfg.run.seed, cfg.stats
         tasks = task_means(rollouts)
-        stats = lambda values: describe(values, seed=seed, n_resamples=st.bootstrap_samples,  # noqa: E731
-                                        confidence=st.confidence)
-        summary: dict[str, Any] = {"benchmark": "agentic", "n_cases": len(tasks), "n_rows": len(rows),
-                                   "n_tasks": len(tasks), "reps": cfg.data.reps, "agent": cfg.data.agent,
-                                   "metrics": {}, "by_category": {}, "counts": {}}
+        stats = lambda values: describe(
+            values,
+            seed=seed,
+            n_resamples=st.bootstrap_samples,  # noqa: E731
+            confidence=st.confidence,
+        )
+        summary: dict[str, Any] = {
+            "benchmark": "agentic",
+            "n_cases": len(tasks),
+            "n_rows": len(rows),
+            "n_tasks": len(tasks),
+            "reps": cfg.data.reps,
+            "agent": cfg.data.agent,
+            "metrics": {},
+            "by_category": {},
+            "counts": {},
+        }
         families = [f for f in FAMILIES if any(t["family"] == f for t in tasks.values())]
         for fam in families:
             members = [t for t in tasks.values() if t["family"] == fam]
-            summary["metrics"][fam] = {**stats([t["mean"] for t in members]), "scale": "[0,1]", "higher_is_better": True,
-                                       "n_rollouts": sum(len(t["rewards"]) for t in members)}
+            summary["metrics"][fam] = {
+                **stats([t["mean"] for t in members]),
+                "scale": "[0,1]",
+                "higher_is_better": True,
+                "n_rollouts": sum(len(t["rewards"]) for t in members),
+            }
         if tasks:
-            summary["metrics"]["overall"] = {**stats([t["mean"] for t in tasks.values()]), "scale": "[0,1]",
-                                             "higher_is_better": True}
+            summary["metrics"]["overall"] = {
+                **stats([t["mean"] for t in tasks.values()]),
+                "scale": "[0,1]",
+                "higher_is_better": True,
+            }
         seq = [t for t in tasks.values() if t["family"] == "sequencing"]
         if seq:
-            summary["metrics"]["sequencing_strict"] = {**stats([t["strict"] for t in seq]), "scale": "[0,1]",
-                                                       "higher_is_better": True}
+            summary["metrics"]["sequencing_strict"] = {
+                **stats([t["strict"] for t in seq]),
+                "scale": "[0,1]",
+                "higher_is_better": True,
+            }
         rep_tasks = [t for t in tasks.values() if t["family"] == "repurpose"]
         if rep_tasks:
-            summary["metrics"]["repurpose_format"] = {**stats([t["format_share"] for t in rep_tasks]),
-                                                      "scale": "[0,1]", "higher_is_better": True}
+            summary["metrics"]["repurpose_format"] = {
+                **stats([t["format_share"] for t in rep_tasks]),
+                "scale": "[0,1]",
+                "higher_is_better": True,
+            }
             summary["repurpose_judged"] = bool(cfg.repurpose.judge_enabled)
             items = [j for j in judged or [] if j["status"] != "programmatic"]
             if cfg.repurpose.judge_enabled and items:  # a dead judge is not a score (base.unusable_judge)
                 for m in ("repurpose", "overall"):
                     if m in summary["metrics"]:
-                        judge_availability(summary["metrics"][m], items, float(cfg.judge.max_invalid_fraction),
-                                           what="judged rubric items")
+                        judge_availability(
+                            summary["metrics"][m],
+                            items,
+                            float(cfg.judge.max_invalid_fraction),
+                            what="judged rubric items",
+                        )
         for t in tasks.values():
             for cat in t["categories"]:
                 summary["by_category"].setdefault(cat, []).append(t["mean"])
@@ -354,26 +486,48 @@ class AgenticBench(Benchmark):
                 if r["outcome"] in ("invalid", "missing") and r.get("reason"):
                     key = str(r["reason"])[:120]
                     reasons[key] = reasons.get(key, 0) + 1
-            summary["counts"][fam] = {"tasks": len({r["task_id"] for r in members}), "rollouts": len(members),
-                                      **counts, "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1])[:10])}
-        summary["by_task"] = {tid: {k: t[k] for k in ("family", "subtype", "mean", "rewards", "outcomes")}
-                              for tid, t in sorted(tasks.items())}
+            summary["counts"][fam] = {
+                "tasks": len({r["task_id"] for r in members}),
+                "rollouts": len(members),
+                **counts,
+                "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1])[:10]),
+            }
+        summary["by_task"] = {
+            tid: {k: t[k] for k in ("family", "subtype", "mean", "rewards", "outcomes")}
+            for tid, t in sorted(tasks.items())
+        }
         summary["failures"] = failure_report(rows)
         rollouts = Path(cfg.output.dir).resolve() / "agent" / "rollouts_summary.json"
         if self.runs_llm_agent(cfg) and rollouts.exists():  # trajectory analytics (paper §3.2)
             info = json.loads(rollouts.read_text())
-            summary["agent"] = {"model": info.get("model"), "label": info.get("label"), "harness": info.get("harness"),
-                                "counts": info.get("counts"), "analytics": info.get("analytics")}
+            summary["agent"] = {
+                "model": info.get("model"),
+                "label": info.get("label"),
+                "harness": info.get("harness"),
+                "counts": info.get("counts"),
+                "analytics": info.get("analytics"),
+            }
             summary.setdefault("report_tables", []).append(analytics_table(info.get("analytics") or {}))
         return summary
 
 
-JUDGMENT_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("variant", pa.string()), ("task_id", pa.string()), ("rep", pa.string()),
-    ("item_id", pa.string()), ("pillar", pa.string()), ("weight", pa.float64()), ("narrative_essential", pa.bool_()),
-    ("passed", pa.bool_()), ("why", pa.string()), ("status", pa.string()), ("contribution", pa.float64()),
-    ("request_id", pa.string()),
-])
+JUDGMENT_SCHEMA = pa.schema(
+    [
+        ("case_id", pa.string()),
+        ("variant", pa.string()),
+        ("task_id", pa.string()),
+        ("rep", pa.string()),
+        ("item_id", pa.string()),
+        ("pillar", pa.string()),
+        ("weight", pa.float64()),
+        ("narrative_essential", pa.bool_()),
+        ("passed", pa.bool_()),
+        ("why", pa.string()),
+        ("status", pa.string()),
+        ("contribution", pa.float64()),
+        ("request_id", pa.string()),
+    ]
+)
 
 
 def _family_hint(task_dir: Path) -> str | None:
@@ -408,8 +562,11 @@ def _repurpose_scores(cases: list[dict], results: dict | None, cfg, judged: list
         for item in rp.judged_items(task.rubric):
             if results is not None:
                 res = results.get(rp.request_id(case["case_id"], case["variant"], item["id"]))
-                answers[item["id"]] = (res.value if res is not None and res.status == "ok"
-                                       else (res.status if res is not None else "missing"))
+                answers[item["id"]] = (
+                    res.value
+                    if res is not None and res.status == "ok"
+                    else (res.status if res is not None else "missing")
+                )
             else:
                 j = by_item.get((case["case_id"], case["variant"], item["id"]))
                 if j is not None and j["status"] == "ok":
@@ -436,12 +593,21 @@ def rollout_rewards(rows: list[dict], judged: list[dict] | None, cfg) -> list[di
                 reward = repurpose[(r["case_id"], r["variant"])]["reward"]
             reward = 0.0 if reward is None or outcome != "ok" else float(reward)
         fmt_share = r.get("format_share") if outcome == "ok" else 0.0
-        out.append({"case_id": r["case_id"], "task_id": r.get("task_id") or r["case_id"].split(":")[0],
-                    "family": r.get("family"), "subtype": r.get("subtype"), "rep": r.get("rep"),
-                    "categories": r.get("categories") or [], "outcome": outcome, "reward": reward,
-                    "strict": int(r.get("strict") or 0) if outcome == "ok" else 0,
-                    "format_share": float(fmt_share or 0.0),
-                    "reason": r.get("reason") or next((v for k, v in r.items() if k.startswith("error_") and v), None)})
+        out.append(
+            {
+                "case_id": r["case_id"],
+                "task_id": r.get("task_id") or r["case_id"].split(":")[0],
+                "family": r.get("family"),
+                "subtype": r.get("subtype"),
+                "rep": r.get("rep"),
+                "categories": r.get("categories") or [],
+                "outcome": outcome,
+                "reward": reward,
+                "strict": int(r.get("strict") or 0) if outcome == "ok" else 0,
+                "format_share": float(fmt_share or 0.0),
+                "reason": r.get("reason") or next((v for k, v in r.items() if k.startswith("error_") and v), None),
+            }
+        )
     return out
 
 
@@ -449,9 +615,18 @@ def task_means(rollouts: list[dict]) -> dict[str, dict]:
     """Per task: the mean over its rollouts (K repetitions) of reward, strict match and Format share."""
     tasks: dict[str, dict] = {}
     for r in rollouts:
-        t = tasks.setdefault(r["task_id"], {"family": r["family"], "subtype": r["subtype"],
-                                            "categories": r["categories"], "rewards": {}, "outcomes": {},
-                                            "_strict": [], "_fmt": []})
+        t = tasks.setdefault(
+            r["task_id"],
+            {
+                "family": r["family"],
+                "subtype": r["subtype"],
+                "categories": r["categories"],
+                "rewards": {},
+                "outcomes": {},
+                "_strict": [],
+                "_fmt": [],
+            },
+        )
         t["rewards"][r["rep"]] = r["reward"]
         t["outcomes"][r["rep"]] = r["outcome"]
         t["_strict"].append(r["strict"])
@@ -473,9 +648,31 @@ def analytics_table(analytics: dict) -> dict:
         if not g:
             continue
         share = f"{g['top_tool']} ({100 * g['top_tool_share']:.0f}%)" if g.get("top_tool") else "–"
-        rows.append([name, str(g["n_rollouts"]), f"{g['tool_calls']['mean'] or 0:.1f}", share,
-                     f"{g['turns']['median'] or 0:.0f}", str(g["prompt_tokens"]["total"]),
-                     str(g["completion_tokens"]["total"]), f"{g['wall_s']['median'] or 0:.1f}", str(g["submitted"])])
-    return {"title": "Agent trajectories (§3.2)",
-            "columns": ["Group", "Rollouts", "Tool calls (mean)", "Most-used tool", "Turns (median)",
-                        "Prompt tokens", "Completion tokens", "Wall s (median)", "Submitted"], "rows": rows}
+        rows.append(
+            [
+                name,
+                str(g["n_rollouts"]),
+                f"{g['tool_calls']['mean'] or 0:.1f}",
+                share,
+                f"{g['turns']['median'] or 0:.0f}",
+                str(g["prompt_tokens"]["total"]),
+                str(g["completion_tokens"]["total"]),
+                f"{g['wall_s']['median'] or 0:.1f}",
+                str(g["submitted"]),
+            ]
+        )
+    return {
+        "title": "Agent trajectories (§3.2)",
+        "columns": [
+            "Group",
+            "Rollouts",
+            "Tool calls (mean)",
+            "Most-used tool",
+            "Turns (median)",
+            "Prompt tokens",
+            "Completion tokens",
+            "Wall s (median)",
+            "Submitted",
+        ],
+        "rows": rows,
+    }

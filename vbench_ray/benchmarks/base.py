@@ -93,8 +93,7 @@ class Benchmark:
         """Columns the loader adds beyond ``CASE_FIELDS``."""
         return []
 
-    def schema(self, cfg, stages: list[Stage] | None = None,
-               phases: list["JudgePhase"] | None = None) -> pa.Schema:
+    def schema(self, cfg, stages: list[Stage] | None = None, phases: list["JudgePhase"] | None = None) -> pa.Schema:
         """The case table's columns: the case fields, then each stage's and judge phase's. ``stages`` (the editor's
         and the benchmark's) and ``phases``: those the caller built already (``RunPlan``), else built here."""
         from vbench_ray.editors import editor_stages
@@ -103,8 +102,15 @@ class Benchmark:
         for stage in (editor_stages(cfg) + self.stages(cfg)) if stages is None else stages:
             fields += stage.persisted_fields()
         for phase in self.judge_phases(cfg) if phases is None else phases:  # when each row was judged, failures
-            fields += [pa.field(f"{k}_judge_{phase.name}", t) for k, t in
-                       (("error", pa.string()), ("seconds", pa.float64()), ("at", pa.float64()), ("node", pa.string()))]
+            fields += [
+                pa.field(f"{k}_judge_{phase.name}", t)
+                for k, t in (
+                    ("error", pa.string()),
+                    ("seconds", pa.float64()),
+                    ("at", pa.float64()),
+                    ("node", pa.string()),
+                )
+            ]
         seen: set[str] = set()  # a column written by two stages (a pool metric's error) appears once
         return pa.schema([f for f in fields if not (f.name in seen or seen.add(f.name))])
 
@@ -167,6 +173,7 @@ def get_benchmark(name: str) -> Benchmark:
 
 # ----------------------------------------------------------------------------- summary helpers
 
+
 def error_columns(rows: list[dict]) -> list[str]:
     return sorted({k for r in rows for k in r if k.startswith("error_")})
 
@@ -177,7 +184,7 @@ def failure_report(rows: list[dict], max_examples: int = 20) -> dict:
     examples = []
     failed = 0
     for r in rows:
-        errs = [(k[len("error_"):], r[k]) for k in error_columns([r]) if r.get(k)]
+        errs = [(k[len("error_") :], r[k]) for k in error_columns([r]) if r.get(k)]
         if errs:
             failed += 1
         for stage, msg in errs:
@@ -189,8 +196,13 @@ def failure_report(rows: list[dict], max_examples: int = 20) -> dict:
 
 def metric_stats(rows: Iterable[dict], metric: str, stats_cfg: Any, seed: int, scale: float = 1.0) -> dict:
     rows = list(rows)
-    return describe([r.get(metric) for r in rows], seed=seed, n_resamples=stats_cfg.bootstrap_samples,
-                    confidence=stats_cfg.confidence, scale=scale)
+    return describe(
+        [r.get(metric) for r in rows],
+        seed=seed,
+        n_resamples=stats_cfg.bootstrap_samples,
+        confidence=stats_cfg.confidence,
+        scale=scale,
+    )
 
 
 def group_rows(rows: list[dict], key: str) -> dict[str, list[dict]]:
@@ -198,7 +210,7 @@ def group_rows(rows: list[dict], key: str) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         values = r.get(key)
-        for v in (values if isinstance(values, (list, tuple)) else [values]):
+        for v in values if isinstance(values, (list, tuple)) else [values]:
             if v is not None:
                 groups.setdefault(str(v), []).append(r)
     return dict(sorted(groups.items()))
@@ -210,7 +222,9 @@ def duplicate_ids(ids: Iterable[str], what: str, where: Any) -> None:
     counts = Counter(ids)
     dups = sorted(i for i, n in counts.items() if n > 1)
     if dups:
-        shown = ", ".join(f"{i!r} ({counts[i]}x)" for i in dups[:20]) + (f" and {len(dups) - 20} more" if len(dups) > 20 else "")
+        shown = ", ".join(f"{i!r} ({counts[i]}x)" for i in dups[:20]) + (
+            f" and {len(dups) - 20} more" if len(dups) > 20 else ""
+        )
         raise DataError(f"{where}: duplicate {what}: {shown}; each must be unique")
 
 
@@ -218,8 +232,13 @@ def duplicate_ids(ids: Iterable[str], what: str, where: Any) -> None:
 UNUSABLE_STATUSES = ("invalid", "error", "missing")
 
 
-def judge_availability(stats: dict, rows: list[dict], max_fraction: float,
-                       unusable: tuple[str, ...] = UNUSABLE_STATUSES, what: str = "judge answers") -> dict:
+def judge_availability(
+    stats: dict,
+    rows: list[dict],
+    max_fraction: float,
+    unusable: tuple[str, ...] = UNUSABLE_STATUSES,
+    what: str = "judge answers",
+) -> dict:
     """A dead judge is not a score.
 
     ``rows`` are the metric's judged items (each with ``status`` and, when known, ``error``: what the endpoint
@@ -234,9 +253,11 @@ def judge_availability(stats: dict, rows: list[dict], max_fraction: float,
         return stats
     errors = Counter(str(r.get("error") or r.get("status"))[:300] for r in bad)
     top, count = errors.most_common(1)[0]
-    stats["unavailable"] = (f"{len(bad)} of {n} {what} ({100.0 * len(bad) / n:.0f}%) never got a usable answer, "
-                            f"more than judge.max_invalid_fraction={max_fraction:g}; the judge answered: {top!r}"
-                            f" ({count}x)" + (f"; {len(errors) - 1} other error text(s)" if len(errors) > 1 else ""))
+    stats["unavailable"] = (
+        f"{len(bad)} of {n} {what} ({100.0 * len(bad) / n:.0f}%) never got a usable answer, "
+        f"more than judge.max_invalid_fraction={max_fraction:g}; the judge answered: {top!r}"
+        f" ({count}x)" + (f"; {len(errors) - 1} other error text(s)" if len(errors) > 1 else "")
+    )
     stats["unavailable_errors"] = dict(errors.most_common(5))
     stats["value"] = None
     stats["ci95"] = None
@@ -246,7 +267,9 @@ def judge_availability(stats: dict, rows: list[dict], max_fraction: float,
 def blank_unavailable(summary: dict, keys: tuple[str, ...] = ("by_category", "by_difficulty", "by_method")) -> None:
     """No number where none was earned: a metric the headline reports unavailable (a dead judge) is
     null in every breakdown too (``value`` and ``ci95`` None, ``unavailable`` True), never its fallback scores."""
-    dead = [m for m, stats in (summary.get("metrics") or {}).items() if isinstance(stats, dict) and stats.get("unavailable")]
+    dead = [
+        m for m, stats in (summary.get("metrics") or {}).items() if isinstance(stats, dict) and stats.get("unavailable")
+    ]
     for key in keys:
         for block in (summary.get(key) or {}).values():
             for m in dead:

@@ -28,9 +28,18 @@ import pyarrow as pa
 
 from vbench_ray.benchmarks import cove_checklist as checklist
 from vbench_ray.benchmarks import cove_vqr as vqr
-from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, blank_unavailable, duplicate_ids,
-                                        failure_report, group_rows, judge_availability, metric_stats,
-                                        register_benchmark)
+from vbench_ray.benchmarks.base import (
+    Benchmark,
+    DataError,
+    JudgePhase,
+    blank_unavailable,
+    duplicate_ids,
+    failure_report,
+    group_rows,
+    judge_availability,
+    metric_stats,
+    register_benchmark,
+)
 from vbench_ray.benchmarks.json_array import NotAnArray, iter_json_array
 from vbench_ray.config import BaseConfig
 from vbench_ray.editors import EDITORS, EditorConfig
@@ -66,6 +75,7 @@ PROBE_CHUNK = 256
 
 # ----------------------------------------------------------------------------- config
 
+
 @dataclass
 class CoveDataConfig:
     checklist: str = "???"  # the official checklist.json
@@ -85,18 +95,27 @@ def _exclusion_factory(metric: str):
     return lambda: Exclusion(categories=list(DEFAULT_EXCLUSIONS.get(metric, [])))
 
 
-def cove_metrics_config(metrics: Sequence[str] = OBJECTIVE_METRICS, prefix: str = "Cove", module: str = __name__,
-                        enabled: Sequence[str] = DEFAULT_ENABLED) -> type:
+def cove_metrics_config(
+    metrics: Sequence[str] = OBJECTIVE_METRICS,
+    prefix: str = "Cove",
+    module: str = __name__,
+    enabled: Sequence[str] = DEFAULT_ENABLED,
+) -> type:
     """The ``metrics`` section for these frame metrics: ``enabled`` (its default: ``enabled``), each metric's
     own config (its ``config_class``), and ``exclude.<metric>`` (``DEFAULT_EXCLUSIONS``). ``module`` must
     bind the two classes it makes, ``{prefix}Exclusions`` and ``{prefix}MetricsConfig``."""
-    exclusions = make_dataclass(f"{prefix}Exclusions", [(m, Exclusion, field(default_factory=_exclusion_factory(m)))
-                                                       for m in metrics])
+    exclusions = make_dataclass(
+        f"{prefix}Exclusions", [(m, Exclusion, field(default_factory=_exclusion_factory(m))) for m in metrics]
+    )
     exclusions.__module__ = module
     enabled = tuple(enabled)
-    return metrics_config(f"{prefix}MetricsConfig", metrics, module=module,
-                          before=[("enabled", List[str], field(default_factory=lambda: list(enabled)))],
-                          after=[("exclude", exclusions, field(default_factory=exclusions))])
+    return metrics_config(
+        f"{prefix}MetricsConfig",
+        metrics,
+        module=module,
+        before=[("enabled", List[str], field(default_factory=lambda: list(enabled)))],
+        after=[("exclude", exclusions, field(default_factory=exclusions))],
+    )
 
 
 CoveMetricsConfig = cove_metrics_config()
@@ -116,6 +135,7 @@ class CoveConfig(BaseConfig):
 
 
 # ----------------------------------------------------------------------------- checklist validation
+
 
 def validate_task(task: Any, where: str) -> list[str]:
     """Problems with one checklist task, each naming the field (``task[3].evaluation_groups[0]...``)."""
@@ -178,6 +198,7 @@ def task_categories(task: dict) -> tuple[list[str], list[str]]:
 
 # ----------------------------------------------------------------------------- paths
 
+
 def resolve_under(root: Path, relative: str, what: str) -> Path:
     """``root/relative``, refusing paths that escape ``root`` (absolute paths, ``..``, symlinks out)."""
     root = root.resolve()
@@ -224,6 +245,7 @@ def index_edited_videos(edited_dir: Path) -> tuple[dict[str, Path], dict[str, li
 
 # ----------------------------------------------------------------------------- exclusions
 
+
 def _exclusion_rule(name: str, excl: Exclusion) -> tuple[set[str] | None, list[str]]:
     ids = {str(i).strip() for i in excl.ids}
     if excl.ids_file:
@@ -248,28 +270,42 @@ def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: 
 
 # ----------------------------------------------------------------------------- benchmark
 
+
 @register_benchmark
 class CoveBench(Benchmark):
     name = "cove"
     paper = "CoVEBench §3.1, App. F (official code: NJU-LINK/CoVEBench)"
     needs = "a VLM checklist judge (UAS/IFS/VRS/SEM; GPU with vllm), weights for AES, TQ, SRC"
-    judge_models = {"judge": "Qwen/Qwen3.5-122B-A10B (Hugging Face; the official CoVEBench judge)",
-                    "vqr": "TianheWu/VisualQuality-R1-7B (Hugging Face; the official VQR model)"}
-    scored_metrics = {"UAS": ("CoVEBench §3.1, App. F.1", "percent"), "IFS": ("CoVEBench App. F.1", "percent"),
-                      "VRS": ("CoVEBench App. F.1", "percent"), "SEM": ("CoVEBench App. F.3", "0-100"),
-                      "VQR": ("CoVEBench App. F.2 (VisualQuality-R1)", "1-5")}
+    judge_models = {
+        "judge": "Qwen/Qwen3.5-122B-A10B (Hugging Face; the official CoVEBench judge)",
+        "vqr": "TianheWu/VisualQuality-R1-7B (Hugging Face; the official VQR model)",
+    }
+    scored_metrics = {
+        "UAS": ("CoVEBench §3.1, App. F.1", "percent"),
+        "IFS": ("CoVEBench App. F.1", "percent"),
+        "VRS": ("CoVEBench App. F.1", "percent"),
+        "SEM": ("CoVEBench App. F.3", "0-100"),
+        "VQR": ("CoVEBench App. F.2 (VisualQuality-R1)", "1-5"),
+    }
     config_class = CoveConfig
     # rows made by another editor (or another editor config) are another model's: never resumed into
     result_sections = ("editor.name", "editor.config_hash")
     metric_names = OBJECTIVE_METRICS  # config_class's metrics section is made from the same list
-    config_choices = {**JUDGE_CHOICES, **{"vqr." + k.split(".", 1)[1]: v for k, v in JUDGE_CHOICES.items()
-                                          if k.split(".", 1)[1] != "parse"}, "data.pair_mismatch": ("resample", "fail"),
-                      "score.aggregation": ("pooled", "per_task"), "score.uas_unit": ("group", "task"),
-                      "score.missing_output": checklist.MISSING_OUTPUT_RULES,
-                      "score.validity": checklist.VALIDITY_RULES, "score.sem_questions": checklist.SEM_QUESTION_RULES,
-                      **metric_choices(OBJECTIVE_METRICS), "editor.name": ("precomputed", *sorted(EDITORS)),
-                      "editor.layout": ("by_variant", "flat"), "editor.frame_rules.resolution_mode": ("exact", "max"),
-                      "editor.profile": ("table5",)}
+    config_choices = {
+        **JUDGE_CHOICES,
+        **{"vqr." + k.split(".", 1)[1]: v for k, v in JUDGE_CHOICES.items() if k.split(".", 1)[1] != "parse"},
+        "data.pair_mismatch": ("resample", "fail"),
+        "score.aggregation": ("pooled", "per_task"),
+        "score.uas_unit": ("group", "task"),
+        "score.missing_output": checklist.MISSING_OUTPUT_RULES,
+        "score.validity": checklist.VALIDITY_RULES,
+        "score.sem_questions": checklist.SEM_QUESTION_RULES,
+        **metric_choices(OBJECTIVE_METRICS),
+        "editor.name": ("precomputed", *sorted(EDITORS)),
+        "editor.layout": ("by_variant", "flat"),
+        "editor.frame_rules.resolution_mode": ("exact", "max"),
+        "editor.profile": ("table5",),
+    }
 
     def enabled_metrics(self, cfg) -> list[str]:
         """The enabled objective (frame) metrics."""
@@ -287,8 +323,9 @@ class CoveBench(Benchmark):
         return vqr.METRIC in cfg.metrics.enabled
 
     def case_fields(self, cfg) -> list[pa.Field]:
-        return [pa.field("categories_l2", pa.list_(pa.string())), pa.field("error_edited", pa.string())] + \
-               [pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics(cfg)]
+        return [pa.field("categories_l2", pa.list_(pa.string())), pa.field("error_edited", pa.string())] + [
+            pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics(cfg)
+        ]
 
     def stages(self, cfg) -> list[Stage]:
         """Decode (a CPU stage computing the CPU metrics and writing VQR's frames from the same decode), then one
@@ -307,8 +344,11 @@ class CoveBench(Benchmark):
             raise DataError(f"data.checklist not found: {checklist}")
         if not Path(cfg.data.source_dir).is_dir():
             raise DataError(f"data.source_dir is not a directory: {cfg.data.source_dir}")
-        duplicate_ids([_task_id(task, i) for i, task in enumerate(read_checklist(checklist))], "task ids",
-                      f"data.checklist {checklist}")
+        duplicate_ids(
+            [_task_id(task, i) for i, task in enumerate(read_checklist(checklist))],
+            "task ids",
+            f"data.checklist {checklist}",
+        )
 
     def load_cases(self, cfg) -> list[dict]:
         return list(self.iter_cases(cfg))
@@ -325,8 +365,10 @@ class CoveBench(Benchmark):
             raise DataError(f"data.source_dir is not a directory: {source_root}")
         if cfg.editor.name == "precomputed":
             if not cfg.data.edited_dir:
-                raise DataError("data.edited_dir is not set: the folder of edited videos ({id}.mp4), or run an "
-                                "editor with editor.name=... to make them")
+                raise DataError(
+                    "data.edited_dir is not set: the folder of edited videos ({id}.mp4), or run an "
+                    "editor with editor.name=... to make them"
+                )
             edited_root = Path(cfg.data.edited_dir)
             edited, ambiguous, by_name = index_edited_videos(edited_root)
             edited = (edited_root, edited, by_name)
@@ -360,8 +402,14 @@ class CoveBench(Benchmark):
     def _case_row(self, i, task, checklist, sources, edited, ambiguous, rules) -> dict:
         where = f"{checklist.name}: task[{i}]"
         case_id = _task_id(task, i)
-        row = {"benchmark": "cove", "case_id": case_id, "variant": "base", "categories": [], "categories_l2": [],
-               "annotations": json.dumps(task, ensure_ascii=False) if isinstance(task, dict) else None}
+        row = {
+            "benchmark": "cove",
+            "case_id": case_id,
+            "variant": "base",
+            "categories": [],
+            "categories_l2": [],
+            "annotations": json.dumps(task, ensure_ascii=False) if isinstance(task, dict) else None,
+        }
         errors = validate_task(task, f"{where} (id={case_id})")
         if errors:
             row["error_load"] = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
@@ -398,8 +446,13 @@ class CoveBench(Benchmark):
     def judge_phases(self, cfg) -> list[JudgePhase]:
         phases = []
         if self.checklist_metrics(cfg):
-            phases.append(JudgePhase("checklist", cfg.judge,
-                                     lambda cases, _: self.judge_requests(cases, cfg.judge.parse, cfg.score.validity)))
+            phases.append(
+                JudgePhase(
+                    "checklist",
+                    cfg.judge,
+                    lambda cases, _: self.judge_requests(cases, cfg.judge.parse, cfg.score.validity),
+                )
+            )
         if self.vqr_enabled(cfg):  # VisualQuality-R1, one request per sampled frame (cove_vqr)
             phases.append(JudgePhase(vqr.STAGE, cfg.vqr, lambda cases, _: vqr.requests_of(cases)))
         return phases
@@ -408,15 +461,27 @@ class CoveBench(Benchmark):
     def judge_requests(cases: list[dict], parse: str = "official", validity: str = "request") -> list[JudgeRequest]:
         """Requests of the cases that loaded and whose edited video decodes (a case
         without a usable edited video is not sent; ``score.missing_output`` scores it)."""
-        return [r for case in cases if not case.get("error_load") and not unusable_edited(case)
-                for r in checklist.build_requests(case, parse, validity)]
+        return [
+            r
+            for case in cases
+            if not case.get("error_load") and not unusable_edited(case)
+            for r in checklist.build_requests(case, parse, validity)
+        ]
 
     def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
-        rows = [q for case in cases if scorable(case) and self.checklist_metrics(cfg)
-                for q in checklist.judgment_rows(case, results, cfg.judge.parse,
-                                                 unusable=unusable_edited(case),
-                                                 missing_output=cfg.score.missing_output,
-                                                 validity=cfg.score.validity)]
+        rows = [
+            q
+            for case in cases
+            if scorable(case) and self.checklist_metrics(cfg)
+            for q in checklist.judgment_rows(
+                case,
+                results,
+                cfg.judge.parse,
+                unusable=unusable_edited(case),
+                missing_output=cfg.score.missing_output,
+                validity=cfg.score.validity,
+            )
+        ]
         if self.vqr_enabled(cfg):
             rows += [f for case in cases for f in vqr.frame_rows(case, results)]
         return pa.Table.from_pylist(rows, schema=checklist.JUDGMENT_SCHEMA)
@@ -428,10 +493,12 @@ class CoveBench(Benchmark):
         headline = {}
         for m in metrics:
             stats = {**checklist.aggregate(rows, m, *args), "higher_is_better": True}
-            judged = [r for r in checklist.metric_rows(rows, m, cfg.score.sem_questions)
-                      if r["status"] != checklist.NO_OUTPUT]
-            headline[m] = judge_availability(stats, judged, float(cfg.judge.max_invalid_fraction),
-                                             what="checklist answers")
+            judged = [
+                r for r in checklist.metric_rows(rows, m, cfg.score.sem_questions) if r["status"] != checklist.NO_OUTPUT
+            ]
+            headline[m] = judge_availability(
+                stats, judged, float(cfg.judge.max_invalid_fraction), what="checklist answers"
+            )
         return headline, checklist.by_category(rows, metrics, *args)
 
     # -- aggregation
@@ -440,14 +507,24 @@ class CoveBench(Benchmark):
         rows = cases.drop_columns([c for c in ("annotations",) if c in cases.column_names]).to_pylist()
         seed = cfg.run.seed
         metrics = self.enabled_metrics(cfg)
-        summary: dict[str, Any] = {"benchmark": "cove", "n_cases": len({r["case_id"] for r in rows}),
-                                   "n_rows": len(rows), "metrics": {}, "by_category": {}, "exclusions": {}}
+        summary: dict[str, Any] = {
+            "benchmark": "cove",
+            "n_cases": len({r["case_id"] for r in rows}),
+            "n_rows": len(rows),
+            "metrics": {},
+            "by_category": {},
+            "exclusions": {},
+        }
         for m in metrics:
             stats = metric_stats(rows, m, cfg.stats, seed)
             excluded = [r for r in rows if r.get(f"excluded_{m}")]
             failed = [r for r in rows if not r.get(f"excluded_{m}") and r.get(m) is None]
-            stats.update(n_excluded=len(excluded), n_failed=len(failed), scale=METRICS[m].scale,
-                         higher_is_better=METRICS[m].higher_is_better)
+            stats.update(
+                n_excluded=len(excluded),
+                n_failed=len(failed),
+                scale=METRICS[m].scale,
+                higher_is_better=METRICS[m].higher_is_better,
+            )
             summary["metrics"][m] = stats
             reasons: dict[str, int] = {}
             for r in excluded:
@@ -473,10 +550,14 @@ class CoveBench(Benchmark):
             summary["edit"] = edit_summary(rows, cfg.editor)
             summary.setdefault("report_tables", []).append(edit_report_table(summary["edit"]))
         if self.checklist_metrics(cfg):
-            unusable = sorted({r["case_id"] for r in rows if scorable(r) and unusable_edited(r)},
-                              key=lambda c: (len(c), c))
-            summary["missing_output"] = {"rule": cfg.score.missing_output, "n_cases": len(unusable),
-                                         "cases": unusable[:50]}
+            unusable = sorted(
+                {r["case_id"] for r in rows if scorable(r) and unusable_edited(r)}, key=lambda c: (len(c), c)
+            )
+            summary["missing_output"] = {
+                "rule": cfg.score.missing_output,
+                "n_cases": len(unusable),
+                "cases": unusable[:50],
+            }
         return summary
 
 
@@ -509,8 +590,11 @@ def probe_edited(rows: list[dict], frame_metrics: list[str], backend: str = "aut
 
     from vbench_ray.video.io import probe
 
-    todo = [r for r in rows if not r.get("error_load") and r.get("edited_path")
-            and all(r.get(f"excluded_{m}") for m in frame_metrics)]
+    todo = [
+        r
+        for r in rows
+        if not r.get("error_load") and r.get("edited_path") and all(r.get(f"excluded_{m}") for m in frame_metrics)
+    ]
 
     def check(row: dict) -> None:
         try:
@@ -541,8 +625,10 @@ def _edited_path(case_id: str, root: Path, index: dict[str, Path], by_name: dict
     ``data.edited_dir`` is refused: the case's ``error_load``."""
     path = by_name.get(edited_name(case_id)) or index.get(case_id)
     if path is None:
-        raise DataError(f"edited video for task {case_id} not found in data.edited_dir "
-                        f"(expected {edited_name(case_id)} or an official name pattern)")
+        raise DataError(
+            f"edited video for task {case_id} not found in data.edited_dir "
+            f"(expected {edited_name(case_id)} or an official name pattern)"
+        )
     resolve_under(root, path.name, f"data.edited_dir: the edited video of task {case_id}")
     return path
 

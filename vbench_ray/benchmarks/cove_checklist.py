@@ -71,7 +71,9 @@ class CoveScoreConfig:
     uas_unit: str = "group"  # group: one edit point (paper) | task: the whole task (official code)
     missing_output: str = "wrong"  # edited video missing, misnamed or undecodable (not judged): wrong (all its questions wrong, Score-MCQ 1) | exclude
     validity: str = "request"  # request: official, a request failing validation loses all its answers | question: each answer on its own
-    sem_questions: str = "routed"  # routed: official, every question routed to SEM (TF: 0/1) | score_mcq: Score-MCQ only
+    sem_questions: str = (
+        "routed"  # routed: official, every question routed to SEM (TF: 0/1) | score_mcq: Score-MCQ only
+    )
 
 
 def system_prompt(qtype: str) -> str:
@@ -82,8 +84,19 @@ def system_prompt(qtype: str) -> str:
 # metrics/subjective/mllm_checklist/aggregate_subjective.py, ``category_text`` / ``classify_question``): the
 # group's then the question's values under these keys, each ``str()``-ed (a list: each element ``str()``-ed),
 # joined by spaces, lower-cased, runs of other characters than a-z0-9 made "_", then searched for these words.
-ROUTE_KEYS = ("metric", "dimension", "category", "score_type", "sub_category", "group", "name", "type", "tag",
-              "tags", "question_type")
+ROUTE_KEYS = (
+    "metric",
+    "dimension",
+    "category",
+    "score_type",
+    "sub_category",
+    "group",
+    "name",
+    "type",
+    "tag",
+    "tags",
+    "question_type",
+)
 ROUTE_KEYWORDS = (
     ("SEM", ("sem", "semantic", "preservation", "consistency", "unedited", "unchanged")),
     ("VRS", ("vrs", "realism", "quality", "plausibility", "artifact", "artifacts", "natural", "physics", "logic")),
@@ -181,31 +194,54 @@ def build_requests(case: dict, parse: str = "official", validity: str = "request
             by_type.setdefault(q["type"], []).append(q)
     requests = []
     for qtype, questions in by_type.items():
-        listed = [{"id": q["id"], "question": q["question"], **({"options": q["options"]} if q.get("options") else {})}
-                  for q in questions]
+        listed = [
+            {"id": q["id"], "question": q["question"], **({"options": q["options"]} if q.get("options") else {})}
+            for q in questions
+        ]
         content: list[dict] = []
         if qtype in SEES_SOURCE:
-            content += [{"type": "text", "text": "Video A (Original Source):"}, _video_part(case["source_path"]),
-                        {"type": "text", "text": "Video B (Edited/Generated):"}, _video_part(case["edited_path"])]
+            content += [
+                {"type": "text", "text": "Video A (Original Source):"},
+                _video_part(case["source_path"]),
+                {"type": "text", "text": "Video B (Edited/Generated):"},
+                _video_part(case["edited_path"]),
+            ]
         else:
             content += [{"type": "text", "text": "Video for evaluation:"}, _video_part(case["edited_path"])]
         content += [
             {"type": "text", "text": f"Editing Instruction:\n{case['instruction']}"},
-            {"type": "text", "text": "Here are the questions to answer, as a JSON array:\n"
-                                     + json.dumps(listed, ensure_ascii=False, indent=1)},
-            {"type": "text", "text": "CRITICAL: Output STRICTLY a valid JSON array with one object per question "
-                                     "and nothing else."},
+            {
+                "type": "text",
+                "text": "Here are the questions to answer, as a JSON array:\n"
+                + json.dumps(listed, ensure_ascii=False, indent=1),
+            },
+            {
+                "type": "text",
+                "text": "CRITICAL: Output STRICTLY a valid JSON array with one object per question and nothing else.",
+            },
         ]
-        requests.append(JudgeRequest.build(
-            "cove", case["case_id"], case["variant"], STAGE, qtype,
-            messages=[{"role": "system", "content": system_prompt(qtype)}, {"role": "user", "content": content}],
-            parser=f"checklist_{parse}", expected={"ids": [q["id"] for q in questions], "form": TYPE_FORM[qtype],
-                                                   **({"validity": validity} if validity != "request" else {})},
-            video=video))
+        requests.append(
+            JudgeRequest.build(
+                "cove",
+                case["case_id"],
+                case["variant"],
+                STAGE,
+                qtype,
+                messages=[{"role": "system", "content": system_prompt(qtype)}, {"role": "user", "content": content}],
+                parser=f"checklist_{parse}",
+                expected={
+                    "ids": [q["id"] for q in questions],
+                    "form": TYPE_FORM[qtype],
+                    **({"validity": validity} if validity != "request" else {}),
+                },
+                video=video,
+            )
+        )
     return requests
 
 
 # ----------------------------------------------------------------------------- question table
+
 
 def _question_categories(question: dict, group: dict, task_categories: list[str]) -> list[str]:
     """Level-1 categories of a question: its group's entries naming it, else the group's, else the task's."""
@@ -246,8 +282,14 @@ def score_answer(question: dict, answer, mode: str) -> tuple[bool | None, float 
     return str(answer).strip().lower() == expected, None
 
 
-def judgment_rows(case: dict, results: dict, parse: str = "official", unusable: str | None = None,
-                  missing_output: str = "wrong", validity: str = "request") -> list[dict]:
+def judgment_rows(
+    case: dict,
+    results: dict,
+    parse: str = "official",
+    unusable: str | None = None,
+    missing_output: str = "wrong",
+    validity: str = "request",
+) -> list[dict]:
     """One row per checklist question: the judge's answer, correctness and score under ``parse``
     (``correct`` / ``score``; None when the question is dropped) and under the other mode (``alt_*``).
 
@@ -272,8 +314,11 @@ def judgment_rows(case: dict, results: dict, parse: str = "official", unusable: 
         if answer is not None:
             status = "ok"
         else:
-            status = "invalid" if result is not None and result.status == "ok" else (
-                result.status if result is not None else "missing")
+            status = (
+                "invalid"
+                if result is not None and result.status == "ok"
+                else (result.status if result is not None else "missing")
+            )
         correct, score = score_answer(q, answer, parse)
         alt_correct, alt_score = score_answer(q, alt_answer, other)
         error = result.error if result is not None and status != "ok" else None
@@ -284,33 +329,63 @@ def judgment_rows(case: dict, results: dict, parse: str = "official", unusable: 
             status, error = NO_OUTPUT, unusable
             wrong = missing_output == "wrong"
             is_score = q["type"] == "Score-MCQ"
-            correct = alt_correct = (False if wrong and not is_score else None)
-            score = alt_score = (float(LOWEST_SCORE) if wrong and is_score else None)
+            correct = alt_correct = False if wrong and not is_score else None
+            score = alt_score = float(LOWEST_SCORE) if wrong and is_score else None
         gold = gold_answer(q) if q.get("type") != "Score-MCQ" else q.get("expected_answer")
-        row = {"case_id": case["case_id"], "variant": case["variant"], "group": g,
-               "target_element": group.get("target_element"), "question_id": str(q["id"]),
-               "type": str(q.get("type")), "metric": route(q, group), "expected": None if gold is None else str(gold),
-               "answer": None if answer is None else str(answer), "status": status, "request_id": rid,
-               "correct": correct, "score": score, "parse": parse, "error": error,
-               "alt_answer": None if alt_answer is None else str(alt_answer),
-               "alt_correct": alt_correct, "alt_score": alt_score,
-               "categories": _question_categories(q, group, case.get("categories") or []),
-               "group_categories": _question_categories({"id": None}, group, case.get("categories") or [])}
+        row = {
+            "case_id": case["case_id"],
+            "variant": case["variant"],
+            "group": g,
+            "target_element": group.get("target_element"),
+            "question_id": str(q["id"]),
+            "type": str(q.get("type")),
+            "metric": route(q, group),
+            "expected": None if gold is None else str(gold),
+            "answer": None if answer is None else str(answer),
+            "status": status,
+            "request_id": rid,
+            "correct": correct,
+            "score": score,
+            "parse": parse,
+            "error": error,
+            "alt_answer": None if alt_answer is None else str(alt_answer),
+            "alt_correct": alt_correct,
+            "alt_score": alt_score,
+            "categories": _question_categories(q, group, case.get("categories") or []),
+            "group_categories": _question_categories({"id": None}, group, case.get("categories") or []),
+        }
         rows.append(row)
     return rows
 
 
-JUDGMENT_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("variant", pa.string()), ("group", pa.int64()), ("target_element", pa.string()),
-    ("question_id", pa.string()), ("type", pa.string()), ("metric", pa.string()), ("expected", pa.string()),
-    ("answer", pa.string()), ("status", pa.string()), ("request_id", pa.string()), ("correct", pa.bool_()),
-    ("score", pa.float64()), ("parse", pa.string()), ("alt_answer", pa.string()), ("alt_correct", pa.bool_()),
-    ("alt_score", pa.float64()), ("categories", pa.list_(pa.string())), ("group_categories", pa.list_(pa.string())),
-    ("error", pa.string()),  # why the question has no usable answer: the judge's last error, or the unusable video
-])
+JUDGMENT_SCHEMA = pa.schema(
+    [
+        ("case_id", pa.string()),
+        ("variant", pa.string()),
+        ("group", pa.int64()),
+        ("target_element", pa.string()),
+        ("question_id", pa.string()),
+        ("type", pa.string()),
+        ("metric", pa.string()),
+        ("expected", pa.string()),
+        ("answer", pa.string()),
+        ("status", pa.string()),
+        ("request_id", pa.string()),
+        ("correct", pa.bool_()),
+        ("score", pa.float64()),
+        ("parse", pa.string()),
+        ("alt_answer", pa.string()),
+        ("alt_correct", pa.bool_()),
+        ("alt_score", pa.float64()),
+        ("categories", pa.list_(pa.string())),
+        ("group_categories", pa.list_(pa.string())),
+        ("error", pa.string()),  # why the question has no usable answer: the judge's last error, or the unusable video
+    ]
+)
 
 
 # ----------------------------------------------------------------------------- metrics
+
 
 def row_value(r: dict) -> float | None:
     """A scored question's number as the official ``score_question`` gives it: a Score-MCQ's score, else
@@ -328,8 +403,9 @@ def _sem_rule(score_cfg) -> str:
     return getattr(score_cfg, "sem_questions", "routed")
 
 
-def case_units(rows: list[dict], metric: str, uas_unit: str, per_task: bool = False,
-               sem_questions: str = "routed") -> dict[str, list[tuple[float, float]]]:
+def case_units(
+    rows: list[dict], metric: str, uas_unit: str, per_task: bool = False, sem_questions: str = "routed"
+) -> dict[str, list[tuple[float, float]]]:
     """Per case: (value, weight) pairs of the metric's scoring units, from scored questions only
     (a dropped question is no unit). As the official aggregation (CoVEBench db270d6a pooled, 31673ca per
     task; metrics/subjective/mllm_checklist/aggregate_subjective.py):
@@ -373,8 +449,11 @@ def metric_rows(rows: list[dict], metric: str, sem_questions: str = "routed") ->
     rows = [r for r in rows if r["status"] != NOT_ASKED]
     if metric == "UAS":
         return [r for r in rows if r["metric"] in ("IFS", "VRS")]
-    return [r for r in rows if r["metric"] == metric
-            and not (metric == "SEM" and sem_questions == "score_mcq" and r["type"] != "Score-MCQ")]
+    return [
+        r
+        for r in rows
+        if r["metric"] == metric and not (metric == "SEM" and sem_questions == "score_mcq" and r["type"] != "Score-MCQ")
+    ]
 
 
 def _value(per_case: dict, aggregation: str) -> float | None:
@@ -407,18 +486,32 @@ def aggregate(rows: list[dict], metric: str, score_cfg, seed: int, n_resamples: 
     n_fallback = sum(1 for r in mine if _scored(r, r["metric"]) and r["status"] not in ("ok", NO_OUTPUT))
     differ = sum(1 for r in mine if (r["correct"], r["score"]) != (r.get("alt_correct"), r.get("alt_score")))
     parse = rows[0].get("parse") if rows else None
-    out = {"value": None, "ci95": None, "n": sum(len(v) for v in per_case.values()), "n_cases": len(cases),
-           "n_invalid": n_invalid, "n_dropped": n_dropped, "n_fallback": n_fallback,
-           "n_missing_output": len({r["case_id"] for r in mine if r["status"] == NO_OUTPUT}),
-           "scale": "percent" if metric != "SEM" else "0-100",
-           "parse": parse, "n_scored_differently": differ,
-           "other_parse": {"parse": _other(parse) if parse in PARSE_MODES else None,
-                           "value": _value(case_units([_swap(r) for r in rows], metric, score_cfg.uas_unit, per_task,
-                                                      sem_rule), score_cfg.aggregation)}}
+    out = {
+        "value": None,
+        "ci95": None,
+        "n": sum(len(v) for v in per_case.values()),
+        "n_cases": len(cases),
+        "n_invalid": n_invalid,
+        "n_dropped": n_dropped,
+        "n_fallback": n_fallback,
+        "n_missing_output": len({r["case_id"] for r in mine if r["status"] == NO_OUTPUT}),
+        "scale": "percent" if metric != "SEM" else "0-100",
+        "parse": parse,
+        "n_scored_differently": differ,
+        "other_parse": {
+            "parse": _other(parse) if parse in PARSE_MODES else None,
+            "value": _value(
+                case_units([_swap(r) for r in rows], metric, score_cfg.uas_unit, per_task, sem_rule),
+                score_cfg.aggregation,
+            ),
+        },
+    }
     if metric == "SEM":  # the official per-task code (31673ca) writes SEM on the raw 1-10 scale by default
-        out["scale_note"] = ("mean score x 10 (0-100)" + ("; the official per-task CSV (31673ca) is on the raw "
-                                                          "1-10 scale by default (--sem-scale raw): this / 10"
-                                                          if per_task else ""))
+        out["scale_note"] = "mean score x 10 (0-100)" + (
+            "; the official per-task CSV (31673ca) is on the raw 1-10 scale by default (--sem-scale raw): this / 10"
+            if per_task
+            else ""
+        )
     if not cases:
         return out
     if not any(r["status"] in ("ok", NO_OUTPUT) for r in mine):
@@ -436,8 +529,9 @@ def aggregate(rows: list[dict], metric: str, score_cfg, seed: int, n_resamples: 
     return out
 
 
-def by_category(rows: list[dict], metrics: list[str], score_cfg, seed: int, n_resamples: int,
-                confidence: float) -> dict[str, dict]:
+def by_category(
+    rows: list[dict], metrics: list[str], score_cfg, seed: int, n_resamples: int, confidence: float
+) -> dict[str, dict]:
     """Per Level-1 category (paper Table 8): questions by their own categories, UAS units by their group's."""
     categories = sorted({c for r in rows for c in (r["categories"] or []) + (r["group_categories"] or [])})
     out = {}
@@ -446,6 +540,9 @@ def by_category(rows: list[dict], metrics: list[str], score_cfg, seed: int, n_re
         for m in metrics:
             key = "group_categories" if m == "UAS" else "categories"
             members = [r for r in rows if cat in (r[key] or [])]
-            out[cat][m] = {k: v for k, v in aggregate(members, m, score_cfg, seed, n_resamples, confidence).items()
-                           if k in ("value", "ci95", "n", "n_cases")}
+            out[cat][m] = {
+                k: v
+                for k, v in aggregate(members, m, score_cfg, seed, n_resamples, confidence).items()
+                if k in ("value", "ci95", "n", "n_cases")
+            }
     return out

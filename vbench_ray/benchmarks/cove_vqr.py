@@ -46,13 +46,16 @@ JPEG_QUALITY = 95  # official frame dump
 FRAME_DIR = "vqr_frames"
 PARSER = "vqr_score"  # vbench_ray.judges.parsing.parse_vqr_score; SCALE: 1-5, the prompt's "float between 1 and 5"
 
-PROMPT = ("You are doing the image quality assessment task. Here is the question: What is your overall rating on "
-          "the quality of this picture? The rating should be a float between 1 and 5, rounded to two decimal "
-          "places, with 1 representing very poor quality and 5 representing excellent quality.")
+PROMPT = (
+    "You are doing the image quality assessment task. Here is the question: What is your overall rating on "
+    "the quality of this picture? The rating should be a float between 1 and 5, rounded to two decimal "
+    "places, with 1 representing very poor quality and 5 representing excellent quality."
+)
 QUESTION_TEMPLATE = "{question} Please only output the final answer with only one score in <answer> </answer> tags."
 
 
 # ----------------------------------------------------------------------------- the frames, from the decode stage
+
 
 def frame_dir(run_dir: str | Path, case_id: str, variant: str) -> Path:
     """One folder per (variant, case), one-to-one (``safepaths.unique_component``): frames found there are reused
@@ -101,6 +104,7 @@ def frame_sink(cfg) -> VQRFrames:
 
 # ----------------------------------------------------------------------------- requests
 
+
 def frame_paths(case: dict) -> list[str]:
     raw = case.get("vqr_frames")
     return list(json.loads(raw)) if raw else []
@@ -108,9 +112,15 @@ def frame_paths(case: dict) -> list[str]:
 
 def messages(image_path: str) -> list[dict]:
     """One user turn: the frame, then the published question (official order: image, then text)."""
-    return [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": Path(image_path).resolve().as_uri()}},
-        {"type": "text", "text": QUESTION_TEMPLATE.format(question=PROMPT)}]}]
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": Path(image_path).resolve().as_uri()}},
+                {"type": "text", "text": QUESTION_TEMPLATE.format(question=PROMPT)},
+            ],
+        }
+    ]
 
 
 def _group(path: str) -> str:
@@ -121,9 +131,19 @@ def build_requests(case: dict) -> list[JudgeRequest]:
     """One request per sampled frame of a case that loaded and whose frames were written (pure, per row)."""
     if case.get("error_load"):
         return []
-    return [JudgeRequest.build("cove", case["case_id"], case.get("variant") or "base", STAGE, _group(p),
-                               messages(p), parser=PARSER, expected={"low": SCALE[0], "high": SCALE[1]})
-            for p in frame_paths(case)]
+    return [
+        JudgeRequest.build(
+            "cove",
+            case["case_id"],
+            case.get("variant") or "base",
+            STAGE,
+            _group(p),
+            messages(p),
+            parser=PARSER,
+            expected={"low": SCALE[0], "high": SCALE[1]},
+        )
+        for p in frame_paths(case)
+    ]
 
 
 def requests_of(cases: list[dict]) -> list[JudgeRequest]:
@@ -131,6 +151,7 @@ def requests_of(cases: list[dict]) -> list[JudgeRequest]:
 
 
 # ----------------------------------------------------------------------------- scoring
+
 
 def frame_rows(case: dict, results: dict) -> list[dict]:
     """Rows of ``judgments.parquet`` (the checklist's schema), one per frame request of the case: the parsed
@@ -140,13 +161,30 @@ def frame_rows(case: dict, results: dict) -> list[dict]:
         rid = request_id("cove", case["case_id"], case.get("variant") or "base", STAGE, _group(path))
         res = results.get(rid)
         ok = res is not None and res.status == "ok" and isinstance(res.value, dict)
-        rows.append({"case_id": case["case_id"], "variant": case.get("variant") or "base", "group": pos,
-                     "target_element": None, "question_id": _group(path), "type": METRIC, "metric": METRIC,
-                     "expected": None, "answer": res.value.get("answer") if ok else None,
-                     "status": res.status if res is not None else "missing", "request_id": rid, "correct": None,
-                     "score": float(res.value["score"]) if ok else None, "parse": None, "alt_answer": None,
-                     "alt_correct": None, "alt_score": None, "categories": list(case.get("categories") or []),
-                     "group_categories": [], "error": None if ok else (res.error if res is not None else "not judged")})
+        rows.append(
+            {
+                "case_id": case["case_id"],
+                "variant": case.get("variant") or "base",
+                "group": pos,
+                "target_element": None,
+                "question_id": _group(path),
+                "type": METRIC,
+                "metric": METRIC,
+                "expected": None,
+                "answer": res.value.get("answer") if ok else None,
+                "status": res.status if res is not None else "missing",
+                "request_id": rid,
+                "correct": None,
+                "score": float(res.value["score"]) if ok else None,
+                "parse": None,
+                "alt_answer": None,
+                "alt_correct": None,
+                "alt_score": None,
+                "categories": list(case.get("categories") or []),
+                "group_categories": [],
+                "error": None if ok else (res.error if res is not None else "not judged"),
+            }
+        )
     return rows
 
 
@@ -165,14 +203,26 @@ def summarize(cases: list[dict], judged: list[dict], cfg) -> tuple[dict, dict]:
 
     rows = [r for r in judged if r["metric"] == METRIC]
     scores = case_scores(rows)
-    per_case = [{"case_id": c["case_id"], "categories": c.get("categories") or [],
-                 METRIC: scores.get((c["case_id"], c.get("variant") or "base"))} for c in cases]
+    per_case = [
+        {
+            "case_id": c["case_id"],
+            "categories": c.get("categories") or [],
+            METRIC: scores.get((c["case_id"], c.get("variant") or "base")),
+        }
+        for c in cases
+    ]
     seed = cfg.run.seed
     stats = metric_stats(per_case, METRIC, cfg.stats, seed)
-    stats.update(n_failed=sum(1 for r in per_case if r[METRIC] is None), n_frames=len(rows),
-                 n_invalid=sum(1 for r in rows if r["status"] != "ok"), scale=f"{SCALE[0]:g}-{SCALE[1]:g}",
-                 higher_is_better=True)
+    stats.update(
+        n_failed=sum(1 for r in per_case if r[METRIC] is None),
+        n_frames=len(rows),
+        n_invalid=sum(1 for r in rows if r["status"] != "ok"),
+        scale=f"{SCALE[0]:g}-{SCALE[1]:g}",
+        higher_is_better=True,
+    )
     stats = judge_availability(stats, rows, float(cfg.vqr.max_invalid_fraction), what="VQR frame answers")
-    categories = {cat: {METRIC: metric_stats(members, METRIC, cfg.stats, seed)}
-                  for cat, members in group_rows(per_case, "categories").items()}
+    categories = {
+        cat: {METRIC: metric_stats(members, METRIC, cfg.stats, seed)}
+        for cat, members in group_rows(per_case, "categories").items()
+    }
     return stats, categories

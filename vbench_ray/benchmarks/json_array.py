@@ -65,7 +65,7 @@ class _Chunks:
             return False
         data = self.fh.read(self.chunk_chars)
         self.eof = not data
-        self.buf, self.pos = self.buf[self.pos:] + data, 0
+        self.buf, self.pos = self.buf[self.pos :] + data, 0
         return bool(data)
 
     def next_char(self) -> str:
@@ -74,7 +74,7 @@ class _Chunks:
             while self.pos < len(self.buf) and self.buf[self.pos] in _WHITESPACE:
                 self.pos += 1
             if self.pos < len(self.buf) or not self.more():
-                return self.buf[self.pos:self.pos + 1]
+                return self.buf[self.pos : self.pos + 1]
 
     def decode(self, decoder: json.JSONDecoder, path) -> Any:
         """The element at ``pos``. A value cut by the buffer's end can still parse (``2.5e1`` cut to ``2.5``,

@@ -51,14 +51,35 @@ from omegaconf import OmegaConf
 
 from vbench_ray import controls as ctl
 from vbench_ray.benchmarks import nrv_scoring as scoring
-from vbench_ray.benchmarks.base import (Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
-                                        register_benchmark)
+from vbench_ray.benchmarks.base import (
+    Benchmark,
+    DataError,
+    JudgePhase,
+    duplicate_ids,
+    failure_report,
+    register_benchmark,
+)
 from vbench_ray.benchmarks.cove import resolve_under
-from vbench_ray.benchmarks.nrv_data import (discover_methods, edited_video, normalized_record, read_annotations,
-                                            read_timing, validate_record)
+from vbench_ray.benchmarks.nrv_data import (
+    discover_methods,
+    edited_video,
+    normalized_record,
+    read_annotations,
+    read_timing,
+    validate_record,
+)
 from vbench_ray.benchmarks.nrv_media import NRVFrameStage
-from vbench_ray.benchmarks.nrv_summary import (_by_judge, _cross_judge, _is_control, _metric_block, _status_counts,
-                                               judges_availability, report_tables, sanity_section, sanity_tables)
+from vbench_ray.benchmarks.nrv_summary import (
+    _by_judge,
+    _cross_judge,
+    _is_control,
+    _metric_block,
+    _status_counts,
+    judges_availability,
+    report_tables,
+    sanity_section,
+    sanity_tables,
+)
 from vbench_ray.cfgutil import get, plain
 from vbench_ray.config import BaseConfig, ConfigError, bounded
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
@@ -78,6 +99,7 @@ CONTROL_DIR = "variants/controls"
 
 # ----------------------------------------------------------------------------- config
 
+
 @dataclass
 class NRVDataConfig:
     annotations: str = "???"  # the annotations JSONL (docs/nrv_format.md): one edit instance per line
@@ -92,14 +114,19 @@ DEFAULT_ENABLED = ("NRVE_Acc", "BG_PSNR", "BG_SSIM", "BG_MSE", "MotionScore", "F
 
 # `metrics`: enabled, then one section per frame metric (its config_class)
 NRVMetricsConfig = metrics_config(
-    "NRVMetricsConfig", FRAME_METRICS, module=__name__,
-    before=[("enabled", List[str], field(default_factory=lambda: list(DEFAULT_ENABLED)))])
+    "NRVMetricsConfig",
+    FRAME_METRICS,
+    module=__name__,
+    before=[("enabled", List[str], field(default_factory=lambda: list(DEFAULT_ENABLED)))],
+)
 
 
 @dataclass
 class NRVMediaConfig:
     roi_frames: int = bounded(8, ge=1)  # edited frames shown for S_phy (uniform), cropped to the mask-guided ROI
-    roi_margin: float = bounded(0.1, ge=0)  # ROI = bounding box of the union of the masks, grown by this fraction per side
+    roi_margin: float = bounded(
+        0.1, ge=0
+    )  # ROI = bounding box of the union of the masks, grown by this fraction per side
     roi_max_side: int = bounded(448, ge=1)  # ROI crops larger than this (long side, px) are downscaled
     flow_max_side: int = bounded(384, ge=1)  # frames downscaled to this long side before the Eq. 4 flows
     show_frames: bool = False  # also show I_0, I_m, I_T-1 with the flow image (App. E.3); Eq. 5: flow image only
@@ -110,7 +137,9 @@ class NRVMediaConfig:
 class NRVControlsConfig:
     names: List[str] = field(default_factory=list)  # App. F.1 controls run as variants: unchanged, random_mask,
     #                                                  appearance, shuffled, flow_corrupted
-    per_category: Optional[int] = bounded(None, ge=1, note="null: all")  # controls for the first N instances of each category (F.1: 5); null: all
+    per_category: Optional[int] = bounded(
+        None, ge=1, note="null: all"
+    )  # controls for the first N instances of each category (F.1: 5); null: all
     methods: List[str] = field(default_factory=list)  # methods whose edits get controls; empty: every method
     amplitude: float = bounded(6.0, gt=0)  # flow_corrupted: largest local displacement, px
 
@@ -153,15 +182,24 @@ class NRVBench(Benchmark):
     name = "nrv"
     paper = "NRVBench §4 (NRVE-Acc), App. E.5 (conventional metrics); no official code"
     needs = "VLM judges (NRVE-Acc; GPU with vllm), weights for BG_LPIPS, StructDist, CLIP_S, CLIP_E, NIQE"
-    scored_metrics = {"NRVE_Acc": ("NRVBench §4 (geometric mean of the three)", "[0,100]"),
-                      "S_instr": ("NRVBench §4.1, Eq. 2", "[0,100]"), "S_phy": ("NRVBench §4.2, Eq. 3", "[0,100]"),
-                      "S_temp": ("NRVBench §4.3, Eq. 4-5", "[0,100]")}
-    judge_models = {"judge": "Qwen/Qwen2.5-VL-7B-Instruct, -32B-Instruct or -72B-Instruct (Hugging Face; the open "
-                             "judges of NRVBench §5, App. E.3)"}
+    scored_metrics = {
+        "NRVE_Acc": ("NRVBench §4 (geometric mean of the three)", "[0,100]"),
+        "S_instr": ("NRVBench §4.1, Eq. 2", "[0,100]"),
+        "S_phy": ("NRVBench §4.2, Eq. 3", "[0,100]"),
+        "S_temp": ("NRVBench §4.3, Eq. 4-5", "[0,100]"),
+    }
+    judge_models = {
+        "judge": "Qwen/Qwen2.5-VL-7B-Instruct, -32B-Instruct or -72B-Instruct (Hugging Face; the open "
+        "judges of NRVBench §5, App. E.3)"
+    }
     config_class = NRVConfig
-    config_choices = {**JUDGE_CHOICES, "data.pair_mismatch": ("resample", "fail"),
-                      "score.normalize": scoring.NORMALIZATIONS, "media.format": ("png", "jpg"),
-                      **metric_choices(FRAME_METRICS)}
+    config_choices = {
+        **JUDGE_CHOICES,
+        "data.pair_mismatch": ("resample", "fail"),
+        "score.normalize": scoring.NORMALIZATIONS,
+        "media.format": ("png", "jpg"),
+        **metric_choices(FRAME_METRICS),
+    }
     metric_names = FRAME_METRICS
 
     # -- configuration
@@ -190,12 +228,15 @@ class NRVBench(Benchmark):
                 except Exception as exc:
                     raise ConfigError(f"judges[{i}]: {exc}".split("\n")[0]) from None
             if merged.backend not in JUDGE_CHOICES["judge.backend"]:
-                raise ConfigError(f"judges[{i}].backend = {merged.backend!r} is not one of {list(JUDGE_CHOICES['judge.backend'])}")
+                raise ConfigError(
+                    f"judges[{i}].backend = {merged.backend!r} is not one of {list(JUDGE_CHOICES['judge.backend'])}"
+                )
             raw = merged.name or (Path(merged.model).name if merged.model else f"{merged.backend}{i}")
             label = re.sub(r"[^A-Za-z0-9._-]+", "_", str(raw))
             if label in labels:
-                raise ConfigError(f"judges[{i}]: the judge label {label!r} is used twice; give each judge a "
-                                  f"distinct `name`")
+                raise ConfigError(
+                    f"judges[{i}]: the judge label {label!r} is used twice; give each judge a distinct `name`"
+                )
             labels.add(label)
             specs.append((label, merged))
         return specs
@@ -214,17 +255,25 @@ class NRVBench(Benchmark):
         ``check_weights``; preflight runs the same checks)."""
         problems = []
         for m in self.frame_metrics(cfg):
-            problems += [f"metric {m} is enabled but {p} (or remove {m} from metrics.enabled)"
-                         for p in METRICS[m].check_weights(getattr(cfg.metrics, m))]
+            problems += [
+                f"metric {m} is enabled but {p} (or remove {m} from metrics.enabled)"
+                for p in METRICS[m].check_weights(getattr(cfg.metrics, m))
+            ]
         if problems:
             raise ConfigError("; ".join(problems))
 
     # -- schema and stages
     def case_fields(self, cfg) -> list[pa.Field]:
-        return [pa.field("method", pa.string()), pa.field("instance_id", pa.string()),
-                pa.field("video_id", pa.string()), pa.field("category", pa.string()),
-                pa.field("difficulty", pa.string()), pa.field("mask_path", pa.string()),
-                pa.field("FPS", pa.float64()), pa.field("control_eligible", pa.bool_())]
+        return [
+            pa.field("method", pa.string()),
+            pa.field("instance_id", pa.string()),
+            pa.field("video_id", pa.string()),
+            pa.field("category", pa.string()),
+            pa.field("difficulty", pa.string()),
+            pa.field("mask_path", pa.string()),
+            pa.field("FPS", pa.float64()),
+            pa.field("control_eligible", pa.bool_()),
+        ]
 
     def schema(self, cfg, stages: list[Stage] | None = None, phases: list | None = None) -> pa.Schema:
         """The base schema without repeats: the control stage re-declares ``edited_path``."""
@@ -237,25 +286,45 @@ class NRVBench(Benchmark):
 
     def stages(self, cfg) -> list[Stage]:
         run_dir = Path(cfg.output.dir).resolve()
-        stages = [ctl.control_stage(run_dir / CONTROL_DIR, cfg.run.seed, cfg.video.backend, cfg.controls.amplitude,
-                                    workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)]
+        stages = [
+            ctl.control_stage(
+                run_dir / CONTROL_DIR,
+                cfg.run.seed,
+                cfg.video.backend,
+                cfg.controls.amplitude,
+                workers=cfg.ray.workers,
+                batch_size=cfg.ray.batch_size,
+            )
+        ]
         metrics = self.frame_metrics(cfg)
         judged = self.judged(cfg)
         if not metrics and not judged:
             return stages
         return stages + decode_stages(
-            cfg, metrics, fn=NRVFrameStage, inputs=("mask_path",),
+            cfg,
+            metrics,
+            fn=NRVFrameStage,
+            inputs=("mask_path",),
             init_kwargs={"media": plain(cfg.media), "media_dir": str(run_dir / MEDIA_DIR), "judged": judged},
-            outputs={"warning_mask": "str", "nrve_roi": "str", "nrve_flow": "str", "nrve_frames": "str",
-                     "roi_box": "str"})
+            outputs={
+                "warning_mask": "str",
+                "nrve_roi": "str",
+                "nrve_flow": "str",
+                "nrve_frames": "str",
+                "roi_box": "str",
+            },
+        )
 
     # -- loading
     def check_data(self, cfg) -> None:
         """The annotations file exists and parses, and no instance id repeats."""
         path = Path(cfg.data.annotations)
         records = read_annotations(path)
-        duplicate_ids([str(rec["id"]) for _, rec in records if isinstance(rec, dict) and rec.get("id") is not None],
-                      "instance ids", f"data.annotations {path}")
+        duplicate_ids(
+            [str(rec["id"]) for _, rec in records if isinstance(rec, dict) and rec.get("id") is not None],
+            "instance ids",
+            f"data.annotations {path}",
+        )
 
     def load_cases(self, cfg) -> list[dict]:
         self.enabled(cfg)
@@ -285,13 +354,19 @@ class NRVBench(Benchmark):
         for method, folder in methods:
             timing = read_timing(folder)
             for inst in instances:
-                rows.append(self._case_row(inst, method, folder, flat, timing,
-                                           inst["id"] in eligible_ids and method in control_methods))
+                rows.append(
+                    self._case_row(
+                        inst, method, folder, flat, timing, inst["id"] in eligible_ids and method in control_methods
+                    )
+                )
         return rows
 
     def _instances(self, records, path: Path, root: Path) -> list[dict]:
-        duplicate_ids([str(rec["id"]) for _, rec in records if isinstance(rec, dict) and rec.get("id") is not None],
-                      "instance ids", f"data.annotations {path}")
+        duplicate_ids(
+            [str(rec["id"]) for _, rec in records if isinstance(rec, dict) and rec.get("id") is not None],
+            "instance ids",
+            f"data.annotations {path}",
+        )
         out, seen = [], set()
         for n, rec in records:
             where = f"{path.name}:{n}"
@@ -329,20 +404,34 @@ class NRVBench(Benchmark):
         iid, rec = inst["id"], inst["record"] or {}
         case_id = iid if flat else f"{method}:{iid}"
         category = rec.get("category") if rec.get("category") in scoring.CATEGORIES else None
-        row = {"benchmark": "nrv", "case_id": case_id, "variant": "base", "method": method, "instance_id": iid,
-               "video_id": str(rec["video_id"]) if rec.get("video_id") is not None else None, "category": category,
-               "difficulty": rec.get("difficulty") if rec.get("difficulty") in scoring.DIFFICULTIES else None,
-               "categories": [category] if category else [],
-               "instruction": rec.get("instruction") if isinstance(rec.get("instruction"), str) else None,
-               "source_path": inst["paths"].get("video"), "mask_path": inst["paths"].get("mask"),
-               "edited_path": None, "annotations": json.dumps(rec, ensure_ascii=False) if rec else None,
-               "variant_params": None, "FPS": timing.get(iid), "control_eligible": eligible, "error_load": None}
+        row = {
+            "benchmark": "nrv",
+            "case_id": case_id,
+            "variant": "base",
+            "method": method,
+            "instance_id": iid,
+            "video_id": str(rec["video_id"]) if rec.get("video_id") is not None else None,
+            "category": category,
+            "difficulty": rec.get("difficulty") if rec.get("difficulty") in scoring.DIFFICULTIES else None,
+            "categories": [category] if category else [],
+            "instruction": rec.get("instruction") if isinstance(rec.get("instruction"), str) else None,
+            "source_path": inst["paths"].get("video"),
+            "mask_path": inst["paths"].get("mask"),
+            "edited_path": None,
+            "annotations": json.dumps(rec, ensure_ascii=False) if rec else None,
+            "variant_params": None,
+            "FPS": timing.get(iid),
+            "control_eligible": eligible,
+            "error_load": None,
+        }
         errors = list(inst["errors"])
         if not errors:
             try:  # flat: the folder is data.edited_dir; else one of its method folders
                 video = edited_video(folder, iid, folder if flat else folder.parent)
                 if video is None:
-                    raise DataError(f"edited video for {iid} of method {method!r} not found: expected {folder}/{iid}.mp4")
+                    raise DataError(
+                        f"edited video for {iid} of method {method!r} not found: expected {folder}/{iid}.mp4"
+                    )
                 row["edited_path"] = str(video)
             except DataError as exc:
                 errors.append(str(exc))
@@ -383,8 +472,13 @@ class NRVBench(Benchmark):
 
         def builder(label):
             def build(rows: list[dict], _results: dict) -> list:
-                return [r for row in rows if judgeable(row)
-                        for r in scoring.build_requests(row, _media_of(row), label if several else None, show)]
+                return [
+                    r
+                    for row in rows
+                    if judgeable(row)
+                    for r in scoring.build_requests(row, _media_of(row), label if several else None, show)
+                ]
+
             return build
 
         return [JudgePhase(label, judge_cfg, builder(label)) for label, judge_cfg in specs]
@@ -394,8 +488,13 @@ class NRVBench(Benchmark):
             return None
         specs = self.judge_specs(cfg)
         several = len(specs) > 1
-        rows = [j for case in cases if judgeable(case) for label, _ in specs
-                for j in scoring.judgment_rows(case, results, label, several, cfg.score.normalize)]
+        rows = [
+            j
+            for case in cases
+            if judgeable(case)
+            for label, _ in specs
+            for j in scoring.judgment_rows(case, results, label, several, cfg.score.normalize)
+        ]
         return pa.Table.from_pylist(rows, schema=scoring.JUDGMENT_SCHEMA)
 
     # -- aggregation
@@ -410,25 +509,40 @@ class NRVBench(Benchmark):
         instances = scoring.instance_scores(judged, cfg.score) if judged else []
         cross = scoring.cross_judge_instances(instances)
         summary: dict[str, Any] = {
-            "benchmark": "nrv", "n_cases": len({r["case_id"] for r in scored}), "n_rows": len(rows),
+            "benchmark": "nrv",
+            "n_cases": len({r["case_id"] for r in scored}),
+            "n_rows": len(rows),
             "n_instances": len({r["instance_id"] for r in scored}),
-            "methods": sorted({r["method"] for r in scored if r.get("method")}), "judges": labels,
-            "normalize": cfg.score.normalize, "metrics": {}}
+            "methods": sorted({r["method"] for r in scored if r.get("method")}),
+            "judges": labels,
+            "normalize": cfg.score.normalize,
+            "metrics": {},
+        }
         summary["metrics"] = _metric_block(scored, cross, judged, frame_metrics, with_fps, stats, self.judged(cfg))
         for key, column in (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_method", "method")):
             summary[key] = {}
             for value in sorted({r.get(column) for r in scored} - {None}):
                 members = [r for r in scored if r.get(column) == value]
                 summary[key][value] = _metric_block(
-                    members, [c for c in cross if c.get(column) == value],
-                    [j for j in judged if j.get(column) == value], frame_metrics, with_fps, stats, self.judged(cfg),
-                    brief=True)
+                    members,
+                    [c for c in cross if c.get(column) == value],
+                    [j for j in judged if j.get(column) == value],
+                    frame_metrics,
+                    with_fps,
+                    stats,
+                    self.judged(cfg),
+                    brief=True,
+                )
         if labels:
             summary["by_judge"] = _by_judge(instances, judged, labels, stats)
             summary["cross_judge"] = _cross_judge(instances, labels)
         if self.judged(cfg):  # each judge against its own max_invalid_fraction (a `judges` entry's include's too)
-            judges_availability(summary["metrics"], summary.get("by_judge"), judged,
-                                {label: float(spec.max_invalid_fraction) for label, spec in self.judge_specs(cfg)})
+            judges_availability(
+                summary["metrics"],
+                summary.get("by_judge"),
+                judged,
+                {label: float(spec.max_invalid_fraction) for label, spec in self.judge_specs(cfg)},
+            )
         _blank_unavailable(summary)
         variants = {r["variant"] for r in rows}  # the sanity section comes from summarize_variants
         if cfg.agreement.human_scores and labels and "base" in variants:
@@ -459,8 +573,9 @@ class NRVBench(Benchmark):
         for r in scoring.percent_rows([i for i in instances if i["variant"] == "base"]):
             per_judge.setdefault(r["judge"], []).append(r)
         categories = {r["instance_id"]: r["category"] for r in rows if r.get("category")}
-        out = agreement_summary(per_judge, records, cfg.score.normalize, scoring.weights_of(cfg.score),
-                                cfg.score.epsilon, categories)
+        out = agreement_summary(
+            per_judge, records, cfg.score.normalize, scoring.weights_of(cfg.score), cfg.score.epsilon, categories
+        )
         out["human_scores"] = str(cfg.agreement.human_scores)
         return out
 
@@ -478,5 +593,8 @@ def _blank_unavailable(summary: dict) -> None:
 
 
 def _media_of(row: dict) -> dict:
-    return {"roi": json.loads(row.get("nrve_roi") or "[]"), "flow": row["nrve_flow"],
-            "frames": json.loads(row.get("nrve_frames") or "[]")}
+    return {
+        "roi": json.loads(row.get("nrve_roi") or "[]"),
+        "flow": row["nrve_flow"],
+        "frames": json.loads(row.get("nrve_frames") or "[]"),
+    }

@@ -26,6 +26,7 @@ TIMING_FILE = "timing.json"
 
 # ----------------------------------------------------------------------------- annotations
 
+
 def read_annotations(path: Path) -> list[tuple[int, Any]]:
     """``(line number, record or JSON error text)`` for every non-empty line of the annotations JSONL."""
     if not path.is_file():
@@ -72,18 +73,27 @@ def validate_record(rec: Any, where: str) -> list[str]:
     if rec.get("category") not in scoring.CATEGORIES:
         errors.append(f"{where}.category: expected one of {list(scoring.CATEGORIES)}, got {rec.get('category')!r}")
     if rec.get("difficulty") not in scoring.DIFFICULTIES:
-        errors.append(f"{where}.difficulty: expected one of {list(scoring.DIFFICULTIES)}, got {rec.get('difficulty')!r}")
+        errors.append(
+            f"{where}.difficulty: expected one of {list(scoring.DIFFICULTIES)}, got {rec.get('difficulty')!r}"
+        )
     mcq = rec.get("mcq")
     if not isinstance(mcq, dict):
         errors.append(f"{where}.mcq: expected an object {{question, options, answer}}, got {mcq!r}")
     else:
         _text(mcq, "question", f"{where}.mcq", errors)
         options = mcq.get("options")
-        if not isinstance(options, dict) or len(options) < 2 or not all(
+        if (
+            not isinstance(options, dict)
+            or len(options) < 2
+            or not all(
                 isinstance(k, str) and re.fullmatch(r"[A-Z]", k) and isinstance(v, str) and v.strip()
-                for k, v in options.items()):
-            errors.append(f"{where}.mcq.options: expected at least two options {{\"A\": text, \"B\": text, ...}} "
-                          f"keyed by single capital letters, got {options!r}")
+                for k, v in options.items()
+            )
+        ):
+            errors.append(
+                f"{where}.mcq.options: expected at least two options {{\"A\": text, \"B\": text, ...}} "
+                f"keyed by single capital letters, got {options!r}"
+            )
         else:
             if mcq.get("answer") not in options:
                 errors.append(f"{where}.mcq.answer: expected one of {list(options)}, got {mcq.get('answer')!r}")
@@ -121,6 +131,7 @@ def normalized_record(rec: dict) -> dict:
 
 # ----------------------------------------------------------------------------- edited videos
 
+
 def discover_methods(edited_dir: Path, wanted: list[str], flat_name: str | None) -> tuple[list[tuple[str, Path]], bool]:
     """``([(method, folder)], flat)``: per-method sub-folders, or one method's videos directly (flat)."""
     if not edited_dir.is_dir():
@@ -129,8 +140,9 @@ def discover_methods(edited_dir: Path, wanted: list[str], flat_name: str | None)
     subdirs = sorted(d for d in edited_dir.iterdir() if d.is_dir() and not d.name.startswith(".") and has_videos(d))
     if subdirs:
         if has_videos(edited_dir):
-            log.warning("data.edited_dir %s holds method folders and loose videos; the loose videos are ignored",
-                        edited_dir)
+            log.warning(
+                "data.edited_dir %s holds method folders and loose videos; the loose videos are ignored", edited_dir
+            )
         names = [d.name for d in subdirs]
         unknown = [m for m in wanted if m not in names]
         if unknown:
@@ -138,8 +150,10 @@ def discover_methods(edited_dir: Path, wanted: list[str], flat_name: str | None)
         return [(d.name, d) for d in subdirs if not wanted or d.name in wanted], False
     name = flat_name or edited_dir.name
     if wanted and list(wanted) != [name]:
-        raise DataError(f"data.methods={list(wanted)}: data.edited_dir {edited_dir} holds the videos of one method "
-                        f"({name!r}) directly")
+        raise DataError(
+            f"data.methods={list(wanted)}: data.edited_dir {edited_dir} holds the videos of one method "
+            f"({name!r}) directly"
+        )
     return [(name, edited_dir)], True
 
 
@@ -167,7 +181,7 @@ def read_timing(folder: Path) -> dict[str, float]:
         log.warning("ignoring %s: not valid JSON (%s)", path, exc)
         return {}
     out = {}
-    for key, value in (data.items() if isinstance(data, dict) else ()):
+    for key, value in data.items() if isinstance(data, dict) else ():
         try:
             if isinstance(value, dict):
                 fps = float(value["frames"]) / float(value["seconds"])

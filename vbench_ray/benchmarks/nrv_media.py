@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 # ----------------------------------------------------------------------------- the frame stage
 
+
 def _fit_side(frame: np.ndarray, max_side: int) -> np.ndarray:
     h, w = frame.shape[:2]
     s = float(max_side) / max(h, w)
@@ -52,8 +53,9 @@ def flow_evidence(first: np.ndarray, middle: np.ndarray, last: np.ndarray, max_s
     Frames are downscaled to ``max_side`` (long side), grey, Farneback flow (``video.flow``), colour-coded
     with ``flow_to_color`` (hue = direction, brightness = magnitude) at the larger of the two maxima.
     """
-    grays = [cv2.cvtColor(np.ascontiguousarray(_fit_side(f, max_side)), cv2.COLOR_RGB2GRAY)
-             for f in (first, middle, last)]
+    grays = [
+        cv2.cvtColor(np.ascontiguousarray(_fit_side(f, max_side)), cv2.COLOR_RGB2GRAY) for f in (first, middle, last)
+    ]
     f1, f2 = farneback_flow(grays[0], grays[1]), farneback_flow(grays[1], grays[2])
     peak = max(float(np.linalg.norm(f1, axis=-1).max()), float(np.linalg.norm(f2, axis=-1).max()))
     return np.hstack([flow_to_color(f1, peak or None), flow_to_color(f2, peak or None)])
@@ -85,8 +87,15 @@ class NRVFrameStage(FrameMetricsStage):
     ``media_dir/<variant>/<case>/``: ``roi_NN`` (the ROI crops), ``flow`` (Eq. 4) and ``frame_{0,m,last}``.
     """
 
-    def __init__(self, metrics: dict[str, dict], video_backend: str = "auto", pair_mismatch: str = "resample",
-                 media: dict | None = None, media_dir: str = "", judged: bool = True):
+    def __init__(
+        self,
+        metrics: dict[str, dict],
+        video_backend: str = "auto",
+        pair_mismatch: str = "resample",
+        media: dict | None = None,
+        media_dir: str = "",
+        judged: bool = True,
+    ):
         super().__init__(metrics, video_backend, pair_mismatch)
         self.media = dict(media or {})
         self.media_dir = Path(media_dir)
@@ -101,9 +110,11 @@ class NRVFrameStage(FrameMetricsStage):
         si, ei = source.info, edited.info
         masks = ctl.read_masks(row["mask_path"])
         if masks.shape != (si.num_frames, si.height, si.width):
-            raise MaskMismatch(f"mask/video mismatch: mask {row['mask_path']} has {len(masks)} frames of "
-                               f"{masks.shape[2]}x{masks.shape[1]}, source video {row['source_path']} has "
-                               f"{si.num_frames} frames of {si.width}x{si.height}")
+            raise MaskMismatch(
+                f"mask/video mismatch: mask {row['mask_path']} has {len(masks)} frames of "
+                f"{masks.shape[2]}x{masks.shape[1]}, source video {row['source_path']} has "
+                f"{si.num_frames} frames of {si.width}x{si.height}"
+            )
         out["warning_pair"] = self._check_pair(si, ei)
         plans = {}
         for m in self.metrics:
@@ -140,8 +151,9 @@ class NRVFrameStage(FrameMetricsStage):
                 log.warning("metric %s failed on case %s: %s", m.name, row.get("case_id"), exc)
                 out[f"error_{m.name}"] = format_exception(exc)
         if self.judged:
-            out.update(self._media(row, masks, (si.width, si.height), (ei.width, ei.height), frames_e,
-                                   roi_idx, temp_idx))
+            out.update(
+                self._media(row, masks, (si.width, si.height), (ei.width, ei.height), frames_e, roi_idx, temp_idx)
+            )
         return out
 
     @staticmethod
@@ -161,19 +173,35 @@ class NRVFrameStage(FrameMetricsStage):
             box_e = (0, 0, we, he)
         else:
             sx, sy = we / ws, he / hs
-            box_e = (int(np.floor(box[0] * sx)), int(np.floor(box[1] * sy)),
-                     max(int(np.ceil(box[2] * sx)), int(np.floor(box[0] * sx)) + 1),
-                     max(int(np.ceil(box[3] * sy)), int(np.floor(box[1] * sy)) + 1))
+            box_e = (
+                int(np.floor(box[0] * sx)),
+                int(np.floor(box[1] * sy)),
+                max(int(np.ceil(box[2] * sx)), int(np.floor(box[0] * sx)) + 1),
+                max(int(np.ceil(box[3] * sy)), int(np.floor(box[1] * sy)) + 1),
+            )
         x0, y0, x1, y1 = box_e
         max_side = int(self.media.get("roi_max_side", 448))
-        roi = [_write_image(folder / f"roi_{k:02d}{ext}", _fit_side(frames[i][y0:y1, x0:x1], max_side))
-               for k, i in enumerate(roi_idx)]
+        roi = [
+            _write_image(folder / f"roi_{k:02d}{ext}", _fit_side(frames[i][y0:y1, x0:x1], max_side))
+            for k, i in enumerate(roi_idx)
+        ]
         first, middle, last = (frames[i] for i in temp_idx)
-        flow = _write_image(folder / f"flow{ext}", flow_evidence(first, middle, last,
-                                                                 int(self.media.get("flow_max_side", 384))))
+        flow = _write_image(
+            folder / f"flow{ext}", flow_evidence(first, middle, last, int(self.media.get("flow_max_side", 384)))
+        )
         names = ("frame_0", "frame_m", "frame_last")
-        stills = [_write_image(folder / f"{n}{ext}", _fit_side(f, int(self.media.get("flow_max_side", 384))))
-                  for n, f in zip(names, (first, middle, last))] if self.media.get("show_frames") else []
-        out.update(nrve_roi=json.dumps(roi), nrve_flow=flow, nrve_frames=json.dumps(stills),
-                   roi_box=json.dumps([int(v) for v in box_e]))
+        stills = (
+            [
+                _write_image(folder / f"{n}{ext}", _fit_side(f, int(self.media.get("flow_max_side", 384))))
+                for n, f in zip(names, (first, middle, last))
+            ]
+            if self.media.get("show_frames")
+            else []
+        )
+        out.update(
+            nrve_roi=json.dumps(roi),
+            nrve_flow=flow,
+            nrve_frames=json.dumps(stills),
+            roi_box=json.dumps([int(v) for v in box_e]),
+        )
         return out

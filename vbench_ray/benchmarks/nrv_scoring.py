@@ -54,43 +54,82 @@ STAGE = "nrve"
 # App. C: the physical criterion of each category, its valid behaviour and its common failure modes. The
 # phy query is (q, mu, Gamma_mu) = (the instance's question, the category, these criteria) (§4.2).
 CATEGORY_CRITERIA: dict[str, dict[str, Any]] = {
-    "ASB": {"name": "articulated soft bodies",
-            "criterion": "joint-aware deformation",
-            "valid": "edited limbs or body parts move according to plausible articulation constraints, without "
-                     "excessive stretching, broken topology or rubber-like deformation, and the relative "
-                     "connectivity of body parts is maintained",
-            "failures": ["duplicated limbs", "ghosting", "object popping", "identity drift",
-                         "unnatural rubber-like stretching"]},
-    "CTS": {"name": "cloth and thin shells",
-            "criterion": "surface continuity",
-            "valid": "the surface deforms smoothly while keeping its thin-shell, sheet-like topology, with "
-                     "coherent folds that move consistently over time",
-            "failures": ["tearing", "sudden surface discontinuities", "texture jitter",
-                         "folds that move inconsistently across frames"]},
-    "DSO": {"name": "deformable solid objects",
-            "criterion": "shape integrity under deformation",
-            "valid": "the object stays volumetric and materially coherent while deforming plausibly, keeps its "
-                     "continuity and material identity, and does not melt like a fluid unless instructed",
-            "failures": ["texture change without actual deformation", "collapsed geometry",
-                         "unrealistic volume loss", "material-regime mismatch"]},
-    "GSF": {"name": "gas, smoke and fire",
-            "criterion": "coherent turbulent evolution",
-            "valid": "the region evolves naturally over time with soft boundaries, diffusion-like motion and "
-                     "plausible topological change, rather than translating rigidly as a texture",
-            "failures": ["frozen smoke", "rigid patch motion", "abrupt colour flicker",
-                         "inconsistent plume expansion", "frame-wise appearance changes without turbulent dynamics"]},
-    "HFF": {"name": "hair, fur and feather",
-            "criterion": "strand-level coherence",
-            "valid": "fine structures stay locally consistent and move coherently with the underlying body or "
-                     "external motion, preserving strand separation, density and texture fidelity",
-            "failures": ["temporal flicker", "texture melting", "sudden disappearance of fine details",
-                         "strands merging into a solid block"]},
-    "LFS": {"name": "liquid free surfaces",
-            "criterion": "fluid-surface coherence",
-            "valid": "ripples and waves propagate smoothly and consistently over time, with plausible surface "
-                     "continuity, fluidity and local motion propagation",
-            "failures": ["frozen-flow artifacts", "unrealistic ripple expansion", "inconsistent wave phase",
-                         "disappearing disturbances", "water behaving like a solid texture"]},
+    "ASB": {
+        "name": "articulated soft bodies",
+        "criterion": "joint-aware deformation",
+        "valid": "edited limbs or body parts move according to plausible articulation constraints, without "
+        "excessive stretching, broken topology or rubber-like deformation, and the relative "
+        "connectivity of body parts is maintained",
+        "failures": [
+            "duplicated limbs",
+            "ghosting",
+            "object popping",
+            "identity drift",
+            "unnatural rubber-like stretching",
+        ],
+    },
+    "CTS": {
+        "name": "cloth and thin shells",
+        "criterion": "surface continuity",
+        "valid": "the surface deforms smoothly while keeping its thin-shell, sheet-like topology, with "
+        "coherent folds that move consistently over time",
+        "failures": [
+            "tearing",
+            "sudden surface discontinuities",
+            "texture jitter",
+            "folds that move inconsistently across frames",
+        ],
+    },
+    "DSO": {
+        "name": "deformable solid objects",
+        "criterion": "shape integrity under deformation",
+        "valid": "the object stays volumetric and materially coherent while deforming plausibly, keeps its "
+        "continuity and material identity, and does not melt like a fluid unless instructed",
+        "failures": [
+            "texture change without actual deformation",
+            "collapsed geometry",
+            "unrealistic volume loss",
+            "material-regime mismatch",
+        ],
+    },
+    "GSF": {
+        "name": "gas, smoke and fire",
+        "criterion": "coherent turbulent evolution",
+        "valid": "the region evolves naturally over time with soft boundaries, diffusion-like motion and "
+        "plausible topological change, rather than translating rigidly as a texture",
+        "failures": [
+            "frozen smoke",
+            "rigid patch motion",
+            "abrupt colour flicker",
+            "inconsistent plume expansion",
+            "frame-wise appearance changes without turbulent dynamics",
+        ],
+    },
+    "HFF": {
+        "name": "hair, fur and feather",
+        "criterion": "strand-level coherence",
+        "valid": "fine structures stay locally consistent and move coherently with the underlying body or "
+        "external motion, preserving strand separation, density and texture fidelity",
+        "failures": [
+            "temporal flicker",
+            "texture melting",
+            "sudden disappearance of fine details",
+            "strands merging into a solid block",
+        ],
+    },
+    "LFS": {
+        "name": "liquid free surfaces",
+        "criterion": "fluid-surface coherence",
+        "valid": "ripples and waves propagate smoothly and consistently over time, with plausible surface "
+        "continuity, fluidity and local motion propagation",
+        "failures": [
+            "frozen-flow artifacts",
+            "unrealistic ripple expansion",
+            "inconsistent wave phase",
+            "disappearing disturbances",
+            "water behaving like a solid texture",
+        ],
+    },
 }
 
 
@@ -104,6 +143,7 @@ class NRVScoreConfig:
 
 
 # ----------------------------------------------------------------------------- formulas
+
 
 def normalize_rating(rating: float, mode: str = "e5") -> float:
     """A 1-5 rating in [0, 1]: ``(r - 1) / 4`` (App. E.5) or ``r / 5`` (Eq. 3, 5)."""
@@ -144,8 +184,9 @@ def instr_score(choice: str | None, mcq: dict) -> float:
 def weights_of(score_cfg) -> dict[str, float]:
     weights = {"instr": float(score_cfg.w_instr), "phy": float(score_cfg.w_phy), "temp": float(score_cfg.w_temp)}
     if any(w < 0 for w in weights.values()) or not math.isclose(sum(weights.values()), 1.0, abs_tol=1e-6):
-        raise ValueError(f"score.w_instr + score.w_phy + score.w_temp must be non-negative and sum to 1 (Eq. 1), "
-                         f"got {weights}")
+        raise ValueError(
+            f"score.w_instr + score.w_phy + score.w_temp must be non-negative and sum to 1 (Eq. 1), got {weights}"
+        )
     return weights
 
 
@@ -196,8 +237,11 @@ def parse_rating(text: str, expected: Any = None) -> Parsed:
 
 
 _LETTERS = r"([A-Za-z](?:\s*(?:,|/|&|\band\b|\bor\b)\s*[A-Za-z])*)\b"
-_EXPLICIT_ANSWER = re.compile(r"\b(?:final\s+)?answer\b[\"'*`]*\s*(?:is|=|:)?\s*[\"'*`(\[]*\s*(?:option\s+)?"
-                              r"(AMBIGUOUS\b|" + _LETTERS + r")", re.IGNORECASE)
+_EXPLICIT_ANSWER = re.compile(
+    r"\b(?:final\s+)?answer\b[\"'*`]*\s*(?:is|=|:)?\s*[\"'*`(\[]*\s*(?:option\s+)?"
+    r"(AMBIGUOUS\b|" + _LETTERS + r")",
+    re.IGNORECASE,
+)
 _LEADING_LETTER = re.compile(r"^[\s*\"'`(\[]*(?:option\s+)?([A-Za-z])\s*(?:$|[).:\]]\s*)", re.IGNORECASE)
 
 
@@ -217,8 +261,11 @@ def parse_mcq(text: str, expected: dict) -> Parsed:
     else:
         lead = _LEADING_LETTER.match(body)
         if not lead:
-            return Parsed(False, error=f"no explicit answer; end the reply with 'Answer: <letter>' "
-                                       f"(one of {', '.join(options)}) or 'Answer: AMBIGUOUS'")
+            return Parsed(
+                False,
+                error=f"no explicit answer; end the reply with 'Answer: <letter>' "
+                f"(one of {', '.join(options)}) or 'Answer: AMBIGUOUS'",
+            )
         raw = lead.group(1)
     if raw.upper() == AMBIGUOUS:
         return Parsed(True, value={"choice": AMBIGUOUS})
@@ -230,6 +277,7 @@ def parse_mcq(text: str, expected: dict) -> Parsed:
 
 
 # ----------------------------------------------------------------------------- requests
+
 
 def system_prompt(component: str) -> str:
     return resources.files("vbench_ray.judges.prompts").joinpath("nrv", f"{component}.txt").read_text()
@@ -256,17 +304,20 @@ def _video(path: str) -> dict:
 def criteria_text(category: str, instance_criteria: Iterable[str] = ()) -> str:
     """The material-conditioned part of the phy query: ``mu`` and ``Gamma_mu`` (§4.2, App. C)."""
     c = CATEGORY_CRITERIA[category]
-    lines = [f"Material category: {category} ({c['name']}).",
-             f"Key physical criterion: {c['criterion']}: {c['valid']}.",
-             "Common failure modes: " + "; ".join(c["failures"]) + "."]
+    lines = [
+        f"Material category: {category} ({c['name']}).",
+        f"Key physical criterion: {c['criterion']}: {c['valid']}.",
+        "Common failure modes: " + "; ".join(c["failures"]) + ".",
+    ]
     extra = [str(x).replace("_", " ") for x in instance_criteria if str(x).strip()]
     if extra:
         lines.append("Instance-specific criteria: " + ", ".join(extra) + ".")
     return "\n".join(lines)
 
 
-def build_requests(case: dict, media: dict, judge_label: str | None = None,
-                   show_frames: bool = False) -> list[JudgeRequest]:
+def build_requests(
+    case: dict, media: dict, judge_label: str | None = None, show_frames: bool = False
+) -> list[JudgeRequest]:
     """The three NRVE-Acc requests of one case (§4.1-4.3).
 
     ``media``: ``{"roi": [png, ...], "flow": png, "frames": [png, png, png]}`` written by the frame stage.
@@ -282,55 +333,98 @@ def build_requests(case: dict, media: dict, judge_label: str | None = None,
     letters = list(mcq["options"])
     options = "\n".join(f"{k}) {v}" for k, v in mcq["options"].items())
     instr_content = [
-        {"type": "text", "text": "Edited video:"}, _video(case["edited_path"]),
-        {"type": "text", "text": f"Question: {mcq['question']}\nOptions:\n{options}\n\n"
-                                 f"Reply with the letter of the option the video shows ({', '.join(letters)}). "
-                                 "The last line must be 'Answer: <letter>' (or 'Answer: AMBIGUOUS')."},
+        {"type": "text", "text": "Edited video:"},
+        _video(case["edited_path"]),
+        {
+            "type": "text",
+            "text": f"Question: {mcq['question']}\nOptions:\n{options}\n\n"
+            f"Reply with the letter of the option the video shows ({', '.join(letters)}). "
+            "The last line must be 'Answer: <letter>' (or 'Answer: AMBIGUOUS').",
+        },
     ]
     physics = ann.get("physics") or {}
     phy_question = physics.get("question") or (
-        f"Is the deformation of the edited region physically plausible for {CATEGORY_CRITERIA[ann['category']]['name']}?")
+        f"Is the deformation of the edited region physically plausible for {CATEGORY_CRITERIA[ann['category']]['name']}?"
+    )
     phy_content = [{"type": "text", "text": f"{len(media['roi'])} frames of the edited region, in temporal order:"}]
     phy_content += [_image(p) for p in media["roi"]]
-    phy_content.append({"type": "text", "text": (
-        f"Editing instruction: {ann['instruction']}\nTarget description: {ann['target_prompt']}\n"
-        + criteria_text(ann["category"], physics.get("criteria") or ())
-        + f"\nQuestion: {phy_question}\n\nRate the physical plausibility of the deformation from 1 to 5. "
-          "The last line must be 'Rating: <1-5>'.")})
+    phy_content.append(
+        {
+            "type": "text",
+            "text": (
+                f"Editing instruction: {ann['instruction']}\nTarget description: {ann['target_prompt']}\n"
+                + criteria_text(ann["category"], physics.get("criteria") or ())
+                + f"\nQuestion: {phy_question}\n\nRate the physical plausibility of the deformation from 1 to 5. "
+                "The last line must be 'Rating: <1-5>'."
+            ),
+        }
+    )
     temporal = ann["temporal"]
     questions = [temporal["question"]] + ([temporal["flicker_question"]] if temporal.get("flicker_question") else [])
-    temp_content = [{"type": "text", "text": "Motion evidence (left: flow from the first to the middle frame; "
-                                             "right: flow from the middle to the last frame):"},
-                    _image(media["flow"])]
+    temp_content = [
+        {
+            "type": "text",
+            "text": "Motion evidence (left: flow from the first to the middle frame; "
+            "right: flow from the middle to the last frame):",
+        },
+        _image(media["flow"]),
+    ]
     if show_frames:
         temp_content.append({"type": "text", "text": "The first, middle and last frames:"})
         temp_content += [_image(p) for p in media["frames"]]
-    temp_content.append({"type": "text", "text": (
-        f"Material category: {ann['category']} ({CATEGORY_CRITERIA[ann['category']]['name']}).\n"
-        + "\n".join(f"Question: {q}" for q in questions)
-        + "\n\nRate the temporal coherence of the motion from 1 to 5. The last line must be 'Rating: <1-5>'.")})
+    temp_content.append(
+        {
+            "type": "text",
+            "text": (
+                f"Material category: {ann['category']} ({CATEGORY_CRITERIA[ann['category']]['name']}).\n"
+                + "\n".join(f"Question: {q}" for q in questions)
+                + "\n\nRate the temporal coherence of the motion from 1 to 5. The last line must be 'Rating: <1-5>'."
+            ),
+        }
+    )
     contents = {"instr": instr_content, "phy": phy_content, "temp": temp_content}
     out = []
     for component in COMPONENTS:
-        out.append(JudgeRequest.build(
-            "nrv", cid, variant, STAGE, group_of(component, judge_label),
-            messages=[{"role": "system", "content": system_prompt(component)},
-                      {"role": "user", "content": contents[component]}],
-            parser="nrv_mcq" if component == "instr" else "nrv_rating",
-            expected={"options": letters} if component == "instr" else {"min": RATING_MIN, "max": RATING_MAX},
-            video=video if component == "instr" else None))
+        out.append(
+            JudgeRequest.build(
+                "nrv",
+                cid,
+                variant,
+                STAGE,
+                group_of(component, judge_label),
+                messages=[
+                    {"role": "system", "content": system_prompt(component)},
+                    {"role": "user", "content": contents[component]},
+                ],
+                parser="nrv_mcq" if component == "instr" else "nrv_rating",
+                expected={"options": letters} if component == "instr" else {"min": RATING_MIN, "max": RATING_MAX},
+                video=video if component == "instr" else None,
+            )
+        )
     return out
 
 
 # ----------------------------------------------------------------------------- judged rows
 
-JUDGMENT_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("variant", pa.string()), ("method", pa.string()), ("instance_id", pa.string()),
-    ("category", pa.string()), ("difficulty", pa.string()), ("judge", pa.string()), ("component", pa.string()),
-    ("request_id", pa.string()), ("status", pa.string()), ("answer", pa.string()), ("rating", pa.int64()),
-    ("score", pa.float64()), ("valid", pa.bool_()),
-    ("error", pa.string()),  # the judge's last error when the component has no usable answer
-])
+JUDGMENT_SCHEMA = pa.schema(
+    [
+        ("case_id", pa.string()),
+        ("variant", pa.string()),
+        ("method", pa.string()),
+        ("instance_id", pa.string()),
+        ("category", pa.string()),
+        ("difficulty", pa.string()),
+        ("judge", pa.string()),
+        ("component", pa.string()),
+        ("request_id", pa.string()),
+        ("status", pa.string()),
+        ("answer", pa.string()),
+        ("rating", pa.int64()),
+        ("score", pa.float64()),
+        ("valid", pa.bool_()),
+        ("error", pa.string()),  # the judge's last error when the component has no usable answer
+    ]
+)
 
 
 def judgment_rows(case: dict, results: dict, judge_label: str, suffix: bool, normalize: str) -> list[dict]:
@@ -356,12 +450,25 @@ def judgment_rows(case: dict, results: dict, judge_label: str, suffix: bool, nor
             rating = int(value["rating"])
             answer = str(rating)
             score = normalize_rating(rating, normalize)
-        rows.append({"case_id": case["case_id"], "variant": case["variant"], "method": case.get("method"),
-                     "instance_id": case.get("instance_id"), "category": case.get("category"),
-                     "difficulty": case.get("difficulty"), "judge": judge_label, "component": component,
-                     "request_id": rid, "status": status, "answer": answer, "rating": rating,
-                     "score": float(score), "valid": value is not None,
-                     "error": result.error if result is not None and status != "ok" else None})
+        rows.append(
+            {
+                "case_id": case["case_id"],
+                "variant": case["variant"],
+                "method": case.get("method"),
+                "instance_id": case.get("instance_id"),
+                "category": case.get("category"),
+                "difficulty": case.get("difficulty"),
+                "judge": judge_label,
+                "component": component,
+                "request_id": rid,
+                "status": status,
+                "answer": answer,
+                "rating": rating,
+                "score": float(score),
+                "valid": value is not None,
+                "error": result.error if result is not None and status != "ok" else None,
+            }
+        )
     return rows
 
 
@@ -371,9 +478,19 @@ def instance_scores(judged: list[dict], score_cfg) -> list[dict]:
     groups: dict[tuple, dict] = {}
     for r in judged:
         key = (r["case_id"], r["variant"], r["judge"])
-        g = groups.setdefault(key, {"case_id": r["case_id"], "variant": r["variant"], "judge": r["judge"],
-                                    "method": r["method"], "instance_id": r["instance_id"],
-                                    "category": r["category"], "difficulty": r["difficulty"], "n_invalid": 0})
+        g = groups.setdefault(
+            key,
+            {
+                "case_id": r["case_id"],
+                "variant": r["variant"],
+                "judge": r["judge"],
+                "method": r["method"],
+                "instance_id": r["instance_id"],
+                "category": r["category"],
+                "difficulty": r["difficulty"],
+                "n_invalid": 0,
+            },
+        )
         g[COMPONENT_METRIC[r["component"]]] = r["score"]
         g["n_invalid"] += not r["valid"]
     out = []
@@ -416,6 +533,9 @@ def cross_judge_stats(per_judge: dict[str, float | None]) -> dict:
     ddof=0 reproduces Table 2 (e.g. TokenFlow: 33.05, 34.77, 29.85, 22.95, 28.88 -> 29.90, 4.07).
     """
     values = [v for v in per_judge.values() if v is not None]
-    return {"per_judge": dict(per_judge), "n_judges": len(values),
-            "mean": float(np.mean(values)) if values else None,
-            "std": float(np.std(values, ddof=0)) if values else None}
+    return {
+        "per_judge": dict(per_judge),
+        "n_judges": len(values),
+        "mean": float(np.mean(values)) if values else None,
+        "std": float(np.std(values, ddof=0)) if values else None,
+    }

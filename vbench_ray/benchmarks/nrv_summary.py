@@ -23,6 +23,7 @@ def _is_control(variant: str) -> bool:
 
 # ----------------------------------------------------------------------------- summary pieces
 
+
 def _describe(values, stats) -> dict:
     seed, n_resamples, confidence = stats
     return describe(values, seed=seed, n_resamples=n_resamples, confidence=confidence)
@@ -34,9 +35,11 @@ def conventional_stats(rows: list[dict], metric: str, stats) -> dict:
     values = [r.get(metric) for r in rows if not r.get("error_load")]
     out = _describe(values, stats)
     n_inf = sum(1 for v in values if v is not None and np.isinf(v))
-    out.update(n_failed=sum(1 for r in rows if r.get(metric) is None and not r.get("error_load")),
-               scale=METRICS[metric].scale if metric in METRICS else None,
-               higher_is_better=METRICS[metric].higher_is_better if metric in METRICS else True)
+    out.update(
+        n_failed=sum(1 for r in rows if r.get(metric) is None and not r.get("error_load")),
+        scale=METRICS[metric].scale if metric in METRICS else None,
+        higher_is_better=METRICS[metric].higher_is_better if metric in METRICS else True,
+    )
     if n_inf:
         out["n_infinite"] = n_inf
     return out
@@ -97,11 +100,16 @@ def judges_availability(metrics: dict, by_judge: dict | None, judged: list[dict]
         stats["invalid_fraction"] = judge_availability({}, members, 1.0)["invalid_fraction"]
         for label, limit in limits.items():
             mine = (by_judge or {}).get(label, {}).get(m, {})
-            judge_availability(mine, [j for j in members if j.get("judge") == label], limit,
-                               what=f"judge {label!r} answers")
+            judge_availability(
+                mine, [j for j in members if j.get("judge") == label], limit, what=f"judge {label!r} answers"
+            )
             if mine.get("unavailable") and not stats.get("unavailable"):
-                stats.update(unavailable=mine["unavailable"], unavailable_errors=mine["unavailable_errors"],
-                             value=None, ci95=None)
+                stats.update(
+                    unavailable=mine["unavailable"],
+                    unavailable_errors=mine["unavailable_errors"],
+                    value=None,
+                    ci95=None,
+                )
 
 
 def _judge_means(instances, labels, metric, percent: bool) -> dict:
@@ -114,13 +122,15 @@ def _judge_means(instances, labels, metric, percent: bool) -> dict:
 
 def _cross_judge(instances, labels) -> dict:
     """Table 2: per judge and per method, the mean over instances; across judges, mean and std."""
-    out: dict[str, Any] = {m: scoring.cross_judge_stats(_judge_means(instances, labels, m, m != "NRVE_Acc"))
-                           for m in scoring.NRVE_METRICS}
+    out: dict[str, Any] = {
+        m: scoring.cross_judge_stats(_judge_means(instances, labels, m, m != "NRVE_Acc")) for m in scoring.NRVE_METRICS
+    }
     out["by_method"] = {}
     for method in sorted({i["method"] for i in instances}):
         mine = [i for i in instances if i["method"] == method]
-        out["by_method"][method] = {m: scoring.cross_judge_stats(_judge_means(mine, labels, m, m != "NRVE_Acc"))
-                                    for m in scoring.NRVE_METRICS}
+        out["by_method"][method] = {
+            m: scoring.cross_judge_stats(_judge_means(mine, labels, m, m != "NRVE_Acc")) for m in scoring.NRVE_METRICS
+        }
     return out
 
 
@@ -167,16 +177,24 @@ def sanity_section(rows: list[dict], judged: list[dict], cfg, frame_metrics: lis
         name = variant.split(":", 1)[1]
         primary, why = CONTROL_EXPECTATIONS.get(name, (None, "unknown control"))
         cases = sorted(set(by_variant[variant]) & set(reference))
-        entry: dict[str, Any] = {"variant": variant, "n": len(cases), "expectation": why,
-                                 "failure_mode": ctl.FAILURE_MODES.get(name), "components": {}}
+        entry: dict[str, Any] = {
+            "variant": variant,
+            "n": len(cases),
+            "expectation": why,
+            "failure_mode": ctl.FAILURE_MODES.get(name),
+            "components": {},
+        }
         for m in scoring.NRVE_METRICS:
             a = np.array([by_variant[variant][c][m] for c in cases], dtype=float)
             b = np.array([reference[c][m] for c in cases], dtype=float)
-            comp: dict[str, Any] = {"control": float(a.mean()) if len(a) else None,
-                                    "reference": float(b.mean()) if len(b) else None}
+            comp: dict[str, Any] = {
+                "control": float(a.mean()) if len(a) else None,
+                "reference": float(b.mean()) if len(b) else None,
+            }
             comp["delta"] = comp["control"] - comp["reference"] if len(a) else None
-            comp["delta_ci95"] = bootstrap_ci(a - b, seed=seed, n_resamples=n_resamples, confidence=confidence) \
-                if len(a) else None
+            comp["delta_ci95"] = (
+                bootstrap_ci(a - b, seed=seed, n_resamples=n_resamples, confidence=confidence) if len(a) else None
+            )
             if m == primary or m == "NRVE_Acc":
                 comp["expected"] = "lower"
                 comp["held"] = bool(len(a) and comp["delta"] < 0)
@@ -190,14 +208,18 @@ def sanity_section(rows: list[dict], judged: list[dict], cfg, frame_metrics: lis
             pairs = [(mine.get((c, variant)), mine.get((c, "base"))) for c in cases]
             pairs = [(x, y) for x, y in pairs if x and y]
             if primary and pairs:
-                d = float(np.mean([x[primary] - y[primary] for x, y in pairs])) * (100.0 if primary != "NRVE_Acc" else 1.0)
+                d = float(np.mean([x[primary] - y[primary] for x, y in pairs])) * (
+                    100.0 if primary != "NRVE_Acc" else 1.0
+                )
                 entry["by_judge"][label] = {"delta": d, "held": d < 0}
         conventional = {}
         for m in frame_metrics:
             ctrl = finite([rows_by.get((c, variant), {}).get(m) for c in cases])
             ref = finite([rows_by.get((c, "base"), {}).get(m) for c in cases])
-            conventional[m] = {"control": float(ctrl.mean()) if ctrl.size else None,
-                               "reference": float(ref.mean()) if ref.size else None}
+            conventional[m] = {
+                "control": float(ctrl.mean()) if ctrl.size else None,
+                "reference": float(ref.mean()) if ref.size else None,
+            }
         entry["conventional"] = conventional
         out["controls"][name] = entry
     out["all_held"] = all(e["held"] for e in out["controls"].values()) if out["controls"] else None
@@ -205,6 +227,7 @@ def sanity_section(rows: list[dict], judged: list[dict], cfg, frame_metrics: lis
 
 
 # ----------------------------------------------------------------------------- report tables
+
 
 def _f(value, digits: int = 2) -> str:
     return "–" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.{digits}f}"
@@ -222,8 +245,13 @@ def sanity_tables(sanity: dict | None) -> list[dict]:
             cells.append(f"{_f(c['control'])} vs {_f(c['reference'])}")
         cells.append("yes" if e["held"] else "NO")
         rows.append(cells)
-    return [{"title": "Negative controls (App. F.1): control vs real edits",
-             "columns": ["Control", "Expected", *scoring.NRVE_METRICS, "Held"], "rows": rows}]
+    return [
+        {
+            "title": "Negative controls (App. F.1): control vs real edits",
+            "columns": ["Control", "Expected", *scoring.NRVE_METRICS, "Held"],
+            "rows": rows,
+        }
+    ]
 
 
 def report_tables(summary: dict, frame_metrics: list[str], with_fps: bool) -> list[dict]:
@@ -235,35 +263,83 @@ def report_tables(summary: dict, frame_metrics: list[str], with_fps: bool) -> li
         rows = []
         for method, per in cross["by_method"].items():
             nrve = per["NRVE_Acc"]
-            rows.append([method, _f(per["S_phy"]["mean"]), _f(per["S_temp"]["mean"]), _f(per["S_instr"]["mean"]),
-                         *[_f(nrve["per_judge"].get(j)) for j in judges], _f(nrve["mean"]), _f(nrve["std"])])
-        tables.append({"title": "NRVE-Acc by method and judge (Table 2)",
-                       "columns": ["Method", "S_phy", "S_temp", "S_instr", *judges, "Mean", "Std"], "rows": rows})
+            rows.append(
+                [
+                    method,
+                    _f(per["S_phy"]["mean"]),
+                    _f(per["S_temp"]["mean"]),
+                    _f(per["S_instr"]["mean"]),
+                    *[_f(nrve["per_judge"].get(j)) for j in judges],
+                    _f(nrve["mean"]),
+                    _f(nrve["std"]),
+                ]
+            )
+        tables.append(
+            {
+                "title": "NRVE-Acc by method and judge (Table 2)",
+                "columns": ["Method", "S_phy", "S_temp", "S_instr", *judges, "Mean", "Std"],
+                "rows": rows,
+            }
+        )
     conv = [m for m in frame_metrics] + (["FPS"] if with_fps else [])
     if conv and summary.get("by_method"):
-        rows = [[method, *[_f((block.get(m) or {}).get("value")) for m in conv]]
-                for method, block in summary["by_method"].items()]
-        tables.append({"title": "Conventional metrics by method (Table 3, App. E.5 scales)",
-                       "columns": ["Method", *conv], "rows": rows})
+        rows = [
+            [method, *[_f((block.get(m) or {}).get("value")) for m in conv]]
+            for method, block in summary["by_method"].items()
+        ]
+        tables.append(
+            {
+                "title": "Conventional metrics by method (Table 3, App. E.5 scales)",
+                "columns": ["Method", *conv],
+                "rows": rows,
+            }
+        )
     tables += sanity_tables(summary.get("sanity"))
     agreement = summary.get("agreement")
     if agreement and agreement.get("judges"):
-        rows = [[label, *[f"{_f(j[d]['rho'], 3)} / {_f(j[d]['tau'], 3)}" for d in scoring.NRVE_METRICS],
-                 _f(j["NRVE_Acc"]["signed_deviation"])] for label, j in agreement["judges"].items()]
+        rows = [
+            [
+                label,
+                *[f"{_f(j[d]['rho'], 3)} / {_f(j[d]['tau'], 3)}" for d in scoring.NRVE_METRICS],
+                _f(j["NRVE_Acc"]["signed_deviation"]),
+            ]
+            for label, j in agreement["judges"].items()
+        ]
         mean = agreement["mean_judge"]
-        rows.append(["Mean judge", *[f"{_f(mean[d]['rho'], 3)} / {_f(mean[d]['tau'], 3)}" for d in scoring.NRVE_METRICS],
-                     "–"])
-        tables.append({"title": "Agreement with humans: Spearman rho / Kendall tau over methods (Table 6)",
-                       "columns": ["Judge", *scoring.NRVE_METRICS, "Signed deviation"], "rows": rows})
+        rows.append(
+            ["Mean judge", *[f"{_f(mean[d]['rho'], 3)} / {_f(mean[d]['tau'], 3)}" for d in scoring.NRVE_METRICS], "–"]
+        )
+        tables.append(
+            {
+                "title": "Agreement with humans: Spearman rho / Kendall tau over methods (Table 6)",
+                "columns": ["Judge", *scoring.NRVE_METRICS, "Signed deviation"],
+                "rows": rows,
+            }
+        )
     inter = (agreement or {}).get("inter_annotator")
     if inter:
         i = inter["instr"]
-        rows = [["Instruction alignment", "Fleiss' kappa", _f(i["value"], 3), f"{i['n_samples']} x {i['n_annotators']}"],
-                ["Instruction alignment", "Krippendorff's alpha (nominal)", _f(i["krippendorff_alpha_nominal"], 3),
-                 str(i["n_samples_alpha"])]]
+        rows = [
+            ["Instruction alignment", "Fleiss' kappa", _f(i["value"], 3), f"{i['n_samples']} x {i['n_annotators']}"],
+            [
+                "Instruction alignment",
+                "Krippendorff's alpha (nominal)",
+                _f(i["krippendorff_alpha_nominal"], 3),
+                str(i["n_samples_alpha"]),
+            ],
+        ]
         for key, name in (("phy", "Physics plausibility"), ("temp", "Temporal consistency")):
-            rows.append([name, "Krippendorff's alpha (ordinal)", _f(inter[key]["value"], 3), str(inter[key]["n_samples"])])
-            rows.append([name, "Krippendorff's alpha (interval)", _f(inter[key]["interval"], 3), str(inter[key]["n_samples"])])
-        tables.append({"title": "Inter-annotator agreement of the human scores (Table 5)",
-                       "columns": ["Dimension", "Agreement metric", "Score", "Samples"], "rows": rows})
+            rows.append(
+                [name, "Krippendorff's alpha (ordinal)", _f(inter[key]["value"], 3), str(inter[key]["n_samples"])]
+            )
+            rows.append(
+                [name, "Krippendorff's alpha (interval)", _f(inter[key]["interval"], 3), str(inter[key]["n_samples"])]
+            )
+        tables.append(
+            {
+                "title": "Inter-annotator agreement of the human scores (Table 5)",
+                "columns": ["Dimension", "Agreement metric", "Score", "Samples"],
+                "rows": rows,
+            }
+        )
     return tables

@@ -50,8 +50,16 @@ import pyarrow as pa
 from omegaconf import OmegaConf
 
 from vbench_ray.benchmarks import vidic_scoring as scoring
-from vbench_ray.benchmarks.base import (CASE_FIELDS, Benchmark, DataError, JudgePhase, duplicate_ids, failure_report,
-                                        judge_availability, register_benchmark)
+from vbench_ray.benchmarks.base import (
+    CASE_FIELDS,
+    Benchmark,
+    DataError,
+    JudgePhase,
+    duplicate_ids,
+    failure_report,
+    judge_availability,
+    register_benchmark,
+)
 from vbench_ray.benchmarks.cove import resolve_under
 from vbench_ray.cfgutil import get
 from vbench_ray.config import BaseConfig
@@ -65,12 +73,15 @@ RESPONSES_JSONL = "vidic_responses.jsonl"
 
 # ----------------------------------------------------------------------------- config
 
+
 @dataclass
 class VidicDataConfig:
     checklist: str = "???"  # the official checklist.json
     video_root: Optional[str] = None  # root of video1_path / video2_path (required unless data.responses is set)
     responses: Optional[str] = None  # official responses file: score these descriptions instead of running model.*
-    questions: str = "official"  # official: every question scored as the official code | strict: malformed -> load error
+    questions: str = (
+        "official"  # official: every question scored as the official code | strict: malformed -> load error
+    )
 
 
 @dataclass
@@ -81,8 +92,7 @@ class VidicErrorAnalysisConfig:
 def _model_defaults() -> JudgeConfig:
     # Table 5 (Qwen2.5-VL / Qwen3-VL rows) and the official ``inference/get_response_qwen*.py``: temperature 0.7,
     # top_p 0.9, 2 fps
-    return JudgeConfig(temperature=0.7, top_p=0.9, max_tokens=2048,
-                       video=JudgeVideoConfig(fps=2.0, max_frames=32))
+    return JudgeConfig(temperature=0.7, top_p=0.9, max_tokens=2048, video=JudgeVideoConfig(fps=2.0, max_frames=32))
 
 
 @dataclass
@@ -94,10 +104,11 @@ class VidicConfig(BaseConfig):
     error_analysis: VidicErrorAnalysisConfig = field(default_factory=VidicErrorAnalysisConfig)
 
 
-MODEL_CHOICES = {"model." + k[len("judge."):]: v for k, v in JUDGE_CHOICES.items()}
+MODEL_CHOICES = {"model." + k[len("judge.") :]: v for k, v in JUDGE_CHOICES.items()}
 
 
 # ----------------------------------------------------------------------------- files
+
 
 def read_checklist(path: Path) -> list:
     if not path.exists():
@@ -144,8 +155,9 @@ def read_responses(path: Path) -> dict[tuple[str, str], str]:
         duplicates += key in out
         out[key] = response_text(entry.get("response"))
     if duplicates:
-        log.warning("data.responses %s: %d video pair(s) listed more than once; the last response is used",
-                    path, duplicates)
+        log.warning(
+            "data.responses %s: %d video pair(s) listed more than once; the last response is used", path, duplicates
+        )
     return out
 
 
@@ -157,16 +169,21 @@ def _atomic_write(path: Path, text: str) -> None:
 
 # ----------------------------------------------------------------------------- benchmark
 
+
 @register_benchmark
 class VidicBench(Benchmark):
     name = "vidic"
     paper = "ViDiC §3.3, App. E (official code: NJU-LINK/ViDiC-1K)"
     needs = "the model under test (a VLM that describes; GPU with vllm) and a text judge"
-    scored_metrics = {"Sim": ("ViDiC §3.3.2 (similarity questions)", "percent"),
-                      "Diff": ("ViDiC §3.3.2 (difference questions)", "percent"),
-                      "Avg": ("ViDiC §3.3.2 (mean of Sim and Diff)", "percent")}
-    judge_models = {"judge": "gpt-5-mini (OpenAI API, text only; the official ViDiC-1K judge)",
-                    "model": "any VLM under test, e.g. Qwen/Qwen2.5-VL-7B-Instruct (Hugging Face), or a served model's name"}
+    scored_metrics = {
+        "Sim": ("ViDiC §3.3.2 (similarity questions)", "percent"),
+        "Diff": ("ViDiC §3.3.2 (difference questions)", "percent"),
+        "Avg": ("ViDiC §3.3.2 (mean of Sim and Diff)", "percent"),
+    }
+    judge_models = {
+        "judge": "gpt-5-mini (OpenAI API, text only; the official ViDiC-1K judge)",
+        "model": "any VLM under test, e.g. Qwen/Qwen2.5-VL-7B-Instruct (Hugging Face), or a served model's name",
+    }
     config_class = VidicConfig
     config_choices = {**JUDGE_CHOICES, **MODEL_CHOICES}
 
@@ -181,8 +198,7 @@ class VidicBench(Benchmark):
     def check_data(self, cfg) -> None:
         """``data.questions`` is known, the checklist exists and is a list, and no index repeats."""
         if cfg.data.questions not in scoring.QUESTION_RULES:
-            raise DataError(f"data.questions must be one of {list(scoring.QUESTION_RULES)}, "
-                            f"got {cfg.data.questions!r}")
+            raise DataError(f"data.questions must be one of {list(scoring.QUESTION_RULES)}, got {cfg.data.questions!r}")
         checklist = Path(cfg.data.checklist)
         items = read_checklist(checklist)
         duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
@@ -195,8 +211,10 @@ class VidicBench(Benchmark):
             read_responses(Path(cfg.data.responses))  # whole-file problems surface before anything runs
         if cfg.data.video_root is None:
             if not precomputed:
-                raise DataError("data.video_root is not set: the videos of the model under test are resolved "
-                                "against it (only a run scoring data.responses can do without it)")
+                raise DataError(
+                    "data.video_root is not set: the videos of the model under test are resolved "
+                    "against it (only a run scoring data.responses can do without it)"
+                )
             root = None
         else:
             root = Path(cfg.data.video_root)
@@ -204,14 +222,24 @@ class VidicBench(Benchmark):
                 raise DataError(f"data.video_root is not a directory: {root}")
         duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
         seen: set[str] = set()
-        rows = [self._case_row(i, item, checklist, root, not precomputed, seen, cfg.data.questions)
-                for i, item in enumerate(items)]
+        rows = [
+            self._case_row(i, item, checklist, root, not precomputed, seen, cfg.data.questions)
+            for i, item in enumerate(items)
+        ]
         if cfg.run.limit is not None:
             rows = rows[: cfg.run.limit]
         return rows
 
-    def _case_row(self, i: int, item: Any, checklist: Path, root: Path | None, need_videos: bool,
-                  seen: set[str], rules: str = "official") -> dict:
+    def _case_row(
+        self,
+        i: int,
+        item: Any,
+        checklist: Path,
+        root: Path | None,
+        need_videos: bool,
+        seen: set[str],
+        rules: str = "official",
+    ) -> dict:
         index = item.get("index") if isinstance(item, dict) else None
         where = f"{checklist.name}: item[{i}]" + (f" (index={index})" if index is not None else "")
         errors = []
@@ -226,9 +254,18 @@ class VidicBench(Benchmark):
             errors.append(f"{where}.index: duplicate index {index!r} (already used by an earlier item)")
             case_id = f"#{i}"
         seen.add(case_id)
-        row = {"benchmark": "vidic", "case_id": case_id, "variant": "base", "categories": [], "instruction": None,
-               "source_path": None, "edited_path": None, "variant_params": None, "error_load": None,
-               "annotations": json.dumps(item, ensure_ascii=False) if isinstance(item, dict) else None}
+        row = {
+            "benchmark": "vidic",
+            "case_id": case_id,
+            "variant": "base",
+            "categories": [],
+            "instruction": None,
+            "source_path": None,
+            "edited_path": None,
+            "variant_params": None,
+            "error_load": None,
+            "annotations": json.dumps(item, ensure_ascii=False) if isinstance(item, dict) else None,
+        }
         questions, problems = scoring.parse_questions(item, where, rules)
         errors += problems
         classes = {q.cls for q in questions} if not problems else set()
@@ -275,14 +312,22 @@ class VidicBench(Benchmark):
         return synth_vidic(out, n=n, seed=seed)
 
     def judge_phases(self, cfg) -> list[JudgePhase]:
-        phases = [self._describe_phase(cfg),
-                  JudgePhase("judge", cfg.judge,
-                             lambda cases, results: scoring.judge_requests(cases, results, cfg.judge.parse,
-                                                                           cfg.data.questions))]
+        phases = [
+            self._describe_phase(cfg),
+            JudgePhase(
+                "judge",
+                cfg.judge,
+                lambda cases, results: scoring.judge_requests(cases, results, cfg.judge.parse, cfg.data.questions),
+            ),
+        ]
         if cfg.error_analysis.enabled:
-            phases.append(JudgePhase("error", cfg.judge,
-                                     lambda cases, results: scoring.error_requests(cases, results,
-                                                                                   cfg.data.questions)))
+            phases.append(
+                JudgePhase(
+                    "error",
+                    cfg.judge,
+                    lambda cases, results: scoring.error_requests(cases, results, cfg.data.questions),
+                )
+            )
         return phases
 
     def _describe_phase(self, cfg) -> JudgePhase:
@@ -297,8 +342,15 @@ class VidicBench(Benchmark):
         # Precomputed descriptions: the describe phase answers from a JSONL written into the run dir, so
         # they pass through the same parser and judge log as a live model's (and the run replays alone).
         responses = Path(cfg.data.responses)
-        replay = OmegaConf.merge(cfg.model, {"backend": "replay", "replay_path": str(self._responses_jsonl(cfg)),
-                                             "max_retries": 0, "name": f"responses:{responses.name}"})
+        replay = OmegaConf.merge(
+            cfg.model,
+            {
+                "backend": "replay",
+                "replay_path": str(self._responses_jsonl(cfg)),
+                "max_retries": 0,
+                "name": f"responses:{responses.name}",
+            },
+        )
         return JudgePhase("describe", replay, build, prepare)
 
     @staticmethod
@@ -314,13 +366,19 @@ class VidicBench(Benchmark):
             item = json.loads(by_case[(request.case_id, request.variant)]["annotations"])
             key = scoring.pair_key(item["video1_path"], item["video2_path"])
             if key in responses:
-                lines.append(json.dumps({"request_id": request.request_id, "text": responses[key], "model": label},
-                                        ensure_ascii=False))
+                lines.append(
+                    json.dumps(
+                        {"request_id": request.request_id, "text": responses[key], "model": label}, ensure_ascii=False
+                    )
+                )
             else:
                 missing.append(f"{request.case_id} ({key[0]}, {key[1]})")
         if missing:
-            log.warning("data.responses has no response for %d video pair(s); their questions count wrong: %s",
-                        len(missing), ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
+            log.warning(
+                "data.responses has no response for %d video pair(s); their questions count wrong: %s",
+                len(missing),
+                ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""),
+            )
         path = self._responses_jsonl(cfg)
         path.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(path, "\n".join(lines) + ("\n" if lines else ""))
@@ -336,18 +394,27 @@ class VidicBench(Benchmark):
         args = (cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
         excluded = [r for r in rows if r.get("error_load") and not scoring.item_questions(r, cfg.data.questions)]
         summary: dict[str, Any] = {
-            "benchmark": "vidic", "n_cases": len({r["case_id"] for r in rows}), "n_rows": len(rows),
-            "n_questions": len(judged), "n_cases_excluded": len(excluded),
-            "metrics": {m: {**s, "higher_is_better": True}
-                        for m, s in scoring.section_metrics(judged, *args).items()},
+            "benchmark": "vidic",
+            "n_cases": len({r["case_id"] for r in rows}),
+            "n_rows": len(rows),
+            "n_questions": len(judged),
+            "n_cases_excluded": len(excluded),
+            "metrics": {m: {**s, "higher_is_better": True} for m, s in scoring.section_metrics(judged, *args).items()},
             "by_category": scoring.by_class(judged, *args),
             "question_status": _status_counts(judged),
         }
         for m, section in (("Sim", "Similarities"), ("Diff", "Differences"), ("Avg", None)):
             # a dead judge (or model under test) is not a score: judged questions, load errors aside
-            members = [r for r in judged if r["status"] != "load_error" and (section is None or r["section"] == section)]
-            judge_availability(summary["metrics"][m], members, float(cfg.judge.max_invalid_fraction),
-                               unusable=VIDIC_UNUSABLE, what="checklist questions")
+            members = [
+                r for r in judged if r["status"] != "load_error" and (section is None or r["section"] == section)
+            ]
+            judge_availability(
+                summary["metrics"][m],
+                members,
+                float(cfg.judge.max_invalid_fraction),
+                unusable=VIDIC_UNUSABLE,
+                what="checklist questions",
+            )
         if cfg.error_analysis.enabled:
             summary["error_types"] = scoring.error_type_counts(judged)
         summary["failures"] = _failures(rows, judged)
@@ -379,14 +446,20 @@ def _status_counts(judged: list[dict]) -> dict[str, int]:
 def _failures(rows: list[dict], judged: list[dict]) -> dict:
     """Cove's failure report (load errors), plus the cases whose description never came back usable."""
     report = failure_report(rows)
-    failed_describe = sorted({(r["case_id"], r["variant"], r["status"]) for r in judged
-                              if r["status"].startswith("describe_")})
+    failed_describe = sorted(
+        {(r["case_id"], r["variant"], r["status"]) for r in judged if r["status"].startswith("describe_")}
+    )
     if failed_describe:
         report["count"] += len({(c, v) for c, v, _ in failed_describe})
         report["by_stage"]["describe"] = len(failed_describe)
         room = max(0, 20 - len(report["examples"]))
-        report["examples"] += [{"case_id": c, "variant": v, "stage": "describe",
-                                "error": f"no usable description ({status[len('describe_'):]}); "
-                                         f"its questions count wrong"}
-                               for c, v, status in failed_describe[:room]]
+        report["examples"] += [
+            {
+                "case_id": c,
+                "variant": v,
+                "stage": "describe",
+                "error": f"no usable description ({status[len('describe_') :]}); its questions count wrong",
+            }
+            for c, v, status in failed_describe[:room]
+        ]
     return report

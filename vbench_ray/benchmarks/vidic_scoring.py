@@ -89,6 +89,7 @@ def fill(template: str, **values: str) -> str:
 
 # ----------------------------------------------------------------------------- checklist questions
 
+
 @dataclass(frozen=True)
 class Question:
     section: str  # Similarities | Differences
@@ -141,8 +142,10 @@ def parse_questions(item: Any, where: str, rules: str = "official") -> tuple[lis
         return [], [f"{where}: expected an object, got {type(item).__name__}"]
     analysis = item.get("structured_analysis")
     if not isinstance(analysis, dict):
-        return [], [f"{where}.structured_analysis: expected an object with Similarities and Differences lists, "
-                    f"got {type(analysis).__name__}"]
+        return [], [
+            f"{where}.structured_analysis: expected an object with Similarities and Differences lists, "
+            f"got {type(analysis).__name__}"
+        ]
     questions, errors = [], []
     for section, _, _ in SECTIONS:
         entries = analysis.get(section, [])  # a missing section is an empty one (official code)
@@ -181,8 +184,9 @@ def _strict_question(q: dict, qw: str) -> tuple[str, str, str] | list[str]:
     problems = []
     cls = canonical_class(q.get("class"))
     if cls is None:
-        problems.append(f"{qw}.class: unknown class {q.get('class')!r} (expected one of "
-                        f"{[c.lower() for c in CLASSES]})")
+        problems.append(
+            f"{qw}.class: unknown class {q.get('class')!r} (expected one of {[c.lower() for c in CLASSES]})"
+        )
     text = q.get("question")
     if not isinstance(text, str) or not text.strip():
         problems.append(f"{qw}.question: missing or empty")
@@ -211,6 +215,7 @@ def pair_key(video1: str, video2: str) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- request ids
 
+
 def request_id(case: dict, stage: str, group: str) -> str:
     """``vidic/{case}/{variant}/{stage}/{group}`` (``judges.base.request_id``)."""
     return judge_request_id("vidic", case["case_id"], case["variant"], stage, group)
@@ -221,6 +226,7 @@ def describe_id(case: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- describe (G.3)
+
 
 def _video_part(path: str) -> dict:
     return {"type": "video_url", "video_url": {"url": Path(path).resolve().as_uri()}}
@@ -247,16 +253,24 @@ def describe_request(case: dict) -> JudgeRequest:
     params = variant_params(case)
     order = params.get("order", "forward")
     if order not in ORDERS:
-        raise ValueError(f"case {case['case_id']} variant {case['variant']}: variant_params.order must be one of "
-                         f"{list(ORDERS)}, got {order!r}")
+        raise ValueError(
+            f"case {case['case_id']} variant {case['variant']}: variant_params.order must be one of "
+            f"{list(ORDERS)}, got {order!r}"
+        )
     a = [{"type": "text", "text": "Video A:"}, _video_part(case["source_path"])]
     b = [{"type": "text", "text": "Video B:"}, _video_part(case["edited_path"])]
     videos = b + a if order == "reverse" else a + b
     video = {k: params[k] for k in VIDEO_PARAMS if k in params} or None
     return JudgeRequest.build(
-        "vidic", case["case_id"], case["variant"], "describe", "response",
+        "vidic",
+        case["case_id"],
+        case["variant"],
+        "describe",
+        "response",
         messages=[{"role": "user", "content": [{"type": "text", "text": prompt("describe")}, *videos]}],
-        parser="free_text", video=video)
+        parser="free_text",
+        video=video,
+    )
 
 
 @register_parser("free_text")
@@ -278,10 +292,17 @@ def judge_request(case: dict, q: Question, description: str, parse: str = "offic
     if parse not in PARSE_MODES:
         raise ValueError(f"judge.parse must be one of {PARSE_MODES}, got {parse!r}")
     return JudgeRequest.build(
-        "vidic", case["case_id"], case["variant"], "judge", q.tag,
-        messages=[{"role": "system", "content": JUDGE_SYSTEM.format(section=q.section)},
-                  {"role": "user", "content": fill(prompt("judge"), description=description, question=q.question)}],
-        parser=JUDGE_PARSER[parse])
+        "vidic",
+        case["case_id"],
+        case["variant"],
+        "judge",
+        q.tag,
+        messages=[
+            {"role": "system", "content": JUDGE_SYSTEM.format(section=q.section)},
+            {"role": "user", "content": fill(prompt("judge"), description=description, question=q.question)},
+        ],
+        parser=JUDGE_PARSER[parse],
+    )
 
 
 _FENCED_JSON = re.compile(r"```json\s*(.*?)\s*```", re.DOTALL | re.IGNORECASE)
@@ -355,8 +376,11 @@ def parse_judge(text: str, expected: Any = None) -> Parsed:
     official = official_judge_answer(text)
     if error:
         return Parsed(False, value={"official": official}, error=error)
-    return Parsed(True, value={"answer": norm, "explanation": explanation, "official": official},
-                  note=None if how != "regex" else "answer found by the answer: pattern")
+    return Parsed(
+        True,
+        value={"answer": norm, "explanation": explanation, "official": official},
+        note=None if how != "regex" else "answer found by the answer: pattern",
+    )
 
 
 @register_parser("vidic_judge_official")
@@ -370,21 +394,34 @@ def parse_judge_official(text: str, expected: Any = None) -> Parsed:
 
 # ----------------------------------------------------------------------------- error analysis (G.5)
 
+
 def error_request(case: dict, q: Question, description: str, judged: dict) -> JudgeRequest:
-    user = (f"[Question]\n{q.question}\n\n[Correct Answer]\n{q.correct_answer}\n\n"
-            f"[Model's Description]\n{description}\n\n[Model's Predicted Answer]\n{judged['answer']}\n\n"
-            f"[Judge's Reason]\n{judged.get('explanation') or '(none)'}")
+    user = (
+        f"[Question]\n{q.question}\n\n[Correct Answer]\n{q.correct_answer}\n\n"
+        f"[Model's Description]\n{description}\n\n[Model's Predicted Answer]\n{judged['answer']}\n\n"
+        f"[Judge's Reason]\n{judged.get('explanation') or '(none)'}"
+    )
     return JudgeRequest.build(
-        "vidic", case["case_id"], case["variant"], "error", q.tag,
+        "vidic",
+        case["case_id"],
+        case["variant"],
+        "error",
+        q.tag,
         messages=[{"role": "system", "content": prompt("error_analysis")}, {"role": "user", "content": user}],
-        parser="vidic_error_type")
+        parser="vidic_error_type",
+    )
 
 
 _ERROR_KEYWORDS = (  # first match wins; checked on the lower-cased label
-    ("self contradiction", "Self-Contradiction"), ("contradict", "Self-Contradiction"),
-    ("hallucinat", "Hallucination"), ("non existent", "Hallucination"),
-    ("missed", "Missed Detection"), ("incomplete", "Missed Detection"), ("omission", "Missed Detection"),
-    ("vague", "Vague / Imprecise"), ("imprecise", "Vague / Imprecise"),
+    ("self contradiction", "Self-Contradiction"),
+    ("contradict", "Self-Contradiction"),
+    ("hallucinat", "Hallucination"),
+    ("non existent", "Hallucination"),
+    ("missed", "Missed Detection"),
+    ("incomplete", "Missed Detection"),
+    ("omission", "Missed Detection"),
+    ("vague", "Vague / Imprecise"),
+    ("imprecise", "Vague / Imprecise"),
     ("reasoning", "Reasoning Error"),
 )
 
@@ -418,6 +455,7 @@ def parse_error_type(text: str, expected: Any = None) -> Parsed:
 
 # ----------------------------------------------------------------------------- building the phases
 
+
 def scorable(case: dict) -> bool:
     return not case.get("error_load")
 
@@ -427,8 +465,9 @@ def describe_text(case: dict, results: dict) -> str | None:
     return result.value if result is not None and result.status == "ok" else None
 
 
-def judge_requests(cases: Iterable[dict], results: dict, parse: str = "official",
-                   rules: str = "official") -> list[JudgeRequest]:
+def judge_requests(
+    cases: Iterable[dict], results: dict, parse: str = "official", rules: str = "official"
+) -> list[JudgeRequest]:
     """One request per question of every case whose description came back usable."""
     out = []
     for case in cases:
@@ -455,13 +494,27 @@ def error_requests(cases: Iterable[dict], results: dict, rules: str = "official"
 
 # ----------------------------------------------------------------------------- question table
 
-JUDGMENT_SCHEMA = pa.schema([
-    ("case_id", pa.string()), ("variant", pa.string()), ("section", pa.string()), ("k", pa.int64()),
-    ("class", pa.string()), ("question", pa.string()), ("correct_answer", pa.string()), ("answer", pa.string()),
-    ("correct", pa.bool_()), ("status", pa.string()), ("request_id", pa.string()), ("explanation", pa.string()),
-    ("error_type", pa.string()), ("parse", pa.string()), ("alt_answer", pa.string()), ("alt_correct", pa.bool_()),
-    ("error", pa.string()),  # why no usable answer: the judge's (or the describing model's) last error
-])
+JUDGMENT_SCHEMA = pa.schema(
+    [
+        ("case_id", pa.string()),
+        ("variant", pa.string()),
+        ("section", pa.string()),
+        ("k", pa.int64()),
+        ("class", pa.string()),
+        ("question", pa.string()),
+        ("correct_answer", pa.string()),
+        ("answer", pa.string()),
+        ("correct", pa.bool_()),
+        ("status", pa.string()),
+        ("request_id", pa.string()),
+        ("explanation", pa.string()),
+        ("error_type", pa.string()),
+        ("parse", pa.string()),
+        ("alt_answer", pa.string()),
+        ("alt_correct", pa.bool_()),
+        ("error", pa.string()),  # why no usable answer: the judge's (or the describing model's) last error
+    ]
+)
 
 
 def _correct(answer, gold: str) -> bool:
@@ -502,16 +555,32 @@ def judgment_rows(case: dict, results: dict, parse: str = "official", rules: str
         if answer is not None and str(answer).lower() in ANSWERS and str(answer).lower() != q.correct_answer.lower():
             e = results.get(request_id(case, "error", q.tag))
             error_type = e.value["error_type"] if e is not None and e.status == "ok" else None
-        rows.append({"case_id": case["case_id"], "variant": case["variant"], "section": q.section, "k": q.k,
-                     "class": q.cls, "question": q.question, "correct_answer": q.correct_answer,
-                     "answer": None if answer is None else str(answer), "correct": _correct(answer, q.correct_answer),
-                     "status": status, "request_id": rid, "explanation": explanation, "error_type": error_type,
-                     "parse": parse, "alt_answer": None if alt is None else str(alt),
-                     "alt_correct": _correct(alt, q.correct_answer), "error": error})
+        rows.append(
+            {
+                "case_id": case["case_id"],
+                "variant": case["variant"],
+                "section": q.section,
+                "k": q.k,
+                "class": q.cls,
+                "question": q.question,
+                "correct_answer": q.correct_answer,
+                "answer": None if answer is None else str(answer),
+                "correct": _correct(answer, q.correct_answer),
+                "status": status,
+                "request_id": rid,
+                "explanation": explanation,
+                "error_type": error_type,
+                "parse": parse,
+                "alt_answer": None if alt is None else str(alt),
+                "alt_correct": _correct(alt, q.correct_answer),
+                "error": error,
+            }
+        )
     return rows
 
 
 # ----------------------------------------------------------------------------- metrics
+
 
 def accuracy(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict:
     """Pooled accuracy in percent over ``rows`` (questions), with a case-resampling bootstrap CI."""
@@ -522,13 +591,22 @@ def accuracy(rows: list[dict], seed: int, n_resamples: int, confidence: float) -
         c[1] += 1
     n = sum(c[1] for c in per_case.values())
     parse = rows[0].get("parse") if rows else None
-    out = {"value": None, "ci95": None, "n": n, "n_cases": len(per_case),
-           "n_correct": sum(c[0] for c in per_case.values()),
-           "n_invalid": sum(1 for r in rows if r["status"] != "ok"), "scale": "percent",
-           # judge.parse: answers the official and lenient parses score differently, and the other's value
-           "parse": parse, "n_scored_differently": sum(1 for r in rows if bool(r["correct"]) != bool(r.get("alt_correct"))),
-           "other_parse": {"parse": next((m for m in PARSE_MODES if m != parse), None) if parse else None,
-                           "value": 100.0 * sum(bool(r.get("alt_correct")) for r in rows) / n if n else None}}
+    out = {
+        "value": None,
+        "ci95": None,
+        "n": n,
+        "n_cases": len(per_case),
+        "n_correct": sum(c[0] for c in per_case.values()),
+        "n_invalid": sum(1 for r in rows if r["status"] != "ok"),
+        "scale": "percent",
+        # judge.parse: answers the official and lenient parses score differently, and the other's value
+        "parse": parse,
+        "n_scored_differently": sum(1 for r in rows if bool(r["correct"]) != bool(r.get("alt_correct"))),
+        "other_parse": {
+            "parse": next((m for m in PARSE_MODES if m != parse), None) if parse else None,
+            "value": 100.0 * sum(bool(r.get("alt_correct")) for r in rows) / n if n else None,
+        },
+    }
     if n == 0:
         return out
     cases = sorted(per_case)
@@ -542,9 +620,11 @@ def accuracy(rows: list[dict], seed: int, n_resamples: int, confidence: float) -
 def section_metrics(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict[str, dict]:
     """``Sim`` (similarity questions), ``Diff`` (difference questions), ``Avg`` (all of them pooled)."""
     args = (seed, n_resamples, confidence)
-    return {"Sim": accuracy([r for r in rows if r["section"] == "Similarities"], *args),
-            "Diff": accuracy([r for r in rows if r["section"] == "Differences"], *args),
-            "Avg": accuracy(rows, *args)}
+    return {
+        "Sim": accuracy([r for r in rows if r["section"] == "Similarities"], *args),
+        "Diff": accuracy([r for r in rows if r["section"] == "Differences"], *args),
+        "Avg": accuracy(rows, *args),
+    }
 
 
 def by_class(rows: list[dict], seed: int, n_resamples: int, confidence: float) -> dict[str, dict]:
@@ -567,8 +647,13 @@ def error_type_counts(rows: list[dict]) -> dict:
         return {t: sum(1 for r in subset if r["error_type"] == t) for t in ERROR_TYPES}
 
     total = counts(typed)
-    return {"counts": total,
-            "percent": {t: (100.0 * v / len(typed) if typed else None) for t, v in total.items()},
-            "n_wrong": len(wrong), "n_analysed": len(typed), "n_unanalysed": len(wrong) - len(typed),
-            "by_section": {metric: counts([r for r in typed if r["section"] == section])
-                           for section, _, metric in SECTIONS}}
+    return {
+        "counts": total,
+        "percent": {t: (100.0 * v / len(typed) if typed else None) for t, v in total.items()},
+        "n_wrong": len(wrong),
+        "n_analysed": len(typed),
+        "n_unanalysed": len(wrong) - len(typed),
+        "by_section": {
+            metric: counts([r for r in typed if r["section"] == section]) for section, _, metric in SECTIONS
+        },
+    }

@@ -9,10 +9,25 @@ from a local folder once per actor (diffusers_editor.py). Each model's Table 7 f
 (configs/editors/<model>.yaml, ``editor.frame_rules``): the source is resampled to them first (frames.py).
 """
 
-from vbench_ray.editors.base import (EDITORS, EditFailed, Editor, EditorConfig, editor_config_hash, editor_stages,
-                                     register_editor)
+from vbench_ray.editors.base import (
+    EDITORS,
+    EditFailed,
+    Editor,
+    EditorConfig,
+    editor_config_hash,
+    editor_stages,
+    register_editor,
+)
 from vbench_ray.editors.frames import FrameRules
 from vbench_ray.editors import command, diffusers_editor, identity  # noqa: F401  (registration)
 
-__all__ = ["EDITORS", "EditFailed", "Editor", "EditorConfig", "FrameRules", "editor_config_hash", "editor_stages",
-           "register_editor"]
+__all__ = [
+    "EDITORS",
+    "EditFailed",
+    "Editor",
+    "EditorConfig",
+    "FrameRules",
+    "editor_config_hash",
+    "editor_stages",
+    "register_editor",
+]

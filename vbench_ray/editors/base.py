@@ -44,9 +44,13 @@ class EditorConfig:
     # a case's edit taking longer fails: command killed, diffusers stopped at a step
     timeout_s: Optional[float] = bounded(None, gt=0, note="null: no limit")
     stderr_tail_chars: int = bounded(2000, ge=0)  # command backend: how much of stderr the case row keeps
-    gpu_poll_s: float = bounded(0.5, gt=0)  # command backend: how often nvidia-smi is asked for the command's GPU memory
+    gpu_poll_s: float = bounded(
+        0.5, gt=0
+    )  # command backend: how often nvidia-smi is asked for the command's GPU memory
     weights: Optional[str] = None  # diffusers backend: the local model folder (model_index.json + components)
-    pipeline: Optional[str] = None  # diffusers backend: the pipeline class, e.g. WanVACEPipeline (null: model_index.json's)
+    pipeline: Optional[str] = (
+        None  # diffusers backend: the pipeline class, e.g. WanVACEPipeline (null: model_index.json's)
+    )
     dtype: str = "bf16"  # diffusers backend: bf16 | fp16 | fp32, the weights' dtype
     vae_dtype: Optional[str] = None  # diffusers backend: the VAE's dtype when it differs (null: dtype)
     device: Optional[str] = None  # diffusers backend: cuda | cuda:N | cpu (null: cuda when the actor has a GPU)
@@ -60,8 +64,17 @@ class EditorConfig:
 
 
 # Keys that do not change what an editor produces: left out of its config hash.
-_PLACEMENT_KEYS = ("output_dir", "layout", "num_gpus", "replicas", "config_hash", "timeout_s", "stderr_tail_chars",
-                   "gpu_poll_s", "offload")
+_PLACEMENT_KEYS = (
+    "output_dir",
+    "layout",
+    "num_gpus",
+    "replicas",
+    "config_hash",
+    "timeout_s",
+    "stderr_tail_chars",
+    "gpu_poll_s",
+    "offload",
+)
 
 
 def editor_config_hash(editor: Any) -> str:
@@ -113,8 +126,9 @@ class Editor:
 
 
 # `editor.name`: a registered editor, or precomputed (no editor stage: the loader reads data.edited_dir)
-EDITORS: Registry = Registry("editor", describe=lambda cls: {"section": cls.paper, "needs": cls.needs},
-                             extra=("precomputed",))
+EDITORS: Registry = Registry(
+    "editor", describe=lambda cls: {"section": cls.paper, "needs": cls.needs}, extra=("precomputed",)
+)
 
 
 def register_editor(cls: type[Editor]) -> type[Editor]:
@@ -143,11 +157,17 @@ class EditorPool:
         self.inputs_dir = Path(inputs_dir) if inputs_dir else self.output_dir / ".inputs"
         self.rules = None if self.editor.keeps_source else effective_rules(self.cfg)
         self.flat = self.cfg.get("layout", "by_variant") == "flat"
-        self.stamp = {"edit_seed": int(self.cfg.seed), "editor_hash": self.cfg.get("config_hash") or editor_config_hash(self.cfg)}
+        self.stamp = {
+            "edit_seed": int(self.cfg.seed),
+            "editor_hash": self.cfg.get("config_hash") or editor_config_hash(self.cfg),
+        }
 
     def _path(self, root: Path, row: dict) -> Path:
-        return within(root, edited_name(row["case_id"])) if self.flat else \
-            within(root, unique_component(row["variant"]), edited_name(row["case_id"]))
+        return (
+            within(root, edited_name(row["case_id"]))
+            if self.flat
+            else within(root, unique_component(row["variant"]), edited_name(row["case_id"]))
+        )
 
     def __call__(self, row: dict) -> dict:
         from vbench_ray.video.io import VideoReader
@@ -173,24 +193,47 @@ class EditorPool:
         peak = _reset_peak()
         start = time.perf_counter()
         try:
-            out.update(self.editor.edit(source, row.get("instruction"), row.get("annotations"), partial, **params) or {})
+            out.update(
+                self.editor.edit(source, row.get("instruction"), row.get("annotations"), partial, **params) or {}
+            )
             if not partial.exists():
                 raise EditFailed(f"the editor wrote no video ({partial})")
             frames = VideoReader(str(partial)).info.num_frames
         except Exception as exc:  # this case failed; the other cases go on
             partial.unlink(missing_ok=True)
             record = exc.record if isinstance(exc, EditFailed) else {}
-            return {**out, **record, "edit_seconds": time.perf_counter() - start, **_peak_fields(record, peak),
-                    "error_edit": str(exc) if isinstance(exc, EditFailed) else format_exception(exc)}
+            return {
+                **out,
+                **record,
+                "edit_seconds": time.perf_counter() - start,
+                **_peak_fields(record, peak),
+                "error_edit": str(exc) if isinstance(exc, EditFailed) else format_exception(exc),
+            }
         seconds = time.perf_counter() - start
         shutil.move(str(partial), output)
-        return {**out, "edited_path": str(output), "edit_seconds": seconds, "edit_frames": frames,
-                "edit_seconds_per_frame": seconds / max(1, frames), **_peak_fields(out, peak)}
+        return {
+            **out,
+            "edited_path": str(output),
+            "edit_seconds": seconds,
+            "edit_frames": frames,
+            "edit_seconds_per_frame": seconds / max(1, frames),
+            **_peak_fields(out, peak),
+        }
 
 
-EDIT_OUTPUTS = {"edited_path": "str", "edit_input_path": "str", "edit_frames": "int", "edit_seconds": "float",
-                "edit_seconds_per_frame": "float", "edit_peak_mb": "float", "edit_peak_from": "str",
-                "edit_exit_code": "int", "edit_stderr": "str", "edit_seed": "int", "editor_hash": "str"}
+EDIT_OUTPUTS = {
+    "edited_path": "str",
+    "edit_input_path": "str",
+    "edit_frames": "int",
+    "edit_seconds": "float",
+    "edit_seconds_per_frame": "float",
+    "edit_peak_mb": "float",
+    "edit_peak_from": "str",
+    "edit_exit_code": "int",
+    "edit_stderr": "str",
+    "edit_seed": "int",
+    "editor_hash": "str",
+}
 
 # What ``edit_peak_mb`` measured: the tensors the actor's own process allocated (an in-process model, e.g. the
 # diffusers backend: CoVEBench Table 5's measure), or what nvidia-smi reports for a command's processes (command.py).
@@ -208,7 +251,7 @@ def _reset_peak():
             devices = range(torch.cuda.device_count())
             for d in devices:
                 torch.cuda.reset_peak_memory_stats(d)
-            return lambda: sum(torch.cuda.max_memory_allocated(d) for d in devices) / 2 ** 20
+            return lambda: sum(torch.cuda.max_memory_allocated(d) for d in devices) / 2**20
     except (ImportError, RuntimeError):
         pass
     return lambda: None
@@ -235,11 +278,22 @@ def editor_stages(cfg: Any) -> list[Stage]:
         raise ConfigError(f"`editor.name`: {EDITORS.unknown(editor.name)}")
     from omegaconf import OmegaConf
 
-    return [Stage(name="edit", fn=EditorPool, kind="pool",
-                  init_kwargs={"cfg": OmegaConf.to_container(editor, resolve=True),
-                               "output_dir": str(editor.output_dir or run_dir / "edited"),
-                               "inputs_dir": str(run_dir / "edit_inputs")},
-                  inputs=("source_path", "instruction", "annotations"),
-                  outputs=dict(EDIT_OUTPUTS),
-                  num_cpus=1.0, num_gpus=0.0 if EDITORS[editor.name].keeps_source else float(editor.num_gpus),
-                  workers=editor.replicas, batch_size=1, cpu_setting="editor.num_gpus=0")]
+    return [
+        Stage(
+            name="edit",
+            fn=EditorPool,
+            kind="pool",
+            init_kwargs={
+                "cfg": OmegaConf.to_container(editor, resolve=True),
+                "output_dir": str(editor.output_dir or run_dir / "edited"),
+                "inputs_dir": str(run_dir / "edit_inputs"),
+            },
+            inputs=("source_path", "instruction", "annotations"),
+            outputs=dict(EDIT_OUTPUTS),
+            num_cpus=1.0,
+            num_gpus=0.0 if EDITORS[editor.name].keeps_source else float(editor.num_gpus),
+            workers=editor.replicas,
+            batch_size=1,
+            cpu_setting="editor.num_gpus=0",
+        )
+    ]

@@ -57,7 +57,8 @@ def build_argv(template: str, values: dict) -> list[str]:
             raise ValueError(
                 f"editor.command: {{{TASK_TEXT}}} in the word {words[i]!r} could be read as an option by the script "
                 f"(an instruction may start with '-', e.g. --output=elsewhere.mp4): write it as the value inside "
-                f"the option's own word (--prompt={{{TASK_TEXT}}}) or after a -- word (... -- {{{TASK_TEXT}}})")
+                f"the option's own word (--prompt={{{TASK_TEXT}}}) or after a -- word (... -- {{{TASK_TEXT}}})"
+            )
     return [w.format(**{k: "" if v is None else str(v) for k, v in values.items()}) for w in words]
 
 
@@ -85,15 +86,19 @@ class CommandEditor(Editor):
     @classmethod
     def check_weights(cls, cfg) -> list[str]:
         if not cfg.get("command"):
-            return ["`editor.command` is not set: editor.name=command runs the model's inference command template "
-                    f"(placeholders {{{'}, {'.join(PLACEHOLDERS)}}})"]
+            return [
+                "`editor.command` is not set: editor.name=command runs the model's inference command template "
+                f"(placeholders {{{'}, {'.join(PLACEHOLDERS)}}})"
+            ]
         try:
             build_argv(cfg.command, {k: "" for k in PLACEHOLDERS})
         except ValueError as exc:
             return [f"`editor.command`: {exc}"]
         workdir = cfg.get("workdir")
         if workdir and not Path(str(workdir)).expanduser().is_dir():
-            return [f"`editor.workdir` = {str(workdir)!r} is not a folder (the model's repository, where the command runs)"]
+            return [
+                f"`editor.workdir` = {str(workdir)!r} is not a folder (the model's repository, where the command runs)"
+            ]
         return []
 
     def setup(self) -> None:
@@ -102,13 +107,28 @@ class CommandEditor(Editor):
             raise ValueError("; ".join(problems))
 
     def edit(self, source: str, instruction: str | None, annotations: str | None, output: Path, **params) -> dict:
-        argv = build_argv(self.cfg.command, {"source": source, "instruction": instruction or "",
-                                             "annotations": annotations or "", "output": str(output), **params})
+        argv = build_argv(
+            self.cfg.command,
+            {
+                "source": source,
+                "instruction": instruction or "",
+                "annotations": annotations or "",
+                "output": str(output),
+                **params,
+            },
+        )
         env = child_env(self.cfg.get("env"))
         timeout = self.cfg.get("timeout_s")
         tail_chars = int(self.cfg.get("stderr_tail_chars") or 2000)
-        proc = subprocess.Popen(argv, cwd=self.cfg.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.cfg.get("workdir") or None,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         # start_new_session: the command leads a process group of its own (pgid == its pid), polled for GPU memory
         gpu = GroupPeak(proc.pid, float(self.cfg.get("gpu_poll_s") or 0.5)).start()
         try:
@@ -117,12 +137,22 @@ class CommandEditor(Editor):
             _kill_group(proc)
             _, err = proc.communicate()
             peak, peak_from = gpu.stop()
-            raise EditFailed(f"timed out after {timeout} s: {argv[0]}",
-                             {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars),
-                              "edit_peak_mb": peak, "edit_peak_from": peak_from})
+            raise EditFailed(
+                f"timed out after {timeout} s: {argv[0]}",
+                {
+                    "edit_exit_code": proc.returncode,
+                    "edit_stderr": _tail(err, tail_chars),
+                    "edit_peak_mb": peak,
+                    "edit_peak_from": peak_from,
+                },
+            )
         peak, peak_from = gpu.stop()
-        record = {"edit_exit_code": proc.returncode, "edit_stderr": _tail(err, tail_chars),
-                  "edit_peak_mb": peak, "edit_peak_from": peak_from}
+        record = {
+            "edit_exit_code": proc.returncode,
+            "edit_stderr": _tail(err, tail_chars),
+            "edit_peak_mb": peak,
+            "edit_peak_from": peak_from,
+        }
         if proc.returncode != 0:
             last = (record["edit_stderr"] or "").strip().splitlines()[-1:] or [""]
             raise EditFailed(f"exit code {proc.returncode}: {last[0][:300]}", record)

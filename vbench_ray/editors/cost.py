@@ -18,26 +18,58 @@ def edit_summary(rows: list[dict], editor: Any) -> dict:
     peaks = [r["edit_peak_mb"] for r in timed if r.get("edit_peak_mb") is not None]
     spf = [r["edit_seconds_per_frame"] for r in timed]
     get = editor.get if hasattr(editor, "get") else lambda k, d=None: getattr(editor, k, d)
-    return {"editor": get("name"), "model": get("model"), "profile": get("profile"), "seed": get("seed"),
-            "config_hash": get("config_hash"), "n_cases": len(loaded), "n_edited": len(timed),
-            "n_reused": len(loaded) - len(timed) - len(failed), "n_failed": len(failed),
-            "failed": {r["case_id"]: r["error_edit"] for r in failed[:50]},
-            "mean_seconds_per_frame": sum(spf) / len(spf) if spf else None,
-            "peak_mb": max(peaks) if peaks else None,
-            "peak_from": sorted({r["edit_peak_from"] for r in timed if r.get("edit_peak_from")}),
-            "mean_seconds_per_case": (sum(r["edit_seconds"] for r in timed) / len(timed)) if timed else None,
-            "frames_edited": sum(r.get("edit_frames") or 0 for r in timed)}
+    return {
+        "editor": get("name"),
+        "model": get("model"),
+        "profile": get("profile"),
+        "seed": get("seed"),
+        "config_hash": get("config_hash"),
+        "n_cases": len(loaded),
+        "n_edited": len(timed),
+        "n_reused": len(loaded) - len(timed) - len(failed),
+        "n_failed": len(failed),
+        "failed": {r["case_id"]: r["error_edit"] for r in failed[:50]},
+        "mean_seconds_per_frame": sum(spf) / len(spf) if spf else None,
+        "peak_mb": max(peaks) if peaks else None,
+        "peak_from": sorted({r["edit_peak_from"] for r in timed if r.get("edit_peak_from")}),
+        "mean_seconds_per_case": (sum(r["edit_seconds"] for r in timed) / len(timed)) if timed else None,
+        "frames_edited": sum(r.get("edit_frames") or 0 for r in timed),
+    }
 
 
 def edit_report_table(edit: dict) -> dict:
     """The report's "Editing cost" table (``summary.report_tables``), in Table 5's columns."""
+
     def fmt(x, spec):
         return "n/a" if x is None else format(x, spec)
 
     label = edit.get("model") or edit.get("editor")
-    return {"title": "Editing cost (CoVEBench Table 5)",
-            "columns": ["Method", "Time (s/f)", "Peak VRAM (MB)", "peak measured by", "profile", "edited", "reused",
-                        "failed", "seed", "config hash"],
-            "rows": [[label, fmt(edit.get("mean_seconds_per_frame"), ".3f"), fmt(edit.get("peak_mb"), ",.1f"),
-                      "; ".join(edit.get("peak_from") or []) or "n/a", edit.get("profile") or "frame rules",
-                      edit["n_edited"], edit["n_reused"], edit["n_failed"], edit.get("seed"), edit.get("config_hash")]]}
+    return {
+        "title": "Editing cost (CoVEBench Table 5)",
+        "columns": [
+            "Method",
+            "Time (s/f)",
+            "Peak VRAM (MB)",
+            "peak measured by",
+            "profile",
+            "edited",
+            "reused",
+            "failed",
+            "seed",
+            "config hash",
+        ],
+        "rows": [
+            [
+                label,
+                fmt(edit.get("mean_seconds_per_frame"), ".3f"),
+                fmt(edit.get("peak_mb"), ",.1f"),
+                "; ".join(edit.get("peak_from") or []) or "n/a",
+                edit.get("profile") or "frame rules",
+                edit["n_edited"],
+                edit["n_reused"],
+                edit["n_failed"],
+                edit.get("seed"),
+                edit.get("config_hash"),
+            ]
+        ],
+    }

@@ -52,15 +52,18 @@ def read_model_index(folder: str | Path) -> dict:
     try:
         index = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"{folder} has no model_index.json (not a diffusers model folder: save_pretrained "
-                         f"writes one)") from None
+        raise ValueError(
+            f"{folder} has no model_index.json (not a diffusers model folder: save_pretrained writes one)"
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path} cannot be read: {exc}") from None
     if not isinstance(index, dict) or "_class_name" not in index:
         raise ValueError(f"{path} does not name its pipeline class (`_class_name`)")
     if not isinstance(index["_class_name"], str) or not index["_class_name"]:
-        raise ValueError(f"{path}: `_class_name` = {index['_class_name']!r}: expected the pipeline class's name "
-                         f"(a string such as \"WanVACEPipeline\")")
+        raise ValueError(
+            f"{path}: `_class_name` = {index['_class_name']!r}: expected the pipeline class's name "
+            f"(a string such as \"WanVACEPipeline\")"
+        )
     return index
 
 
@@ -83,8 +86,10 @@ class DiffusersEditor(Editor):
     name = "diffusers"
     paper = "a local diffusers video-to-video / VACE pipeline (CoVEBench Table 5 cost, Table 7 frame rules)"
     needs = "weights (editor.weights: a diffusers model folder), GPU (editor.num_gpus)"
-    weights_from = {"weights": "the model's diffusers folder on Hugging Face, e.g. Wan-AI/Wan2.1-VACE-14B-diffusers "
-                               "for VACE (configs/editors/vace.yaml)"}
+    weights_from = {
+        "weights": "the model's diffusers folder on Hugging Face, e.g. Wan-AI/Wan2.1-VACE-14B-diffusers "
+        "for VACE (configs/editors/vace.yaml)"
+    }
 
     @classmethod
     def check_weights(cls, cfg: Any) -> list[str]:
@@ -96,7 +101,9 @@ class DiffusersEditor(Editor):
                 out.append(f"`editor.{key}` = {value!r}: expected one of {list(DTYPES)}")
         device = cfgutil.get(cfg, "device")
         if device is not None and not _DEVICE.fullmatch(str(device)):
-            out.append(f"`editor.device` = {device!r}: expected cpu, cuda or cuda:N (null: cuda when the actor has a GPU)")
+            out.append(
+                f"`editor.device` = {device!r}: expected cpu, cuda or cuda:N (null: cuda when the actor has a GPU)"
+            )
         steps = cfgutil.get(cfg, "steps")
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
             out.append(f"`editor.steps` = {steps!r}: expected an integer >= 1 (null: the pipeline's default)")
@@ -105,31 +112,47 @@ class DiffusersEditor(Editor):
             out.append(f"`editor.fps` = {fps!r}: expected a number > 0 (null: the input's fps)")
         weights = cfgutil.get(cfg, "weights")
         if not weights:
-            return out + ["`editor.weights` is not set: the diffusers editor loads a local diffusers model folder "
-                          "(model_index.json and one folder per component; nothing is downloaded)"]
+            return out + [
+                "`editor.weights` is not set: the diffusers editor loads a local diffusers model folder "
+                "(model_index.json and one folder per component; nothing is downloaded)"
+            ]
         folder = Path(str(weights)).expanduser()
         if not folder.is_dir():
-            return out + [f"`editor.weights` = {str(weights)!r} is not a folder (a local diffusers model folder "
-                          f"with model_index.json; nothing is downloaded)"]
+            return out + [
+                f"`editor.weights` = {str(weights)!r} is not a folder (a local diffusers model folder "
+                f"with model_index.json; nothing is downloaded)"
+            ]
         try:
             index = read_model_index(folder)
         except ValueError as exc:
             return out + [f"`editor.weights`: {exc}"]
-        missing = [name for name, spec in index.items() if not name.startswith("_") and isinstance(spec, list)
-                   and spec[0] is not None and not (folder / name).is_dir()]
+        missing = [
+            name
+            for name, spec in index.items()
+            if not name.startswith("_")
+            and isinstance(spec, list)
+            and spec[0] is not None
+            and not (folder / name).is_dir()
+        ]
         if missing:
-            out.append(f"`editor.weights` = {str(weights)!r} lacks the component folder(s) {missing} that "
-                       f"model_index.json lists")
+            out.append(
+                f"`editor.weights` = {str(weights)!r} lacks the component folder(s) {missing} that "
+                f"model_index.json lists"
+            )
         names = _diffusers_names()
         pipeline = cfgutil.get(cfg, "pipeline")
         if names is None:
             out.append("the diffusers editor needs the `diffusers` package (pip install diffusers)")
         elif pipeline and pipeline not in names:
-            out.append(f"`editor.pipeline` = {pipeline!r} is not a diffusers class (e.g. WanVACEPipeline; null: "
-                       f"model_index.json's {index['_class_name']!r})")
+            out.append(
+                f"`editor.pipeline` = {pipeline!r} is not a diffusers class (e.g. WanVACEPipeline; null: "
+                f"model_index.json's {index['_class_name']!r})"
+            )
         elif not pipeline and index["_class_name"] not in names:
-            out.append(f"`editor.weights`: model_index.json names {index['_class_name']!r}, which this diffusers "
-                       f"does not have; set `editor.pipeline` to the class to load it with")
+            out.append(
+                f"`editor.weights`: model_index.json names {index['_class_name']!r}, which this diffusers "
+                f"does not have; set `editor.pipeline` to the class to load it with"
+            )
         return out
 
     # -- loading (once per actor)
@@ -171,8 +194,12 @@ class DiffusersEditor(Editor):
             pipe.to(device)
         pipe.set_progress_bar_config(disable=True)
         self.pipe, self.device = pipe, device
-        log.info("diffusers editor: %s on %s (%s)", type(pipe).__name__, device, "offloaded" if
-                 cfgutil.get(self.cfg, "offload", False) else "resident")
+        log.info(
+            "diffusers editor: %s on %s (%s)",
+            type(pipe).__name__,
+            device,
+            "offloaded" if cfgutil.get(self.cfg, "offload", False) else "resident",
+        )
         params = inspect.signature(pipe.__call__).parameters
         self.accepts = set(params) if not any(p.kind == p.VAR_KEYWORD for p in params.values()) else None
 
@@ -183,13 +210,20 @@ class DiffusersEditor(Editor):
         import torch
 
         n = len(frames)
-        args = {"prompt": instruction or "", "negative_prompt": cfgutil.get(self.cfg, "negative_prompt"),
-                "video": [PIL.Image.fromarray(f) for f in frames],
-                "mask": [PIL.Image.new("L", (width, height), 255)] * n,  # white: every pixel may be edited
-                "height": height, "width": width, "num_frames": n,
-                "num_inference_steps": cfgutil.get(self.cfg, "steps"), "guidance_scale": cfgutil.get(self.cfg, "guidance"),
-                "generator": torch.Generator(device="cpu").manual_seed(int(seed)), "output_type": "np",
-                **dict(cfgutil.get(self.cfg, "call_kwargs", {}) or {})}
+        args = {
+            "prompt": instruction or "",
+            "negative_prompt": cfgutil.get(self.cfg, "negative_prompt"),
+            "video": [PIL.Image.fromarray(f) for f in frames],
+            "mask": [PIL.Image.new("L", (width, height), 255)] * n,  # white: every pixel may be edited
+            "height": height,
+            "width": width,
+            "num_frames": n,
+            "num_inference_steps": cfgutil.get(self.cfg, "steps"),
+            "guidance_scale": cfgutil.get(self.cfg, "guidance"),
+            "generator": torch.Generator(device="cpu").manual_seed(int(seed)),
+            "output_type": "np",
+            **dict(cfgutil.get(self.cfg, "call_kwargs", {}) or {}),
+        }
         timeout = cfgutil.get(self.cfg, "timeout_s")
         if timeout:  # a model in this process cannot be killed: the pipeline's step callback stops it instead
             args["callback_on_step_end"] = _deadline(float(timeout))

@@ -42,7 +42,9 @@ class FrameRules:
     resolution_mode: str = "exact"  # exact: output is resolution | max: the source scaled down to fit it
     min_frames: int = bounded(1, ge=0)  # valid input frame range after preprocessing
     max_frames: Optional[int] = bounded(None, ge=1, note="null: no maximum")
-    fixed_frames: Optional[int] = bounded(None, ge=1, note="null: the source's count")  # "Default / Used Frames": null = Original, else the fixed count
+    fixed_frames: Optional[int] = bounded(
+        None, ge=1, note="null: the source's count"
+    )  # "Default / Used Frames": null = Original, else the fixed count
     frame_constraint: Optional[str] = None  # e.g. "4k+1" (frame count = 4k+1 for an integer k >= 0)
     size_multiple: int = bounded(2, ge=1)  # each side a multiple of this (h264/yuv420p needs even sizes)
 
@@ -69,8 +71,10 @@ class Plan:
 
     @property
     def unchanged(self) -> bool:
-        return (self.indices == tuple(range(self.source_frames))
-                and (self.height, self.width) == (self.source_height, self.source_width))
+        return self.indices == tuple(range(self.source_frames)) and (self.height, self.width) == (
+            self.source_height,
+            self.source_width,
+        )
 
 
 def parse_constraint(text: str | None) -> tuple[int, int]:
@@ -100,8 +104,10 @@ def target_frames(n: int, rules: Any) -> int:
         down = m - ((m - b) % a)  # the largest valid count <= m
         m = down if down >= max(lo, 1) else down + a
     if m < 1 or (hi is not None and m > int(hi)) or m < lo and fixed is None:
-        raise ValueError(f"no frame count satisfies min_frames={lo}, max_frames={hi}, "
-                         f"frame_constraint={cfgutil.get(rules, 'frame_constraint')!r}")
+        raise ValueError(
+            f"no frame count satisfies min_frames={lo}, max_frames={hi}, "
+            f"frame_constraint={cfgutil.get(rules, 'frame_constraint')!r}"
+        )
     return m
 
 
@@ -135,8 +141,9 @@ def target_size(height: int, width: int, rules: Any) -> tuple[int, int]:
 def plan(num_frames: int, height: int, width: int, fps: float, rules: Any) -> Plan:
     m = target_frames(num_frames, rules)
     h, w = target_size(height, width, rules)
-    return Plan(tuple(sample_indices(num_frames, m)), h, w, fps * m / num_frames if fps > 0 else fps,
-                num_frames, height, width)
+    return Plan(
+        tuple(sample_indices(num_frames, m)), h, w, fps * m / num_frames if fps > 0 else fps, num_frames, height, width
+    )
 
 
 def effective_rules(editor_cfg: Any) -> dict | None:
@@ -170,8 +177,14 @@ def conform(source: str | Path, dest: Path, rules: Any, backend: str = "auto") -
         unique = sorted(set(p.indices))
         frames = dict(zip(unique, reader.read(unique)))
         interp = cv2.INTER_AREA if p.height * p.width < info.height * info.width else cv2.INTER_CUBIC
-        out = np.stack([cv2.resize(frames[i], (p.width, p.height), interpolation=interp)
-                        if (p.height, p.width) != (info.height, info.width) else frames[i] for i in p.indices])
+        out = np.stack(
+            [
+                cv2.resize(frames[i], (p.width, p.height), interpolation=interp)
+                if (p.height, p.width) != (info.height, info.width)
+                else frames[i]
+                for i in p.indices
+            ]
+        )
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(dest.stem + ".tmp.mp4")
         write_video(tmp, out, fps=p.fps or 16.0)

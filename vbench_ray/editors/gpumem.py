@@ -22,8 +22,10 @@ from typing import Callable
 QUERY = ["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
 PEAK_SMI = "nvidia-smi used_memory summed over the command's process group"
 NO_SMI = "unavailable: no nvidia-smi on the actor's node"
-NOT_SEEN = ("unavailable: nvidia-smi never listed a process of the command's group (no GPU used, or PIDs of "
-            "another PID namespace)")
+NOT_SEEN = (
+    "unavailable: nvidia-smi never listed a process of the command's group (no GPU used, or PIDs of "
+    "another PID namespace)"
+)
 
 
 def parse_compute_apps(text: str) -> dict[int, float]:
@@ -72,8 +74,9 @@ class GroupPeak:
 
     def poll(self) -> None:
         try:
-            done = subprocess.run([self.smi, *QUERY], capture_output=True, text=True,
-                                  timeout=max(5.0, self.interval), check=False)
+            done = subprocess.run(
+                [self.smi, *QUERY], capture_output=True, text=True, timeout=max(5.0, self.interval), check=False
+            )
         except (OSError, subprocess.TimeoutExpired):
             return
         if done.returncode != 0:

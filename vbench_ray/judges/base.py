@@ -117,8 +117,11 @@ class _BackendNames(Sequence):
         return repr(tuple(self._names()))
 
 
-JUDGE_CHOICES = {"judge.backend": _BackendNames(), "judge.http.media": ("file", "base64"),
-                 "judge.parse": ("official", "lenient")}
+JUDGE_CHOICES = {
+    "judge.backend": _BackendNames(),
+    "judge.http.media": ("file", "base64"),
+    "judge.parse": ("official", "lenient"),
+}
 
 
 def model_problems(node: Any, key: str, backend: str, what: str, local: bool) -> List[str]:
@@ -130,8 +133,11 @@ def model_problems(node: Any, key: str, backend: str, what: str, local: bool) ->
     model = cfg_get(node, "model")
     if not model:
         return [f"`{key}.model` is not set: the {backend} backend needs {what}"]
-    if local and not Path(str(model)).expanduser().exists() and \
-            not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", str(model)):
+    if (
+        local
+        and not Path(str(model)).expanduser().exists()
+        and not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", str(model))
+    ):
         return [f"`{key}.model` = {model!r} does not exist (the {backend} backend loads a local model folder)"]
     return []
 
@@ -159,12 +165,20 @@ class JudgeRequest:
     attempt: int = 0
 
     @classmethod
-    def build(cls, benchmark: str, case_id: str, variant: str, stage: str, group: str, messages: List[dict],
-              **fields: Any) -> "JudgeRequest":
+    def build(
+        cls, benchmark: str, case_id: str, variant: str, stage: str, group: str, messages: List[dict], **fields: Any
+    ) -> "JudgeRequest":
         """A request whose ``request_id`` is made from its own parts (``request_id``); ``fields``: parser,
         expected, video."""
-        return cls(request_id=request_id(benchmark, case_id, variant, stage, group), messages=messages,
-                   case_id=case_id, variant=variant, stage=stage, group=group, **fields)
+        return cls(
+            request_id=request_id(benchmark, case_id, variant, stage, group),
+            messages=messages,
+            case_id=case_id,
+            variant=variant,
+            stage=stage,
+            group=group,
+            **fields,
+        )
 
     def prompt_hash(self) -> str:
         """Hash of the messages as sent: a changed prompt is a different request in the log."""
@@ -254,8 +268,12 @@ class JudgeBackend:
     def sampling_params(self) -> dict:
         """The request's sampling, as vLLM's ``SamplingParams`` and the OpenAI chat body name it; ``top_k`` only
         when set (``judge.top_k``), so an unset one leaves the engine's default and an API without it is not sent it."""
-        params = {"temperature": float(self.cfg.temperature), "top_p": float(self.cfg.top_p),
-                  "max_tokens": int(self.cfg.max_tokens), "seed": int(self.cfg.seed)}
+        params = {
+            "temperature": float(self.cfg.temperature),
+            "top_p": float(self.cfg.top_p),
+            "max_tokens": int(self.cfg.max_tokens),
+            "seed": int(self.cfg.seed),
+        }
         if getattr(self.cfg, "top_k", None) is not None:
             params["top_k"] = int(self.cfg.top_k)
         return params

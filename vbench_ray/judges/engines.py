@@ -47,8 +47,16 @@ def record_load(run_dir: str | None, judge: str, backend: str, seconds: float) -
     """One line per engine (replica) load in ``RUN_DIR/engines.jsonl``."""
     if not run_dir:
         return
-    line = json.dumps({"judge": judge, "backend": backend, "pid": os.getpid(), "node": socket.gethostname(),
-                       "seconds": round(seconds, 3), "time": time.time()})
+    line = json.dumps(
+        {
+            "judge": judge,
+            "backend": backend,
+            "pid": os.getpid(),
+            "node": socket.gethostname(),
+            "seconds": round(seconds, 3),
+            "time": time.time(),
+        }
+    )
     with open(Path(run_dir) / ENGINE_LOG, "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
 
@@ -116,6 +124,7 @@ class LocalEngine(Engine):
 
 # ------------------------------------------------------------------------------------------------ hf
 
+
 class HFEngine(Engine):
     """``judge.hf.workers`` actor replicas of the transformers judge, each loading the model once."""
 
@@ -136,8 +145,12 @@ class HFEngine(Engine):
         on_gpu = str(hf.get("device", "cpu")).startswith("cuda")
         # A replica lost mid-run (its process or node) is restarted and the calls it held are sent again once it
         # is back (answers are idempotent); without task retries every request sent during the restart failed.
-        options: dict[str, Any] = {"num_cpus": 1, "num_gpus": 1 if on_gpu else 0, "max_restarts": -1,
-                                   "max_task_retries": 3}
+        options: dict[str, Any] = {
+            "num_cpus": 1,
+            "num_gpus": 1 if on_gpu else 0,
+            "max_restarts": -1,
+            "max_task_retries": 3,
+        }
         if self.worker_cfg["env_vars"]:
             options["runtime_env"] = {"env_vars": self.worker_cfg["env_vars"]}
         replica = ray.remote(HFReplica).options(**options)
@@ -165,14 +178,20 @@ class HFEngine(Engine):
         if not requests:
             return
         size = max(1, int(self.worker_cfg["hf"].get("batch_size", 4)))
-        chunks = [requests[i:i + size] for i in range(0, len(requests), size)]
+        chunks = [requests[i : i + size] for i in range(0, len(requests), size)]
         busy = {i: 0 for i in range(len(self.replicas))}
         pending: dict = {}
         for chunk in chunks:
             i = min(busy, key=busy.get)
             busy[i] += 1
-            rows = [{"request_id": r.request_id, "messages": json.dumps(r.messages, ensure_ascii=False),
-                     "video": json.dumps(r.video or {})} for r in chunk]
+            rows = [
+                {
+                    "request_id": r.request_id,
+                    "messages": json.dumps(r.messages, ensure_ascii=False),
+                    "video": json.dumps(r.video or {}),
+                }
+                for r in chunk
+            ]
             pending[self.replicas[i].answer.remote(pa.Table.from_pylist(rows))] = (self.replicas[i], chunk)
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
@@ -181,18 +200,28 @@ class HFEngine(Engine):
                 rows = ray.get(done[0]).to_pylist()
                 by_id = {row["request_id"]: row for row in rows}
                 fields = ("text", "error", "latency_s", "prompt_tokens", "completion_tokens", "model")
-                yield [JudgeResponse(r.request_id, **{k: by_id.get(r.request_id, {}).get(k) for k in fields})
-                       if r.request_id in by_id else
-                       JudgeResponse(r.request_id, error="hf judge replica returned no answer", model=self.model_label)
-                       for r in chunk]
+                yield [
+                    JudgeResponse(r.request_id, **{k: by_id.get(r.request_id, {}).get(k) for k in fields})
+                    if r.request_id in by_id
+                    else JudgeResponse(
+                        r.request_id, error="hf judge replica returned no answer", model=self.model_label
+                    )
+                    for r in chunk
+                ]
             except Exception as exc:  # a failed call: these requests count a failed attempt and are re-sent
                 # a replica lost (not an error of the model) is given time to come back first, so the re-send
                 # reaches it; then the loss spends none of the requests' budget (stage.py, rule 6)
                 back = replica_lost(exc) and replica_back(replica)
                 note = "" if back or not replica_lost(exc) else f" (not back within {REPLICA_BACK_S:.0f} s)"
-                yield [JudgeResponse(r.request_id, error=f"hf judge replica failed: {type(exc).__name__}: "
-                                                         f"{str(exc)[:300]}{note}", model=self.model_label,
-                                     engine_fault=back) for r in chunk]
+                yield [
+                    JudgeResponse(
+                        r.request_id,
+                        error=f"hf judge replica failed: {type(exc).__name__}: {str(exc)[:300]}{note}",
+                        model=self.model_label,
+                        engine_fault=back,
+                    )
+                    for r in chunk
+                ]
 
 
 REPLICA_BACK_S = 300.0  # how long a call that lost its replica waits for Ray to have it running again
@@ -204,8 +233,9 @@ def replica_lost(exc: BaseException) -> bool:
     error the model raised (``RayTaskError``), which would happen again."""
     from ray import exceptions as rex
 
-    return isinstance(exc, (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError)) \
-        and not isinstance(exc, rex.RayTaskError)
+    return isinstance(
+        exc, (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError)
+    ) and not isinstance(exc, rex.RayTaskError)
 
 
 def replica_back(replica: Any, wait_s: float = REPLICA_BACK_S) -> bool:
@@ -268,8 +298,12 @@ def judge_server_cls():
             async def start(self):
                 started = time.perf_counter()
                 await super().start()
-                record_load(os.environ.get(ENGINE_LOG_DIR_VAR) or None, os.environ.get(ENGINE_LABEL_VAR, "vllm"),
-                            "vllm-serve", time.perf_counter() - started)
+                record_load(
+                    os.environ.get(ENGINE_LOG_DIR_VAR) or None,
+                    os.environ.get(ENGINE_LABEL_VAR, "vllm"),
+                    "vllm-serve",
+                    time.perf_counter() - started,
+                )
 
         _SERVER_CLS = JudgeLLMServer
     return _SERVER_CLS
@@ -311,16 +345,22 @@ class ServeEngine(Engine):
         if self.attached:
             apps = serve.status().applications
             if self.app not in apps:
-                raise ValueError(f"judge.vllm.serve_app={self.app!r}: no Serve application of that name is running "
-                                 f"(running: {sorted(apps)})")
+                raise ValueError(
+                    f"judge.vllm.serve_app={self.app!r}: no Serve application of that name is running "
+                    f"(running: {sorted(apps)})"
+                )
             self.deployment = next(iter(apps[self.app].deployments))
             return self
         from ray.serve.llm import build_llm_deployment
 
         # each replica records its own load, a replica Serve restarts (process or node lost) its reload too
-        serve.run(build_llm_deployment(self.llm_config(), override_serve_options={"name": self.deployment},
-                                       deployment_cls=judge_server_cls()),
-                  name=self.app, route_prefix=None)
+        serve.run(
+            build_llm_deployment(
+                self.llm_config(), override_serve_options={"name": self.deployment}, deployment_cls=judge_server_cls()
+            ),
+            name=self.app,
+            route_prefix=None,
+        )
         return self
 
     def stop(self) -> None:
@@ -335,12 +375,18 @@ class ServeEngine(Engine):
 
         return LLMConfig(
             model_loading_config={"model_id": self.label, "model_source": self.model_source},
-            deployment_config={"name": self.deployment, "ray_actor_options": {"num_cpus": SERVE_REPLICA_CPUS},
-                               "autoscaling_config": {"min_replicas": self.replicas, "max_replicas": self.replicas}},
-            engine_kwargs=self.engine_kwargs, log_engine_metrics=False,
-            runtime_env={"env_vars": {**self.env, ENGINE_LOG_DIR_VAR: str(self.run_dir or ""),
-                                      ENGINE_LABEL_VAR: self.label}},
-            **({"placement_group_config": {"bundles": [dict(SERVE_CPU_BUNDLE)]}} if self.cpu else {}))
+            deployment_config={
+                "name": self.deployment,
+                "ray_actor_options": {"num_cpus": SERVE_REPLICA_CPUS},
+                "autoscaling_config": {"min_replicas": self.replicas, "max_replicas": self.replicas},
+            },
+            engine_kwargs=self.engine_kwargs,
+            log_engine_metrics=False,
+            runtime_env={
+                "env_vars": {**self.env, ENGINE_LOG_DIR_VAR: str(self.run_dir or ""), ENGINE_LABEL_VAR: self.label}
+            },
+            **({"placement_group_config": {"bundles": [dict(SERVE_CPU_BUNDLE)]}} if self.cpu else {}),
+        )
 
     def bundles(self) -> list[dict[str, float]]:
         """One replica's placement group as Serve LLM asks for it, so the pool plan counts
@@ -377,22 +423,40 @@ class ServeEngine(Engine):
                 calls.append((r, time.perf_counter(), exc))
         for r, t0, call in calls:
             if isinstance(call, Exception):
-                yield [JudgeResponse(r.request_id, error=f"vllm serve: {type(call).__name__}: {str(call)[:300]}",
-                                     model=self.label)]
+                yield [
+                    JudgeResponse(
+                        r.request_id, error=f"vllm serve: {type(call).__name__}: {str(call)[:300]}", model=self.label
+                    )
+                ]
                 continue
             try:
                 out = next(iter(call))
                 body = out.model_dump() if hasattr(out, "model_dump") else out
-                row = _postprocess({IDX: 0, "http_body": json.dumps(body, default=str), "http_error": "",
-                                    "http_latency_s": time.perf_counter() - t0})
+                row = _postprocess(
+                    {
+                        IDX: 0,
+                        "http_body": json.dumps(body, default=str),
+                        "http_error": "",
+                        "http_latency_s": time.perf_counter() - t0,
+                    }
+                )
             except Exception as exc:  # a dead replica, an engine error: this request fails, the judge re-sends
                 row = {"text": None, "error": f"vllm serve: {type(exc).__name__}: {str(exc)[:300]}"}
-            yield [JudgeResponse(r.request_id, text=row.get("text"), error=row.get("error"),
-                                 latency_s=row.get("latency_s"), prompt_tokens=row.get("prompt_tokens"),
-                                 completion_tokens=row.get("completion_tokens"), model=self.label)]
+            yield [
+                JudgeResponse(
+                    r.request_id,
+                    text=row.get("text"),
+                    error=row.get("error"),
+                    latency_s=row.get("latency_s"),
+                    prompt_tokens=row.get("prompt_tokens"),
+                    completion_tokens=row.get("completion_tokens"),
+                    model=self.label,
+                )
+            ]
 
 
 # ------------------------------------------------------------------------------------------------ factory
+
 
 def make_engine(judge_cfg: Any, run_dir: str | None = None) -> Engine:
     """The engine for ``judge_cfg``, its config checked and its model path resolved, but nothing loaded yet: what it

@@ -62,7 +62,7 @@ def _balanced(text: str, open_ch: str, close_ch: str) -> str | None:
             elif c == close_ch:
                 depth -= 1
                 if depth == 0:
-                    return text[start:i + 1]
+                    return text[start : i + 1]
         start = text.find(open_ch, start + 1)
     return None
 
@@ -81,6 +81,7 @@ def extract_json(text: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- answer normalisation
+
 
 def _norm_ab(value: Any) -> str | None:
     v = re.sub(r"[\s.\"']+", " ", str(value)).strip().upper()
@@ -147,6 +148,7 @@ def _lenient_answers(text: str, form: str) -> tuple[dict, list[str], str | None]
 
 # ----------------------------------------------------------------------------- the official CoVEBench parse
 
+
 def official_extract(text: str) -> Any:
     """The official CoVEBench extraction (4fe1c2f ``eval_checklist.py``): the text after the last ``</think>``; the
     first fenced block (```json or ```), else the span from the first ``[`` to the *last* ``]``, else from the
@@ -154,8 +156,11 @@ def official_extract(text: str) -> Any:
     text = text or ""
     if "</think>" in text:
         text = text.split("</think>")[-1].strip()
-    for pattern, flags in ((r"```(?:json)?(.*?)```", re.DOTALL | re.IGNORECASE), (r"\[.*\]", re.DOTALL),
-                           (r"\{.*\}", re.DOTALL)):
+    for pattern, flags in (
+        (r"```(?:json)?(.*?)```", re.DOTALL | re.IGNORECASE),
+        (r"\[.*\]", re.DOTALL),
+        (r"\{.*\}", re.DOTALL),
+    ):
         m = re.search(pattern, text, flags)
         if m:
             candidate = (m.group(1) if m.groups() else m.group(0)).strip()
@@ -282,8 +287,11 @@ def parse_checklist(text: str, expected: dict, mode: str) -> Parsed:
         raise ValueError(f"judge.parse must be one of {PARSE_MODES}, got {mode!r}")
     form = expected["form"]
     wanted = [str(i) for i in expected["ids"]]
-    official = (_official_answers(text, form) if expected.get("validity", "request") == "question"
-                else _official_request(text, wanted))
+    official = (
+        _official_answers(text, form)
+        if expected.get("validity", "request") == "question"
+        else _official_request(text, wanted)
+    )
     both = {"official": official, "lenient": _lenient_answers(text, form)}
     value = {}
     for qid in wanted:
@@ -319,8 +327,9 @@ def parse_checklist_items(text: str, expected: dict) -> Parsed:
     if problems:
         return Parsed(False, value=answers, error="; ".join(problems))
     extra = sorted(set(answers) - set(wanted))
-    return Parsed(True, value={i: answers[i] for i in wanted},
-                  note=f"ignored answers for unknown ids {extra}" if extra else None)
+    return Parsed(
+        True, value={i: answers[i] for i in wanted}, note=f"ignored answers for unknown ids {extra}" if extra else None
+    )
 
 
 # ----------------------------------------------------------------------------- VisualQuality-R1 (CoVEBench VQR)
@@ -337,8 +346,11 @@ def parse_vqr_score(text: str, expected: Any) -> Parsed:
     script: the last ``<answer> </answer>`` span (a reasoning trace may quote earlier ones), its first number.
     Without tags: the text after the last ``</think>`` (the official script reads the whole reply). Unlike the
     official script, a number off the scale (or a negative one) is invalid and re-asked, not averaged in."""
-    low, high = (float(expected.get("low", VQR_SCALE[0])), float(expected.get("high", VQR_SCALE[1]))) \
-        if isinstance(expected, dict) else VQR_SCALE
+    low, high = (
+        (float(expected.get("low", VQR_SCALE[0])), float(expected.get("high", VQR_SCALE[1])))
+        if isinstance(expected, dict)
+        else VQR_SCALE
+    )
     spans = _VQR_ANSWER.findall(text or "")
     answer = spans[-1].strip() if spans else strip_thinking(text or "").strip()
     m = _VQR_NUMBER.search(answer)
@@ -348,8 +360,11 @@ def parse_vqr_score(text: str, expected: Any) -> Parsed:
     score = float(m.group())
     if not low <= score <= high:
         return Parsed(False, error=f"score {m.group()} is outside the scale {low:g} to {high:g}")
-    return Parsed(True, value={"score": score, "answer": answer[:200]},
-                  note=None if spans else "no <answer> tags; score taken from the text")
+    return Parsed(
+        True,
+        value={"score": score, "answer": answer[:200]},
+        note=None if spans else "no <answer> tags; score taken from the text",
+    )
 
 
 PARSERS: dict[str, Callable[[str, Any], Parsed]] = {
@@ -362,9 +377,11 @@ PARSERS: dict[str, Callable[[str, Any], Parsed]] = {
 
 def register_parser(name: str):
     """Decorator: make ``fn(text, expected) -> Parsed`` available to requests as ``parser=name``."""
+
     def decorate(fn: Callable[[str, Any], Parsed]):
         PARSERS[name] = fn
         return fn
+
     return decorate
 
 

@@ -57,8 +57,11 @@ class JudgeResult:
 def retry_request(request: JudgeRequest, reason: str) -> JudgeRequest:
     """The same request with a note on what was wrong with the last answer, appended to the last user turn."""
     messages = copy.deepcopy(request.messages)
-    note = {"type": "text", "text": f"Your previous answer could not be used ({reason[:300]}). "
-                                    "Answer again, following the output format exactly."}
+    note = {
+        "type": "text",
+        "text": f"Your previous answer could not be used ({reason[:300]}). "
+        "Answer again, following the output format exactly.",
+    }
     last = messages[-1]
     if isinstance(last.get("content"), str):
         last["content"] = [{"type": "text", "text": last["content"]}]
@@ -124,8 +127,13 @@ class JudgeStage:
         if self._spent(request.request_id, len(history)) > self.max_retries:  # its budget is spent: as its last answer
             last = history[-1]
             status = "invalid" if last["parse_status"] == "invalid" else "error"
-            return JudgeResult(request.request_id, status, self._partial(request, invalid), len(history),
-                               last.get("parse_error") or last.get("error")), request
+            return JudgeResult(
+                request.request_id,
+                status,
+                self._partial(request, invalid),
+                len(history),
+                last.get("parse_error") or last.get("error"),
+            ), request
         for record in history:  # rebuild the chain so prompts and attempt numbers continue what was sent
             if record["parse_status"] == "invalid":
                 request = retry_request(request, record["parse_error"] or "invalid")
@@ -141,13 +149,22 @@ class JudgeStage:
             for batch in self.backend.generate(pending):
                 self._record(batch, by_id, base_hash, results, retry, seen)
         except Exception as exc:  # the engine or endpoint died mid-round: what came back is already logged
-            log.error("judge backend %s failed mid-run: %s; unanswered requests count a failed attempt",
-                      self.backend.name, exc)
-            lost = [JudgeResponse(r.request_id, error=f"backend failure: {type(exc).__name__}: {exc}")
-                    for r in pending if r.request_id not in seen]
+            log.error(
+                "judge backend %s failed mid-run: %s; unanswered requests count a failed attempt",
+                self.backend.name,
+                exc,
+            )
+            lost = [
+                JudgeResponse(r.request_id, error=f"backend failure: {type(exc).__name__}: {exc}")
+                for r in pending
+                if r.request_id not in seen
+            ]
             self._record(lost, by_id, base_hash, results, retry, seen)
-        dropped = [JudgeResponse(r.request_id, error="the backend returned no response")
-                   for r in pending if r.request_id not in seen]
+        dropped = [
+            JudgeResponse(r.request_id, error="the backend returned no response")
+            for r in pending
+            if r.request_id not in seen
+        ]
         self._record(dropped, by_id, base_hash, results, retry, seen)
         return retry
 
@@ -157,8 +174,9 @@ class JudgeStage:
             request = by_id[response.request_id]
             seen.add(response.request_id)
             if not response.sent:  # never sent: no attempt spent, nothing to log; this invocation gives up on it
-                results[request.request_id] = JudgeResult(request.request_id, "error", None, request.attempt,
-                                                          response.error)
+                results[request.request_id] = JudgeResult(
+                    request.request_id, "error", None, request.attempt, response.error
+                )
                 continue
             record, result, again = self._judge(request, response, base_hash[request.request_id])
             records.append(record)
@@ -170,12 +188,21 @@ class JudgeStage:
 
     def _judge(self, request: JudgeRequest, response: JudgeResponse, prompt_hash: str):
         """Log record, final result (or None) and the re-ask (or None) for one response."""
-        record = LogRecord(request_id=request.request_id, attempt=request.attempt, backend=self.backend.name,
-                           model=response.model or self.backend.model_label, prompt_hash=prompt_hash,
-                           attempt_hash=request.prompt_hash(),
-                           text=response.text, error=response.error, parse_status="error",
-                           latency_s=response.latency_s, prompt_tokens=response.prompt_tokens,
-                           completion_tokens=response.completion_tokens, judge=self.judge)
+        record = LogRecord(
+            request_id=request.request_id,
+            attempt=request.attempt,
+            backend=self.backend.name,
+            model=response.model or self.backend.model_label,
+            prompt_hash=prompt_hash,
+            attempt_hash=request.prompt_hash(),
+            text=response.text,
+            error=response.error,
+            parse_status="error",
+            latency_s=response.latency_s,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            judge=self.judge,
+        )
         attempts = request.attempt + 1
         if response.engine_fault:
             record.engine_fault = True
@@ -208,8 +235,11 @@ class JudgeStage:
         ``score.validity=question`` a checklist answer is valid per question, so valid sibling answers are kept): dict values merged over the
         attempts in order, a later valid part replacing an earlier one, None never replacing anything."""
         merged: Any = None
-        values = [parse(request.parser, r["text"], request.expected).value
-                  for r in records if r.get("parse_status") == "invalid" and r.get("text") is not None]
+        values = [
+            parse(request.parser, r["text"], request.expected).value
+            for r in records
+            if r.get("parse_status") == "invalid" and r.get("text") is not None
+        ]
         for value in values + [last]:
             merged = _merge(merged, value)
         return merged
@@ -231,9 +261,13 @@ def judge_stats(results: dict[str, JudgeResult], requests: list[JudgeRequest], j
     statuses = [results[r.request_id].status for r in requests if r.request_id in results]
     ids = {r.request_id for r in requests}
     records = [r for r in judge_log.records if r["request_id"] in ids]
-    return {"n_requests": len(requests), "n_ok": statuses.count("ok"), "n_invalid": statuses.count("invalid"),
-            "n_error": statuses.count("error"),
-            "n_reasked": sum(1 for r in requests if r.request_id in results and results[r.request_id].attempts > 1),
-            "n_responses_logged": len(records),
-            "prompt_tokens": sum(r.get("prompt_tokens") or 0 for r in records),
-            "completion_tokens": sum(r.get("completion_tokens") or 0 for r in records)}
+    return {
+        "n_requests": len(requests),
+        "n_ok": statuses.count("ok"),
+        "n_invalid": statuses.count("invalid"),
+        "n_error": statuses.count("error"),
+        "n_reasked": sum(1 for r in requests if r.request_id in results and results[r.request_id].attempts > 1),
+        "n_responses_logged": len(records),
+        "prompt_tokens": sum(r.get("prompt_tokens") or 0 for r in records),
+        "completion_tokens": sum(r.get("completion_tokens") or 0 for r in records),
+    }

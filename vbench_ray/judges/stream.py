@@ -49,8 +49,11 @@ def start_log_actor(run_dir: str):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = ray.get_runtime_context().get_node_id()
-    actor = ray.remote(JudgeLogActor).options(
-        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False)).remote(run_dir)
+    actor = (
+        ray.remote(JudgeLogActor)
+        .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False))
+        .remote(run_dir)
+    )
     ray.get(actor.histories.remote([]))  # up (and the existing log read) before the stream starts
     return actor
 
@@ -94,8 +97,9 @@ def _decode(state: str | None) -> dict[str, JudgeResult]:
 class StreamJudge:
     """A ``judge`` stage: the rows of a batch -> their phase's requests -> engine -> results in ``judge_state``."""
 
-    def __init__(self, phase: str, build: Callable[[list[dict], dict], list], engine: Any, log_actor: Any,
-                 max_retries: int):
+    def __init__(
+        self, phase: str, build: Callable[[list[dict], dict], list], engine: Any, log_actor: Any, max_retries: int
+    ):
         self.phase = phase
         self.build = build
         self.engine = engine

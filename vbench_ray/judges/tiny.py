@@ -38,10 +38,26 @@ SPECIAL_TOKENS = [PAD, BOS, EOS, IMAGE]
 VOCAB_SIZE = 768
 INIT_STD = 0.1  # weight init std (text and vision towers)
 
-TEXT = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-            num_key_value_heads=1, head_dim=64, max_position_embeddings=8192, rms_norm_eps=1e-6)
-VISION = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-              image_size=56, patch_size=14, projection_dim=64, hidden_act="quick_gelu")
+TEXT = dict(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=64,
+    max_position_embeddings=8192,
+    rms_norm_eps=1e-6,
+)
+VISION = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    image_size=56,
+    patch_size=14,
+    projection_dim=64,
+    hidden_act="quick_gelu",
+)
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 
@@ -63,15 +79,45 @@ CHAT_TEMPLATE = (
 
 def _corpus() -> list[str]:
     """A fixed corpus shaped like judge traffic: instructions, questions, JSON answers."""
-    words = ["video", "edited", "source", "frame", "object", "color", "red", "blue", "green", "square", "circle",
-             "background", "motion", "left", "right", "camera", "zoom", "style", "instruction", "question",
-             "answer", "score", "option", "correct", "change", "remove", "add", "keep", "scene", "physical"]
+    words = [
+        "video",
+        "edited",
+        "source",
+        "frame",
+        "object",
+        "color",
+        "red",
+        "blue",
+        "green",
+        "square",
+        "circle",
+        "background",
+        "motion",
+        "left",
+        "right",
+        "camera",
+        "zoom",
+        "style",
+        "instruction",
+        "question",
+        "answer",
+        "score",
+        "option",
+        "correct",
+        "change",
+        "remove",
+        "add",
+        "keep",
+        "scene",
+        "physical",
+    ]
     lines = []
     for i, w in enumerate(words):
         v = words[(i * 7 + 3) % len(words)]
         lines.append(f"Does the {w} in the {v} follow the editing instruction? Answer Yes or No.")
-        lines.append(json.dumps([{"id": f"Q{i + 1}", "answer": ["Yes", "No", "A", "B"][i % 4],
-                                  "reason": f"the {w} is {v}"}]))
+        lines.append(
+            json.dumps([{"id": f"Q{i + 1}", "answer": ["Yes", "No", "A", "B"][i % 4], "reason": f"the {w} is {v}"}])
+        )
         lines.append(f"Rate the {w} from 1 to 10: {i % 10 + 1}. Video A (Original Source): Video B (Edited):")
     return lines
 
@@ -83,11 +129,22 @@ def _tokenizer():
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=1, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        min_frequency=1,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     bpe.train_from_iterator(_corpus() * 3, trainer=trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token=PAD, eos_token=EOS, bos_token=None,
-                                  unk_token=None, extra_special_tokens={"image_token": IMAGE})
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        pad_token=PAD,
+        eos_token=EOS,
+        bos_token=None,
+        unk_token=None,
+        extra_special_tokens={"image_token": IMAGE},
+    )
     tok.model_max_length = TEXT["max_position_embeddings"]
     tok.chat_template = CHAT_TEMPLATE
     return tok
@@ -95,32 +152,65 @@ def _tokenizer():
 
 def _write(tmp: Path, seed: int) -> None:
     import torch
-    from transformers import (CLIPImageProcessorPil, CLIPVisionConfig, GenerationConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor, Qwen2Config)
+    from transformers import (
+        CLIPImageProcessorPil,
+        CLIPVisionConfig,
+        GenerationConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        Qwen2Config,
+    )
 
     tok = _tokenizer()
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    text = Qwen2Config(vocab_size=len(tok), **TEXT, tie_word_embeddings=True, initializer_range=INIT_STD,
-                       bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD])
+    text = Qwen2Config(
+        vocab_size=len(tok),
+        **TEXT,
+        tie_word_embeddings=True,
+        initializer_range=INIT_STD,
+        bos_token_id=ids[BOS],
+        eos_token_id=ids[EOS],
+        pad_token_id=ids[PAD],
+    )
     vision = CLIPVisionConfig(**VISION, initializer_range=INIT_STD)
-    config = LlavaConfig(vision_config=vision.to_dict(), text_config=text.to_dict(), image_token_index=ids[IMAGE],
-                         image_seq_length=(VISION["image_size"] // VISION["patch_size"]) ** 2,
-                         vision_feature_select_strategy="default", vision_feature_layer=-1,
-                         tie_word_embeddings=True, dtype="bfloat16")
+    config = LlavaConfig(
+        vision_config=vision.to_dict(),
+        text_config=text.to_dict(),
+        image_token_index=ids[IMAGE],
+        image_seq_length=(VISION["image_size"] // VISION["patch_size"]) ** 2,
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        tie_word_embeddings=True,
+        dtype="bfloat16",
+    )
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config).to(torch.bfloat16).eval()
-    model.generation_config = GenerationConfig(bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD],
-                                               do_sample=False)
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD], do_sample=False
+    )
     model.save_pretrained(tmp)
     side = VISION["image_size"]
-    images = CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side},
-                                   image_mean=CLIP_MEAN, image_std=CLIP_STD)
-    processor = LlavaProcessor(image_processor=images, tokenizer=tok, patch_size=VISION["patch_size"],
-                               vision_feature_select_strategy="default", chat_template=CHAT_TEMPLATE,
-                               image_token=IMAGE, num_additional_image_tokens=1)
+    images = CLIPImageProcessorPil(
+        size={"shortest_edge": side},
+        crop_size={"height": side, "width": side},
+        image_mean=CLIP_MEAN,
+        image_std=CLIP_STD,
+    )
+    processor = LlavaProcessor(
+        image_processor=images,
+        tokenizer=tok,
+        patch_size=VISION["patch_size"],
+        vision_feature_select_strategy="default",
+        chat_template=CHAT_TEMPLATE,
+        image_token=IMAGE,
+        num_additional_image_tokens=1,
+    )
     processor.save_pretrained(tmp)
-    (tmp / "README.md").write_text("A tiny RANDOM-WEIGHT LLaVA built by vbench_ray.judges.tiny for plumbing tests and "
-                                   "the demo. Its answers and any score computed from them mean nothing.\n")
+    (tmp / "README.md").write_text(
+        "A tiny RANDOM-WEIGHT LLaVA built by vbench_ray.judges.tiny for plumbing tests and "
+        "the demo. Its answers and any score computed from them mean nothing.\n"
+    )
 
 
 def is_built(out_dir: str | Path) -> bool:

@@ -43,8 +43,16 @@ from typing import Any, ClassVar, Optional, Sequence
 
 import numpy as np
 
-from vbench_ray.metrics.base import (FrameMetric, Sampling, _torch, load_checked, read_state_dict, register_metric,
-                                     require_weights, weights_problem)
+from vbench_ray.metrics.base import (
+    FrameMetric,
+    Sampling,
+    _torch,
+    load_checked,
+    read_state_dict,
+    register_metric,
+    require_weights,
+    weights_problem,
+)
 from vbench_ray.video.io import VideoInfo, uniform_indices
 
 log = logging.getLogger(__name__)
@@ -120,11 +128,19 @@ def build_head(hidden_size: int):
 def load_head(path: str | Path, hidden_size: int):
     """The head from a state dict file; a wrong file fails naming ``metrics.AES.weights``."""
     state = read_state_dict(path, HEAD_KEY)
-    state = {k[len("layers."):] if k.startswith("layers.") else k: v for k, v in state.items()
-             if not k.startswith(("vision_model.",))}
-    return load_checked(build_head(hidden_size), state, HEAD_KEY, path,
-                        f"an Aesthetic Predictor v2.5 head (keys scoring_head.{{0,2,4,6,8}}.{{weight,bias}}) for the "
-                        f"encoder's hidden size {hidden_size} ({ENCODER_KEY})")
+    state = {
+        k[len("layers.") :] if k.startswith("layers.") else k: v
+        for k, v in state.items()
+        if not k.startswith(("vision_model.",))
+    }
+    return load_checked(
+        build_head(hidden_size),
+        state,
+        HEAD_KEY,
+        path,
+        f"an Aesthetic Predictor v2.5 head (keys scoring_head.{{0,2,4,6,8}}.{{weight,bias}}) for the "
+        f"encoder's hidden size {hidden_size} ({ENCODER_KEY})",
+    )
 
 
 def load_encoder(path: str | Path):
@@ -134,8 +150,9 @@ def load_encoder(path: str | Path):
     try:
         return SiglipVisionModel.from_pretrained(str(path), local_files_only=True).eval()
     except Exception as exc:  # noqa: BLE001
-        raise ValueError(f"{ENCODER_KEY}={path}: cannot load a SigLIP vision model from it "
-                         f"({type(exc).__name__}: {exc})") from exc
+        raise ValueError(
+            f"{ENCODER_KEY}={path}: cannot load a SigLIP vision model from it ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def tower_image_size(path: str | Path) -> int:
@@ -145,7 +162,9 @@ def tower_image_size(path: str | Path) -> int:
         config = json.loads((Path(path) / "config.json").read_text())
         return int(config.get("vision_config", config)["image_size"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{ENCODER_KEY}={path}: no image_size in its config.json ({type(exc).__name__}: {exc})") from exc
+        raise ValueError(
+            f"{ENCODER_KEY}={path}: no image_size in its config.json ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def resolve_dtype(name: str, device: str):
@@ -202,8 +221,14 @@ def save_tiny_aes(directory: str | Path, seed: int = 0, hidden_size: int = 32, i
 
     torch.manual_seed(seed)
     directory = Path(directory)
-    cfg = SiglipVisionConfig(hidden_size=hidden_size, intermediate_size=hidden_size * 2, num_hidden_layers=2,
-                             num_attention_heads=2, image_size=image_size, patch_size=14)
+    cfg = SiglipVisionConfig(
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=image_size,
+        patch_size=14,
+    )
     SiglipVisionModel(cfg).save_pretrained(directory / "siglip")
     head = build_head(hidden_size)
     torch.save(head.state_dict(), directory / "aesthetic_predictor_v2_5.pth")
@@ -219,8 +244,8 @@ class AES(FrameMetric):
     weights_from = {  # where the official weights are published
         "encoder": "google/siglip-so400m-patch14-384 (Hugging Face), the Aesthetic Predictor v2.5 backbone",
         "weights": "models/aesthetic_predictor_v2_5.pth of "
-                   "https://github.com/discus0434/aesthetic-predictor-v2-5 (commit c0e1556, as the official "
-                   "CoVEBench download_assets.py pins it)",
+        "https://github.com/discus0434/aesthetic-predictor-v2-5 (commit c0e1556, as the official "
+        "CoVEBench download_assets.py pins it)",
     }
     config_class = AESConfig
     choices = {"dtype": DTYPES, "resize": RESIZES}
@@ -231,16 +256,18 @@ class AES(FrameMetric):
     gpu_cost = 120.0  # ms per case in its pool actor, five-metric stream, one H200 (tests/perf/gpu_stream.py)
 
     def sampling(self) -> Sampling:
-        return KeyframeSampling(n=int(self.cfg.frames), keyframes=bool(self.cfg.keyframes),
-                                max_keyframes=self.cfg.max_keyframes)
+        return KeyframeSampling(
+            n=int(self.cfg.frames), keyframes=bool(self.cfg.keyframes), max_keyframes=self.cfg.max_keyframes
+        )
 
     def resources(self) -> dict:
         return {"num_gpus": float(self.cfg.gpu_fraction)} if str(self.cfg.device).startswith("cuda") else {}
 
     @classmethod
     def check_weights(cls, cfg: Any) -> list[str]:
-        return (weights_problem(cfg.encoder, ENCODER_KEY, "AES SigLIP vision tower")
-                + weights_problem(cfg.weights, HEAD_KEY, "AES Aesthetic Predictor v2.5 head"))
+        return weights_problem(cfg.encoder, ENCODER_KEY, "AES SigLIP vision tower") + weights_problem(
+            cfg.weights, HEAD_KEY, "AES Aesthetic Predictor v2.5 head"
+        )
 
     def setup(self) -> None:
         torch = _torch()
@@ -272,7 +299,7 @@ class AES(FrameMetric):
         bs = max(1, int(self.cfg.batch_size))
         with torch.inference_mode():
             for start in range(0, len(frames), bs):
-                chunk = frames[start:start + bs]
+                chunk = frames[start : start + bs]
                 if resized:
                     x = torch.from_numpy(normalise(np.stack(chunk)))
                 elif self.resize == "torch":

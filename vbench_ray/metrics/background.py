@@ -48,6 +48,7 @@ class MaskedFrameMetric(FrameMetric):
 
 # ----------------------------------------------------------------------------- formulas
 
+
 def to_unit(frames: np.ndarray) -> np.ndarray:
     """uint8 RGB -> float64 in [0, 1]."""
     return np.asarray(frames, dtype=np.float64) / 255.0
@@ -63,8 +64,9 @@ def background_of(mask: np.ndarray | None, shape: tuple) -> np.ndarray:
     return (~mask).astype(np.float64)
 
 
-def masked_mse_frames(source: np.ndarray, edited: np.ndarray, mask: np.ndarray | None = None,
-                      mode: str = "exclude") -> np.ndarray:
+def masked_mse_frames(
+    source: np.ndarray, edited: np.ndarray, mask: np.ndarray | None = None, mode: str = "exclude"
+) -> np.ndarray:
     """Per-frame background MSE on RGB in [0, 1] (``nan`` for a frame without background)."""
     s, e = to_unit(source), to_unit(edited)
     if s.shape != e.shape:
@@ -85,12 +87,14 @@ def psnr_from_mse(mse: np.ndarray) -> np.ndarray:
     """``10 log10(1 / MSE)`` in dB for data in [0, 1]; ``inf`` where MSE is 0, ``nan`` where it is ``nan``."""
     mse = np.asarray(mse, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(mse > 0, 10.0 * np.log10(1.0 / np.where(mse > 0, mse, 1.0)),
-                        np.where(np.isnan(mse), np.nan, np.inf))
+        return np.where(
+            mse > 0, 10.0 * np.log10(1.0 / np.where(mse > 0, mse, 1.0)), np.where(np.isnan(mse), np.nan, np.inf)
+        )
 
 
-def masked_ssim_frames(source: np.ndarray, edited: np.ndarray, mask: np.ndarray | None = None,
-                       mode: str = "exclude") -> np.ndarray:
+def masked_ssim_frames(
+    source: np.ndarray, edited: np.ndarray, mask: np.ndarray | None = None, mode: str = "exclude"
+) -> np.ndarray:
     """Per-frame background SSIM (RGB, [0, 1], scikit-image defaults)."""
     from skimage.metrics import structural_similarity  # here, not at import: the driver never computes it
 
@@ -102,14 +106,15 @@ def masked_ssim_frames(source: np.ndarray, edited: np.ndarray, mask: np.ndarray 
     pad = (SSIM_WIN - 1) // 2
     for t in range(len(s)):
         if mode == "zero":
-            out[t] = structural_similarity(s[t] * bg[t][..., None], e[t] * bg[t][..., None], channel_axis=-1,
-                                           data_range=1.0)
+            out[t] = structural_similarity(
+                s[t] * bg[t][..., None], e[t] * bg[t][..., None], channel_axis=-1, data_range=1.0
+            )
             continue
         if mode != "exclude":
             raise ValueError(f"background must be one of {BACKGROUND_MODES}, got {mode!r}")
         _, smap = structural_similarity(s[t], e[t], channel_axis=-1, data_range=1.0, full=True)
-        smap = smap.mean(axis=-1)[pad:-pad or None, pad:-pad or None]
-        w = bg[t][pad:-pad or None, pad:-pad or None]
+        smap = smap.mean(axis=-1)[pad : -pad or None, pad : -pad or None]
+        w = bg[t][pad : -pad or None, pad : -pad or None]
         out[t] = float((smap * w).sum() / w.sum()) if w.sum() > 0 else np.nan
     return out
 
@@ -138,8 +143,10 @@ def _pair(edited, source):
     if source is None:
         raise ValueError("background preservation compares against the source video, but no source frames were given")
     if len(source) != len(edited):
-        raise ValueError(f"needs the same number of sampled frames from both videos, got {len(source)} source "
-                         f"and {len(edited)} edited frames")
+        raise ValueError(
+            f"needs the same number of sampled frames from both videos, got {len(source)} source "
+            f"and {len(edited)} edited frames"
+        )
     return edited, source
 
 

@@ -53,9 +53,11 @@ class MissingWeightsError(FileNotFoundError):
     def __init__(self, config_key: str, value: Any, what: str):
         hint = "is not set" if not value else f"points to {value!r}, which does not exist"
         source = published_weights(config_key)
-        super().__init__(f"{what}: config key `{config_key}` {hint}; set it to a local weights path "
-                         f"(e.g. `{config_key}=/models/...`) or choose a backend that needs no weights"
-                         + (f"; official weights: {source}" if source else ""))
+        super().__init__(
+            f"{what}: config key `{config_key}` {hint}; set it to a local weights path "
+            f"(e.g. `{config_key}=/models/...`) or choose a backend that needs no weights"
+            + (f"; official weights: {source}" if source else "")
+        )
         self.config_key = config_key
 
 
@@ -73,8 +75,10 @@ class VideoTooShortError(ValueError):
     frame stage records it as that case's failure (``error_<metric>``) instead of a score."""
 
     def __init__(self, metric: str, got: int, need: int, what: str = "the video"):
-        super().__init__(f"{metric} needs at least {need} frames of {what}, got {got} "
-                         f"(a video shorter than that has no {metric} score; recorded as a failure, not scored)")
+        super().__init__(
+            f"{metric} needs at least {need} frames of {what}, got {got} "
+            f"(a video shorter than that has no {metric} score; recorded as a failure, not scored)"
+        )
         self.metric, self.got, self.need = metric, got, need
 
 
@@ -114,12 +118,16 @@ def load_checked(module, state: dict, config_key: str, path: str | Path, what: s
     expected = module.state_dict()
     missing = sorted(set(expected) - set(state))
     if missing:
-        raise ValueError(f"{config_key}={path}: not {what} (missing {shown_prefix}{missing[0]}"
-                         f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''})")
+        raise ValueError(
+            f"{config_key}={path}: not {what} (missing {shown_prefix}{missing[0]}"
+            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''})"
+        )
     for k, v in expected.items():
         if tuple(state[k].shape) != tuple(v.shape):
-            raise ValueError(f"{config_key}={path}: {what} needs {shown_prefix}{k} of shape {tuple(v.shape)}, "
-                             f"the file has {tuple(state[k].shape)}")
+            raise ValueError(
+                f"{config_key}={path}: {what} needs {shown_prefix}{k} of shape {tuple(v.shape)}, "
+                f"the file has {tuple(state[k].shape)}"
+            )
     module.load_state_dict({k: state[k] for k in expected})
     return module.eval()
 
@@ -258,8 +266,9 @@ class FrameMetric:
             raise NotImplementedError(f"{type(self).__name__} implements neither compute nor frame_view")
         return self.compute_views(view.stack(edited), None if source is None else view.stack(source), **kwargs)
 
-    def pool_inputs(self, edited: np.ndarray, source: np.ndarray | None,
-                    kwargs: dict) -> tuple[np.ndarray, np.ndarray | None, dict]:
+    def pool_inputs(
+        self, edited: np.ndarray, source: np.ndarray | None, kwargs: dict
+    ) -> tuple[np.ndarray, np.ndarray | None, dict]:
         """What the decode worker hands this metric's pool instead of the decoded frames (run on the CPU, in the
         decode stage, without the model). The default hands the frames as they are; a metric whose model reads a
         small derivative of many frames (TQ: fragment mosaics) computes it here, so the row carries megabytes,
@@ -310,7 +319,11 @@ def register_metric(cls: type[FrameMetric]) -> type[FrameMetric]:
         raise TypeError(f"{cls.__name__} must set `name`")
     if cls.config_class is not None and not dataclasses.is_dataclass(cls.config_class):
         raise TypeError(f"{cls.__name__}.config_class must be a dataclass (the schema of metrics.{cls.name})")
-    unknown = set(cls.choices) - {f.name for f in dataclasses.fields(cls.config_class)} if cls.config_class else set(cls.choices)
+    unknown = (
+        set(cls.choices) - {f.name for f in dataclasses.fields(cls.config_class)}
+        if cls.config_class
+        else set(cls.choices)
+    )
     if unknown:
         raise TypeError(f"{cls.__name__}.choices names keys its config_class lacks: {sorted(unknown)}")
     METRICS.add(cls.name, cls)
@@ -323,8 +336,9 @@ def _registered(name: str) -> type[FrameMetric]:
     return METRICS[name]  # an unknown name: registry.UnknownName, listing the metrics there are
 
 
-def metrics_config(cls_name: str, metrics: Sequence[str], *, module: str, before: Sequence[tuple] = (),
-                   after: Sequence[tuple] = ()) -> type:
+def metrics_config(
+    cls_name: str, metrics: Sequence[str], *, module: str, before: Sequence[tuple] = (), after: Sequence[tuple] = ()
+) -> type:
     """The dataclass of a benchmark's ``metrics`` config section, generated from the metrics it names.
 
     One field per metric, ``<name>: METRICS[name].config_class`` with that class's defaults, between the
@@ -346,8 +360,11 @@ def metrics_config(cls_name: str, metrics: Sequence[str], *, module: str, before
 
 def metric_choices(metrics: Sequence[str]) -> dict[str, tuple]:
     """``{"metrics.<name>.<key>": allowed values}`` of the named metrics, for a benchmark's ``config_choices``."""
-    return {f"metrics.{name}.{key}": tuple(allowed) for name in metrics
-            for key, allowed in _registered(name).choices.items()}
+    return {
+        f"metrics.{name}.{key}": tuple(allowed)
+        for name in metrics
+        for key, allowed in _registered(name).choices.items()
+    }
 
 
 def build_metric(name: str, cfg: Any = None) -> FrameMetric:

@@ -59,13 +59,14 @@ def clip_pixels(frames: np.ndarray, size: int, mean=CLIP_MEAN, std=CLIP_STD) -> 
         nh, nw = max(size, int(round(h * s))), max(size, int(round(w * s)))
         r = cv2.resize(np.ascontiguousarray(f), (nw, nh), interpolation=cv2.INTER_CUBIC)
         y0, x0 = (nh - size) // 2, (nw - size) // 2
-        c = r[y0:y0 + size, x0:x0 + size].astype(np.float32) / 255.0
+        c = r[y0 : y0 + size, x0 : x0 + size].astype(np.float32) / 255.0
         out.append(((c - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)).transpose(2, 0, 1))
     return np.stack(out).astype(np.float32)
 
 
-def clip_embeddings(model_bundle, frames: np.ndarray | None = None, texts: list[str] | None = None,
-                    device: str = "cpu"):
+def clip_embeddings(
+    model_bundle, frames: np.ndarray | None = None, texts: list[str] | None = None, device: str = "cpu"
+):
     """L2-normalised image embeddings ``(T, D)`` and/or text embeddings ``(len(texts), D)`` (torch, float32)."""
     torch = _torch()
     model, tokenizer, size, mean, std = model_bundle
@@ -77,8 +78,13 @@ def clip_embeddings(model_bundle, frames: np.ndarray | None = None, texts: list[
         if texts is not None:
             limit = int(getattr(model.config.text_config, "max_position_embeddings", 77))
             tok = tokenizer(list(texts), padding=True, truncation=True, max_length=limit, return_tensors="pt")
-            txt = _unit(_features(model.get_text_features(input_ids=tok["input_ids"].to(device),
-                                                          attention_mask=tok["attention_mask"].to(device))).float())
+            txt = _unit(
+                _features(
+                    model.get_text_features(
+                        input_ids=tok["input_ids"].to(device), attention_mask=tok["attention_mask"].to(device)
+                    )
+                ).float()
+            )
     return img, txt
 
 
@@ -123,7 +129,7 @@ class CLIPScore(_ClipMetric):
     paper = "NRVBench App. E.5 (CLIP-S)"
     weights_from = {  # where the official weights are published
         "model": "a transformers CLIP checkpoint, e.g. openai/clip-vit-large-patch14 (Hugging Face; "
-                 "NRVBench does not name its CLIP)",
+        "NRVBench does not name its CLIP)",
     }
     needs_source = False
     config_key = "metrics.CLIP_S.model"
@@ -145,7 +151,7 @@ class CLIPDirectional(_ClipMetric):
     paper = "NRVBench App. E.5 (CLIP-E, directional)"
     weights_from = {  # where the official weights are published
         "model": "a transformers CLIP checkpoint, e.g. openai/clip-vit-large-patch14 (Hugging Face; "
-                 "NRVBench does not name its CLIP)",
+        "NRVBench does not name its CLIP)",
     }
     needs_source = True
     config_key = "metrics.CLIP_E.model"
@@ -158,8 +164,9 @@ class CLIPDirectional(_ClipMetric):
         if self.bundle is None:
             self.setup()
         torch = _torch()
-        img_e, txt = clip_embeddings(self.bundle, edited, [texts["target_prompt"], texts["source_prompt"]],
-                                     self.cfg.device)
+        img_e, txt = clip_embeddings(
+            self.bundle, edited, [texts["target_prompt"], texts["source_prompt"]], self.cfg.device
+        )
         img_s, _ = clip_embeddings(self.bundle, source, None, self.cfg.device)
         d_img = img_e - img_s
         d_txt = txt[0] - txt[1]
@@ -181,30 +188,58 @@ def build_tiny_clip(out_dir: str | Path, seed: int = 0) -> Path:
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=[pad, bos], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    corpus = ["a sheet of cloth waving in the wind", "ripples on a water surface", "smoke rising from a fire",
-              "a dog with fluffy fur", "a hand squeezing dough", "a cat raising its paw"] * 4
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=[pad, bos],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = [
+        "a sheet of cloth waving in the wind",
+        "ripples on a water surface",
+        "smoke rising from a fire",
+        "a dog with fluffy fur",
+        "a hand squeezing dough",
+        "a cat raising its paw",
+    ] * 4
     bpe.train_from_iterator(corpus, trainer=trainer)
     bpe.add_special_tokens([eos])  # the highest id, as in CLIP's own vocabulary (text pooling finds it)
-    bpe.post_processor = processors.TemplateProcessing(single=f"{bos} $A {eos}",
-                                                       special_tokens=[(bos, bpe.token_to_id(bos)),
-                                                                       (eos, bpe.token_to_id(eos))])
+    bpe.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A {eos}", special_tokens=[(bos, bpe.token_to_id(bos)), (eos, bpe.token_to_id(eos))]
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=bos, eos_token=eos, pad_token=pad)
     tok.model_max_length = 32
     config = HFCLIPConfig(
-        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, max_position_embeddings=32, bos_token_id=tok.bos_token_id,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=32, patch_size=8),
-        projection_dim=16)
+        text_config=dict(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            max_position_embeddings=32,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        ),
+        vision_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
+        projection_dim=16,
+    )
     torch.manual_seed(seed)
     model = CLIPModel(config).eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
-    (out_dir / "preprocessor_config.json").write_text(json.dumps(
-        {"crop_size": {"height": 32, "width": 32}, "image_mean": list(CLIP_MEAN), "image_std": list(CLIP_STD)}))
+    (out_dir / "preprocessor_config.json").write_text(
+        json.dumps(
+            {"crop_size": {"height": 32, "width": 32}, "image_mean": list(CLIP_MEAN), "image_std": list(CLIP_STD)}
+        )
+    )
     (out_dir / "README.md").write_text("A tiny RANDOM-WEIGHT CLIP for vbench-ray tests; its scores mean nothing.\n")
     return out_dir

@@ -54,23 +54,24 @@ from torch import nn
 WEIGHTS_KEY = "metrics.MF.cotracker_weights"
 WHAT = "a CoTracker3 offline checkpoint (scaled_offline.pth)"
 MODEL_RESOLUTION = (384, 512)  # (H, W): the official predictor's interp_shape, also the motion-encoding scale
-STRIDE = 4                     # feature maps at 1/4 of the input
-LATENT_DIM = 128               # feature channels
-CORR_RADIUS = 3                # 7x7 patches
-CORR_LEVELS = 4                # pyramid levels
-HIDDEN = 384                   # transformer width
+STRIDE = 4  # feature maps at 1/4 of the input
+LATENT_DIM = 128  # feature channels
+CORR_RADIUS = 3  # 7x7 patches
+CORR_LEVELS = 4  # pyramid levels
+HIDDEN = 384  # transformer width
 HEADS = 8
-DEPTH = 3                      # time blocks; each followed by one round of virtual-track attention
+DEPTH = 3  # time blocks; each followed by one round of virtual-track attention
 VIRTUAL_TRACKS = 64
-WINDOW_LEN = 60                # the offline checkpoint's time embedding covers 60 frames
-POSENC_FREQS = 10              # displacement encoding: sin/cos at 2^0 ... 2^9
+WINDOW_LEN = 60  # the offline checkpoint's time embedding covers 60 frames
+POSENC_FREQS = 10  # displacement encoding: sin/cos at 2^0 ... 2^9
 INPUT_DIM = 2 + CORR_LEVELS * 256 + 4 * (1 + 2 * POSENC_FREQS)  # vis, conf, correlations, motion: 1110
-ITERS = 6                      # updates the official predictor runs
-VISIBILITY_THRESHOLD = 0.9     # the official offline predictor's threshold on sigmoid(visibility)
-ENCODER_CHUNK = 64             # frames per encoder call
+ITERS = 6  # updates the official predictor runs
+VISIBILITY_THRESHOLD = 0.9  # the official offline predictor's threshold on sigmoid(visibility)
+ENCODER_CHUNK = 64  # frames per encoder call
 
 
 # --------------------------------------------------------------------------------------- feature encoder
+
 
 class ResidualBlock(nn.Module):
     """Two 3x3 convolutions with instance norm and ReLU, plus a (strided 1x1 conv) shortcut."""
@@ -80,8 +81,11 @@ class ResidualBlock(nn.Module):
         self.conv1 = nn.Conv2d(in_ch, out_ch, 3, stride=stride, padding=1)
         self.conv2 = nn.Conv2d(out_ch, out_ch, 3, padding=1)
         self.norm1, self.norm2 = nn.InstanceNorm2d(out_ch), nn.InstanceNorm2d(out_ch)
-        self.downsample = (nn.Sequential(nn.Conv2d(in_ch, out_ch, 1, stride=stride), nn.InstanceNorm2d(out_ch))
-                           if stride != 1 else None)
+        self.downsample = (
+            nn.Sequential(nn.Conv2d(in_ch, out_ch, 1, stride=stride), nn.InstanceNorm2d(out_ch))
+            if stride != 1
+            else None
+        )
 
     def forward(self, x):
         y = F.relu(self.norm1(self.conv1(x)))
@@ -116,6 +120,7 @@ class FeatureEncoder(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------- transformer
+
 
 class Mlp(nn.Module):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, approximate: str = "none"):
@@ -217,6 +222,7 @@ class UpdateTransformer(nn.Module):
 
 # ------------------------------------------------------------------------------------------ the tracker
 
+
 def sincos_time_embedding(length: int, dim: int = INPUT_DIM) -> torch.Tensor:
     """``(1, length, dim)``: ``sin(t w_k)`` then ``cos(t w_k)``, ``w_k = 10000^(-k / (dim/2))``, t = 0..length-1."""
     omega = 1.0 / 10000 ** (torch.arange(dim // 2, dtype=torch.float64) / (dim / 2.0))
@@ -226,7 +232,7 @@ def sincos_time_embedding(length: int, dim: int = INPUT_DIM) -> torch.Tensor:
 
 def fourier_encode(x: torch.Tensor, freqs: int = POSENC_FREQS) -> torch.Tensor:
     """``[x, sin(2^k x) for k, then cos(2^k x) for k]`` along the last axis (frequency-major, then component)."""
-    scaled = (x[..., None, :] * (2.0 ** torch.arange(freqs, device=x.device, dtype=x.dtype))[:, None])
+    scaled = x[..., None, :] * (2.0 ** torch.arange(freqs, device=x.device, dtype=x.dtype))[:, None]
     scaled = scaled.flatten(-2)
     return torch.cat([x, torch.sin(scaled), torch.cos(scaled)], dim=-1)
 
@@ -296,7 +302,7 @@ class CoTracker3Offline(nn.Module):
         b, t, n, _ = coords.shape
         out = []
         for lvl, (fmap, patch) in enumerate(zip(levels, patches)):
-            xy = (coords / 2 ** lvl)[..., None, :] + offsets  # (B, T, N, 49, 2)
+            xy = (coords / 2**lvl)[..., None, :] + offsets  # (B, T, N, 49, 2)
             k = xy.shape[-2]
             target = sample_points(fmap.flatten(0, 1), xy.reshape(b * t, n * k, 2)).reshape(b, t, n, k, -1)
             corr = torch.einsum("btnkc,bnlc->btnkl", target, patch)  # target offset major, query offset minor
@@ -323,15 +329,22 @@ class CoTracker3Offline(nn.Module):
         q = torch.cat([queries[..., :1], queries[..., 1:] / STRIDE], dim=-1).to(video.dtype)
         patches = []
         for lvl, fmap in enumerate(levels):
-            patches.append(query_patches(fmap, torch.cat([q[..., :1], q[..., 1:] / 2 ** lvl], -1), offsets))
+            patches.append(query_patches(fmap, torch.cat([q[..., :1], q[..., 1:] / 2**lvl], -1), offsets))
         n = q.shape[1]
         coords = q[:, None, :, 1:].expand(b, t, n, 2).contiguous()
         vis = coords.new_zeros(b, t, n)
         conf = coords.new_zeros(b, t, n)
         time_emb = self.time_embedding(t).to(coords.dtype)
         for _ in range(iters):
-            x = torch.cat([vis[..., None], conf[..., None], self.correlation_features(levels, patches, coords, offsets),
-                           self.motion_encoding(coords)], dim=-1)
+            x = torch.cat(
+                [
+                    vis[..., None],
+                    conf[..., None],
+                    self.correlation_features(levels, patches, coords, offsets),
+                    self.motion_encoding(coords),
+                ],
+                dim=-1,
+            )
             x = x.transpose(1, 2) + time_emb[:, None]  # (B, N, T, D)
             delta = self.updateformer(x).transpose(1, 2)  # (B, T, N, 4)
             coords = coords + delta[..., :2]
@@ -340,6 +353,7 @@ class CoTracker3Offline(nn.Module):
 
 
 # ------------------------------------------------------------------------------------- loading, predictor
+
 
 def load_cotracker3(path: str | Path, device: str | torch.device = "cpu") -> CoTracker3Offline:
     """The offline model from ``scaled_offline.pth`` (keys and shapes checked; errors name ``WEIGHTS_KEY``)."""
@@ -360,8 +374,14 @@ def grid_queries(grid_size: int, resolution: Sequence[int], frame: int = 0) -> t
     return torch.cat([torch.full((len(xy), 1), float(frame)), xy], dim=1)[None]
 
 
-def track_points(model: nn.Module, video: torch.Tensor, grid_size: int, query_frame: int = 0,
-                 resolution: Sequence[int] = MODEL_RESOLUTION, iters: int = ITERS):
+def track_points(
+    model: nn.Module,
+    video: torch.Tensor,
+    grid_size: int,
+    query_frame: int = 0,
+    resolution: Sequence[int] = MODEL_RESOLUTION,
+    iters: int = ITERS,
+):
     """Grid tracking as the official offline predictor does (module docstring).
 
     ``video`` (B, T, 3, H, W) float RGB 0..255 -> tracks (B, T, N, 2) in the video's pixels, visibility and

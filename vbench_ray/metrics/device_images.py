@@ -43,11 +43,16 @@ def image_plan(processor: Any) -> dict | None:
     crop = get("crop_size", None) or {}
     crop = tuple((crop.get(k) if isinstance(crop, dict) else getattr(crop, k, None)) for k in ("height", "width"))
     backend = getattr(p, "backend", None) or ("torchvision" if type(p).__name__.endswith("Fast") else "pil")
-    plan = {"resize": bool(get("do_resize", False)), "mode": mode, "size": size, "two_pass": backend == "pil",
-            "crop": crop if get("do_center_crop", False) else None,
-            "rescale": float(get("rescale_factor", 1 / 255)) if get("do_rescale", False) else None,
-            "mean": tuple(get("image_mean", IMAGENET_MEAN)) if get("do_normalize", False) else None,
-            "std": tuple(get("image_std", IMAGENET_STD)) if get("do_normalize", False) else None}
+    plan = {
+        "resize": bool(get("do_resize", False)),
+        "mode": mode,
+        "size": size,
+        "two_pass": backend == "pil",
+        "crop": crop if get("do_center_crop", False) else None,
+        "rescale": float(get("rescale_factor", 1 / 255)) if get("do_rescale", False) else None,
+        "mean": tuple(get("image_mean", IMAGENET_MEAN)) if get("do_normalize", False) else None,
+        "std": tuple(get("image_std", IMAGENET_STD)) if get("do_normalize", False) else None,
+    }
     if plan["resize"] and (mode is None or not any(size.values())):
         return None
     if plan["crop"] is not None and None in plan["crop"]:
@@ -61,8 +66,16 @@ def fixed_plan(height: int, width: int, mode: str, mean: tuple, std: tuple) -> d
     """A ``device_preprocess`` plan for a processor that resizes every image to ``height`` x ``width`` (no crop),
     rescales by 1/255 and normalises with ``mean`` / ``std`` (e.g. SigLIP's: bicubic to its square, 0.5 / 0.5)."""
     size = {k: None for k in _SIZE_KEYS} | {"height": int(height), "width": int(width)}
-    return {"resize": True, "mode": mode, "size": size, "two_pass": False, "crop": None, "rescale": 1 / 255,
-            "mean": tuple(mean), "std": tuple(std)}
+    return {
+        "resize": True,
+        "mode": mode,
+        "size": size,
+        "two_pass": False,
+        "crop": None,
+        "rescale": 1 / 255,
+        "mean": tuple(mean),
+        "std": tuple(std),
+    }
 
 
 def resized_hw(plan: dict, h: int, w: int) -> tuple[int, int]:
@@ -74,8 +87,14 @@ def resized_hw(plan: dict, h: int, w: int) -> tuple[int, int]:
     if s["shortest_edge"] and s["longest_edge"]:
         return tuple(get_size_with_aspect_ratio((h, w), s["shortest_edge"], s["longest_edge"]))
     if s["shortest_edge"]:
-        return tuple(get_resize_output_image_size(np.broadcast_to(np.uint8(0), (3, h, w)), size=s["shortest_edge"],
-                                                  default_to_square=False, input_data_format="channels_first"))
+        return tuple(
+            get_resize_output_image_size(
+                np.broadcast_to(np.uint8(0), (3, h, w)),
+                size=s["shortest_edge"],
+                default_to_square=False,
+                input_data_format="channels_first",
+            )
+        )
     if s["max_height"] and s["max_width"]:
         return tuple(get_image_size_for_max_height_width((h, w), s["max_height"], s["max_width"]))
     return int(s["height"]), int(s["width"])
@@ -97,7 +116,7 @@ def device_preprocess(images, plan: dict):
         h, w = x.shape[-2:]
         size = resized_hw(plan, h, w)
         # torchvision: one pass in float; PIL: the width, then the height, each pass rounded to uint8 levels
-        for step in ([(h, size[1]), size] if plan["two_pass"] else [size]):
+        for step in [(h, size[1]), size] if plan["two_pass"] else [size]:
             if tuple(step) != tuple(x.shape[-2:]):
                 x = F.interpolate(x, size=tuple(step), mode=plan["mode"], align_corners=False, antialias=True)
                 x = x.clamp_(0, 255).round_()
@@ -109,7 +128,7 @@ def device_preprocess(images, plan: dict):
             x = F.pad(x, (left, max(0, (cw - w + 1) // 2), top, max(0, (ch - h + 1) // 2)))
             h, w = x.shape[-2:]
         top, left = int((h - ch) / 2.0), int((w - cw) / 2.0)
-        x = x[..., top:top + ch, left:left + cw]
+        x = x[..., top : top + ch, left : left + cw]
     mean, std, scale = plan["mean"], plan["std"], plan["rescale"]
     if mean is not None:
         mean = torch.tensor(mean, device=x.device) * (1.0 / scale if scale else 1.0)

@@ -20,17 +20,20 @@ from vbench_ray.video.flow import AreaResize, FrameView, Gray
 @dataclass
 class SSIMConfig:
     frames: int = 10  # T: uniformly sampled frames per video (paper: 10)
-    size: int = 224   # both videos are resized to size x size before comparison (official: 224)
+    size: int = 224  # both videos are resized to size x size before comparison (official: 224)
 
 
 def ssim_frames(src_gray: np.ndarray, edit_gray: np.ndarray) -> np.ndarray:
     """Per-frame SSIM of two uint8 grayscale stacks ``(T, H, W)`` of equal shape."""
     from skimage.metrics import structural_similarity  # here, not at import: the driver never computes SSIM
+
     if src_gray.shape != edit_gray.shape:
-        raise ValueError(f"SSIM needs frame stacks of equal shape, got source {src_gray.shape} "
-                         f"and edited {edit_gray.shape}")
-    return np.array([structural_similarity(a, b, data_range=255) for a, b in zip(src_gray, edit_gray)],
-                    dtype=np.float64)
+        raise ValueError(
+            f"SSIM needs frame stacks of equal shape, got source {src_gray.shape} and edited {edit_gray.shape}"
+        )
+    return np.array(
+        [structural_similarity(a, b, data_range=255) for a, b in zip(src_gray, edit_gray)], dtype=np.float64
+    )
 
 
 def ssim_video(src_gray: np.ndarray, edit_gray: np.ndarray) -> float:

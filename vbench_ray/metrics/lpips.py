@@ -117,14 +117,22 @@ def _lpips_module(arch: str):
     return LPIPSNet()
 
 
-def load_lpips(arch: str, weights: str | None = None, backbone_weights: str | None = None,
-               lin_weights: str | None = None, device: str = "cpu"):
+def load_lpips(
+    arch: str,
+    weights: str | None = None,
+    backbone_weights: str | None = None,
+    lin_weights: str | None = None,
+    device: str = "cpu",
+):
     """The LPIPS module with local weights (see the module docstring for the three file layouts)."""
     torch = _torch()
     net = _lpips_module(arch)
     if weights:
-        state = torch.load(str(require_weights(weights, "metrics.BG_LPIPS.weights", "LPIPS weights")),
-                           map_location="cpu", weights_only=True)
+        state = torch.load(
+            str(require_weights(weights, "metrics.BG_LPIPS.weights", "LPIPS weights")),
+            map_location="cpu",
+            weights_only=True,
+        )
         state = {k: v for k, v in state.items() if not k.startswith(("shift", "scale"))}
         net.load_state_dict(state, strict=False)
         missing = [k for k in net.state_dict() if k not in state and k not in ("shift", "scale")]
@@ -134,19 +142,23 @@ def load_lpips(arch: str, weights: str | None = None, backbone_weights: str | No
         bb = require_weights(backbone_weights, "metrics.BG_LPIPS.backbone_weights", "LPIPS backbone weights")
         ln = require_weights(lin_weights, "metrics.BG_LPIPS.lin_weights", "LPIPS linear-layer weights")
         backbone = torch.load(str(bb), map_location="cpu", weights_only=True)
-        features = {k[len("features."):]: v for k, v in backbone.items() if k.startswith("features.")}
+        features = {k[len("features.") :]: v for k, v in backbone.items() if k.startswith("features.")}
         net.features.load_state_dict(features, strict=False)
         expected = {k for k in net.features.state_dict() if int(k.split(".")[0]) <= max(net.taps)}
         lost = sorted(expected - set(features))
         if lost:
-            raise ValueError(f"metrics.BG_LPIPS.backbone_weights={backbone_weights}: missing features.{lost[0]} ... "
-                             f"for arch {arch!r}")
+            raise ValueError(
+                f"metrics.BG_LPIPS.backbone_weights={backbone_weights}: missing features.{lost[0]} ... "
+                f"for arch {arch!r}"
+            )
         lins = torch.load(str(ln), map_location="cpu", weights_only=True)
         for k, lin in enumerate(net.lins):
             key = next((n for n in (f"lin{k}.model.1.weight", f"lins.{k}.weight", f"lin{k}.weight") if n in lins), None)
             if key is None:
-                raise ValueError(f"metrics.BG_LPIPS.lin_weights={lin_weights}: no weight for layer {k} "
-                                 f"(expected lin{k}.model.1.weight)")
+                raise ValueError(
+                    f"metrics.BG_LPIPS.lin_weights={lin_weights}: no weight for layer {k} "
+                    f"(expected lin{k}.model.1.weight)"
+                )
             lin.weight.data.copy_(lins[key].reshape(lin.weight.shape))
     return net.to(device).eval()
 
@@ -175,7 +187,6 @@ class LPIPSConfig:
     batch_size: int = 8  # frame pairs per forward pass
 
 
-
 @register_metric
 class BackgroundLPIPS(FrameMetric):
     """LPIPS x 10^3 between source and edited frames over the background, averaged over frames (App. E.5)."""
@@ -185,9 +196,8 @@ class BackgroundLPIPS(FrameMetric):
     weights_from = {  # where the official weights are published
         "weights": "none published in this layout: set backbone_weights and lin_weights instead",
         "backbone_weights": "torchvision's ImageNet weights (torchvision.models.VGG16_Weights.IMAGENET1K_V1, or "
-                            "AlexNet_Weights.IMAGENET1K_V1 for arch=alex)",
-        "lin_weights": "lpips/weights/v0.1/vgg.pth (or alex.pth) of "
-                       "https://github.com/richzhang/PerceptualSimilarity",
+        "AlexNet_Weights.IMAGENET1K_V1 for arch=alex)",
+        "lin_weights": "lpips/weights/v0.1/vgg.pth (or alex.pth) of https://github.com/richzhang/PerceptualSimilarity",
     }
     config_class = LPIPSConfig
     choices = {"arch": LPIPS_ARCHS}
@@ -206,14 +216,18 @@ class BackgroundLPIPS(FrameMetric):
         if cfg.weights:
             return weights_problem(cfg.weights, "metrics.BG_LPIPS.weights", "LPIPS weights")
         if not cfg.backbone_weights and not cfg.lin_weights:
-            return ["LPIPS weights: none set; set `metrics.BG_LPIPS.weights` (one state dict of the module) or both "
-                    "`metrics.BG_LPIPS.backbone_weights` and `metrics.BG_LPIPS.lin_weights` to local paths"]
-        return (weights_problem(cfg.backbone_weights, "metrics.BG_LPIPS.backbone_weights", "LPIPS backbone weights")
-                + weights_problem(cfg.lin_weights, "metrics.BG_LPIPS.lin_weights", "LPIPS linear-layer weights"))
+            return [
+                "LPIPS weights: none set; set `metrics.BG_LPIPS.weights` (one state dict of the module) or both "
+                "`metrics.BG_LPIPS.backbone_weights` and `metrics.BG_LPIPS.lin_weights` to local paths"
+            ]
+        return weights_problem(
+            cfg.backbone_weights, "metrics.BG_LPIPS.backbone_weights", "LPIPS backbone weights"
+        ) + weights_problem(cfg.lin_weights, "metrics.BG_LPIPS.lin_weights", "LPIPS linear-layer weights")
 
     def setup(self) -> None:
-        self.net = load_lpips(self.cfg.arch, self.cfg.weights, self.cfg.backbone_weights, self.cfg.lin_weights,
-                              self.cfg.device)
+        self.net = load_lpips(
+            self.cfg.arch, self.cfg.weights, self.cfg.backbone_weights, self.cfg.lin_weights, self.cfg.device
+        )
 
     def distances(self, edited: np.ndarray, source: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """Per-frame LPIPS (unscaled); ``nan`` for a frame without background."""
@@ -225,12 +239,16 @@ class BackgroundLPIPS(FrameMetric):
         step = max(1, int(self.cfg.batch_size))
         with torch.inference_mode():
             for i in range(0, len(source), step):
-                x = _to_tensor(source[i:i + step], self.cfg.device)
-                y = _to_tensor(edited[i:i + step], self.cfg.device)
-                w = torch.from_numpy(bg[i:i + step]).float().unsqueeze(1).to(self.cfg.device) if mask is not None else None
+                x = _to_tensor(source[i : i + step], self.cfg.device)
+                y = _to_tensor(edited[i : i + step], self.cfg.device)
+                w = (
+                    torch.from_numpy(bg[i : i + step]).float().unsqueeze(1).to(self.cfg.device)
+                    if mask is not None
+                    else None
+                )
                 d = self.net(x, y, w).float().cpu().numpy()
                 if mask is not None:
-                    d = np.where(bg[i:i + step].sum(axis=(1, 2)) > 0, d, np.nan)
+                    d = np.where(bg[i : i + step].sum(axis=(1, 2)) > 0, d, np.nan)
                 out.append(d)
         return np.concatenate(out) if out else np.zeros(0)
 

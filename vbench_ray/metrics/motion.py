@@ -38,22 +38,23 @@ TRACKERS = ("lk", "cotracker")
 
 @dataclass
 class MFConfig:
-    frames: int = 16                   # uniformly sampled frames per video (official: 16)
-    size: int = 384                    # frames resized to size x size; d_max = sqrt(2) * size
-    grid_size: int = 10                # grid_size x grid_size query points on frame 0 (official: 10)
-    alpha: float = 0.5                 # weight of the position term in c_ij (paper: 0.5)
-    eps: float = 1e-6                  # keeps the velocity cosine finite for static trajectories
-    tracker: str = "lk"                # "lk" (OpenCV Lucas-Kanade, CPU) or "cotracker" (CoTracker3)
+    frames: int = 16  # uniformly sampled frames per video (official: 16)
+    size: int = 384  # frames resized to size x size; d_max = sqrt(2) * size
+    grid_size: int = 10  # grid_size x grid_size query points on frame 0 (official: 10)
+    alpha: float = 0.5  # weight of the position term in c_ij (paper: 0.5)
+    eps: float = 1e-6  # keeps the velocity cosine finite for static trajectories
+    tracker: str = "lk"  # "lk" (OpenCV Lucas-Kanade, CPU) or "cotracker" (CoTracker3)
     cotracker_weights: Optional[str] = None  # local CoTracker3 checkpoint, e.g. scaled_offline.pth
-    device: str = "cpu"                # torch device for CoTracker
+    device: str = "cpu"  # torch device for CoTracker
     visibility_threshold: float = 0.9  # CoTracker sigmoid(visibility) above this counts as visible (official: 0.9)
     # [H, W] CoTracker3 runs at (the official predictor's 384x512); multiples of 4, at least 32
     cotracker_resolution: List[int] = field(default_factory=lambda: [384, 512])
-    fb_threshold: float = 1.0          # px; LK forward-backward error above this ends a track
-    pool_batch: int = 8                # tracker=cotracker (its own pool): cases whose videos are tracked together
+    fb_threshold: float = 1.0  # px; LK forward-backward error above this ends a track
+    pool_batch: int = 8  # tracker=cotracker (its own pool): cases whose videos are tracked together
 
 
 # ---------------------------------------------------------------------------------------------- math
+
 
 def summarize_tracks(tracks: np.ndarray, visible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per trajectory: mean position over visible frames and mean frame-to-frame displacement.
@@ -77,8 +78,15 @@ def summarize_tracks(tracks: np.ndarray, visible: np.ndarray) -> tuple[np.ndarra
     return pos, vel
 
 
-def matching_cost(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel_b: np.ndarray,
-                  alpha: float, dmax: float, eps: float = 1e-6) -> np.ndarray:
+def matching_cost(
+    pos_a: np.ndarray,
+    vel_a: np.ndarray,
+    pos_b: np.ndarray,
+    vel_b: np.ndarray,
+    alpha: float,
+    dmax: float,
+    eps: float = 1e-6,
+) -> np.ndarray:
     """c_ij between trajectories i of video a and j of video b: (N_a, N_b)."""
     dist = np.linalg.norm(pos_a[:, None, :] - pos_b[None, :, :], axis=-1) / dmax
     dot = vel_a @ vel_b.T
@@ -86,8 +94,15 @@ def matching_cost(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel_b
     return alpha * dist + (1.0 - alpha) * (1.0 - dot / (norms + eps))
 
 
-def motion_fidelity(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel_b: np.ndarray,
-                    alpha: float = 0.5, dmax: float = math.sqrt(2.0) * 384, eps: float = 1e-6) -> float:
+def motion_fidelity(
+    pos_a: np.ndarray,
+    vel_a: np.ndarray,
+    pos_b: np.ndarray,
+    vel_b: np.ndarray,
+    alpha: float = 0.5,
+    dmax: float = math.sqrt(2.0) * 384,
+    eps: float = 1e-6,
+) -> float:
     """MF = 1 - mean matched cost under the Hungarian assignment (paper App. F.3).
 
     Properties of the formula worth knowing when reading scores:
@@ -105,13 +120,21 @@ def motion_fidelity(pos_a: np.ndarray, vel_a: np.ndarray, pos_b: np.ndarray, vel
 
     if len(pos_a) == 0 or len(pos_b) == 0:
         return math.nan
-    cost = matching_cost(np.asarray(pos_a, float), np.asarray(vel_a, float),
-                         np.asarray(pos_b, float), np.asarray(vel_b, float), alpha, dmax, eps)
+    cost = matching_cost(
+        np.asarray(pos_a, float),
+        np.asarray(vel_a, float),
+        np.asarray(pos_b, float),
+        np.asarray(vel_b, float),
+        alpha,
+        dmax,
+        eps,
+    )
     rows, cols = linear_sum_assignment(cost)
     return float(1.0 - cost[rows, cols].mean())
 
 
 # ------------------------------------------------------------------------------------------ trackers
+
 
 class PointTracker(Protocol):
     def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,8 +153,11 @@ class LKTracker:
     def __init__(self, grid_size: int = 10, fb_threshold: float = 1.0, win_size: int = 21, max_level: int = 3):
         self.grid_size = grid_size
         self.fb_threshold = fb_threshold
-        self.lk_params = dict(winSize=(win_size, win_size), maxLevel=max_level,
-                              criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 30, 0.01))
+        self.lk_params = dict(
+            winSize=(win_size, win_size),
+            maxLevel=max_level,
+            criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 30, 0.01),
+        )
 
     def track(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``frames``: uint8 RGB (T, H, W, 3), or their grayscale (T, H, W) (``Gray``'s ``COLOR_RGB2GRAY``)."""
@@ -173,8 +199,14 @@ class CoTrackerTracker:
 
     videos_per_forward = 8  # videos batched into one forward pass (source and edited of 4 cases)
 
-    def __init__(self, weights: str, grid_size: int = 10, device: str = "cpu", visibility_threshold: float = 0.9,
-                 resolution: tuple[int, int] = (384, 512)):
+    def __init__(
+        self,
+        weights: str,
+        grid_size: int = 10,
+        device: str = "cpu",
+        visibility_threshold: float = 0.9,
+        resolution: tuple[int, int] = (384, 512),
+    ):
         path = require_weights(weights, "metrics.MF.cotracker_weights", "CoTracker3")
         import torch
 
@@ -200,7 +232,7 @@ class CoTrackerTracker:
             by_shape.setdefault(np.shape(v), []).append(i)
         for idx in by_shape.values():
             for start in range(0, len(idx), self.videos_per_forward):
-                chunk = idx[start:start + self.videos_per_forward]
+                chunk = idx[start : start + self.videos_per_forward]
                 # (B, T, 3, H, W) float RGB in 0..255, as the official predictor takes it
                 batch = torch.from_numpy(np.stack([np.ascontiguousarray(videos[i]) for i in chunk]))
                 batch = batch.permute(0, 1, 4, 2, 3).float().to(self.device)
@@ -225,12 +257,18 @@ def build_tracker(cfg: MFConfig) -> PointTracker:
     if cfg.tracker == "lk":
         return LKTracker(int(cfg.grid_size), float(cfg.fb_threshold))
     if cfg.tracker == "cotracker":
-        return CoTrackerTracker(cfg.cotracker_weights, int(cfg.grid_size), cfg.device, float(cfg.visibility_threshold),
-                                cotracker_resolution(cfg))
+        return CoTrackerTracker(
+            cfg.cotracker_weights,
+            int(cfg.grid_size),
+            cfg.device,
+            float(cfg.visibility_threshold),
+            cotracker_resolution(cfg),
+        )
     raise ValueError(f"metrics.MF.tracker must be one of {TRACKERS}, got {cfg.tracker!r}")
 
 
 # ------------------------------------------------------------------------------------------- metric
+
 
 @register_metric
 class MF(FrameMetric):
@@ -240,7 +278,7 @@ class MF(FrameMetric):
     paper = "CoVEBench App. F.3 (Motion Fidelity)"
     weights_from = {  # where the official weights are published
         "cotracker_weights": "scaled_offline.pth of facebook/cotracker3 (Hugging Face), as the official CoVEBench "
-                             "download_assets.py fetches it",
+        "download_assets.py fetches it",
     }
     config_class = MFConfig
     choices = {"tracker": TRACKERS}
@@ -264,7 +302,11 @@ class MF(FrameMetric):
 
     @classmethod
     def check_weights(cls, cfg) -> list[str]:
-        return weights_problem(cfg.cotracker_weights, "metrics.MF.cotracker_weights", "CoTracker3") if cfg.tracker == "cotracker" else []
+        return (
+            weights_problem(cfg.cotracker_weights, "metrics.MF.cotracker_weights", "CoTracker3")
+            if cfg.tracker == "cotracker"
+            else []
+        )
 
     def setup(self) -> None:
         self.tracker = build_tracker(self.cfg)

@@ -15,6 +15,7 @@ import numpy as np
 from vbench_ray.metrics.base import FrameMetric, register_metric
 from vbench_ray.video.flow import farneback_flow, gray_resize
 
+
 @dataclass
 class MotionScoreConfig:
     frames: Optional[int] = None  # uniformly sampled frames (null: every frame); flow between consecutive ones
@@ -26,8 +27,9 @@ def motion_score(frames: np.ndarray, size: int = 256) -> float:
     if len(frames) < 2:
         return float("nan")
     grays = gray_resize(frames, size)
-    return float(np.mean([np.linalg.norm(farneback_flow(grays[t], grays[t + 1]), axis=-1).mean()
-                          for t in range(len(grays) - 1)]))
+    return float(
+        np.mean([np.linalg.norm(farneback_flow(grays[t], grays[t + 1]), axis=-1).mean() for t in range(len(grays) - 1)])
+    )
 
 
 @register_metric

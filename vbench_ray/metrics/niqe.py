@@ -47,7 +47,7 @@ def ggd_fit(x: np.ndarray) -> tuple[float, float]:
     x = np.asarray(x, dtype=np.float64).ravel()
     var = float(np.mean(x * x))
     mean_abs = float(np.mean(np.abs(x)))
-    rho = var / (mean_abs ** 2) if mean_abs > 0 else np.inf
+    rho = var / (mean_abs**2) if mean_abs > 0 else np.inf
     return float(_ALPHAS[np.argmin(np.abs(_ratio_tables()[0] - rho))]), var
 
 
@@ -60,21 +60,29 @@ def aggd_fit(x: np.ndarray) -> tuple[float, float, float, float]:
     g = left_sd / right_sd if right_sd > 0 else np.inf
     mean_sq = float(np.mean(x * x))
     r_hat = float(np.mean(np.abs(x))) ** 2 / mean_sq if mean_sq > 0 else 0.0
-    r_norm = r_hat * (g ** 3 + 1) * (g + 1) / (g ** 2 + 1) ** 2 if np.isfinite(g) else 0.0
+    r_norm = r_hat * (g**3 + 1) * (g + 1) / (g**2 + 1) ** 2 if np.isfinite(g) else 0.0
     alpha = float(_ALPHAS[np.argmin(np.abs(_ratio_tables()[1] - r_norm))])
     from scipy.special import gamma as gamma_fn
 
-    eta = (right_sd - left_sd) * gamma_fn(2.0 / alpha) / gamma_fn(1.0 / alpha) * math.sqrt(
-        gamma_fn(1.0 / alpha) / gamma_fn(3.0 / alpha))
-    return alpha, float(eta), left_sd ** 2, right_sd ** 2
+    eta = (
+        (right_sd - left_sd)
+        * gamma_fn(2.0 / alpha)
+        / gamma_fn(1.0 / alpha)
+        * math.sqrt(gamma_fn(1.0 / alpha) / gamma_fn(3.0 / alpha))
+    )
+    return alpha, float(eta), left_sd**2, right_sd**2
 
 
 def patch_features(coeffs: np.ndarray) -> np.ndarray:
     """The 18 NIQE features of one MSCN patch: GGD (alpha, variance), then AGGD (alpha, mean, left and
     right variance) of the products with the horizontal, vertical and two diagonal neighbours."""
     feats = list(ggd_fit(coeffs))
-    for a, b in ((coeffs[:, :-1], coeffs[:, 1:]), (coeffs[:-1, :], coeffs[1:, :]),
-                 (coeffs[:-1, :-1], coeffs[1:, 1:]), (coeffs[1:, :-1], coeffs[:-1, 1:])):
+    for a, b in (
+        (coeffs[:, :-1], coeffs[:, 1:]),
+        (coeffs[:-1, :], coeffs[1:, :]),
+        (coeffs[:-1, :-1], coeffs[1:, 1:]),
+        (coeffs[1:, :-1], coeffs[:-1, 1:]),
+    ):
         feats += list(aggd_fit(a * b))
     return np.asarray(feats)
 
@@ -88,8 +96,10 @@ def niqe_features(gray: np.ndarray, patch: int = 96, sharpness: float | None = N
     img = np.asarray(gray, dtype=np.float64)
     h, w = (img.shape[0] // patch) * patch, (img.shape[1] // patch) * patch
     if h == 0 or w == 0:
-        raise ValueError(f"NIQE needs frames of at least {patch}x{patch} pixels (metrics.NIQE.patch_size), "
-                         f"got {img.shape[1]}x{img.shape[0]}")
+        raise ValueError(
+            f"NIQE needs frames of at least {patch}x{patch} pixels (metrics.NIQE.patch_size), "
+            f"got {img.shape[1]}x{img.shape[0]}"
+        )
     img = img[:h, :w]
     half = cv2.resize(img, (w // 2, h // 2), interpolation=cv2.INTER_CUBIC)
     scales = []
@@ -99,11 +109,16 @@ def niqe_features(gray: np.ndarray, patch: int = 96, sharpness: float | None = N
         rows = []
         for y in range(0, im.shape[0] - p + 1, p):
             for x in range(0, im.shape[1] - p + 1, p):
-                rows.append(patch_features(coeffs[y:y + p, x:x + p]))
+                rows.append(patch_features(coeffs[y : y + p, x : x + p]))
         scales.append(np.asarray(rows))
         if k == 0:
-            sds = np.asarray([sd[y:y + p, x:x + p].mean() for y in range(0, im.shape[0] - p + 1, p)
-                              for x in range(0, im.shape[1] - p + 1, p)])
+            sds = np.asarray(
+                [
+                    sd[y : y + p, x : x + p].mean()
+                    for y in range(0, im.shape[0] - p + 1, p)
+                    for x in range(0, im.shape[1] - p + 1, p)
+                ]
+            )
     feats = np.concatenate(scales, axis=1)
     if sharpness is not None and len(feats):
         feats = feats[sds >= sharpness * sds.max()]
@@ -168,7 +183,7 @@ class NIQE(FrameMetric):
     paper = "NRVBench Table 3 (NIQE; Mittal et al. 2013)"
     weights_from = {  # where the official weights are published
         "model": "modelparameters.mat of the NIQE reference release (LIVE, "
-                 "http://live.ece.utexas.edu/research/quality/niqe_release.zip)",
+        "http://live.ece.utexas.edu/research/quality/niqe_release.zip)",
     }
     config_class = NIQEConfig
     needs_source = False
@@ -188,5 +203,11 @@ class NIQE(FrameMetric):
         if not hasattr(self, "mu"):
             self.setup()
         patch = int(self.cfg.patch_size)
-        return float(np.mean([niqe_score(cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY), self.mu,
-                                         self.cov, patch) for f in edited]))
+        return float(
+            np.mean(
+                [
+                    niqe_score(cv2.cvtColor(np.ascontiguousarray(f), cv2.COLOR_RGB2GRAY), self.mu, self.cov, patch)
+                    for f in edited
+                ]
+            )
+        )

@@ -51,18 +51,18 @@ def pack(edited: np.ndarray, source: np.ndarray | None, kwargs: dict[str, Any]) 
 
 def unpack(blob: bytes) -> tuple[np.ndarray, np.ndarray | None, dict]:
     """``pack``'s inputs back; the arrays are read-only views on ``blob`` (metrics never write into their frames)."""
-    if blob[:len(MAGIC)] != MAGIC:  # a plain pickle
+    if blob[: len(MAGIC)] != MAGIC:  # a plain pickle
         return pickle.loads(blob)
     view = memoryview(blob)
     at = len(MAGIC)
     count, header_len = struct.unpack_from("<2Q", view, at)
     sizes = struct.unpack_from(f"<{count}Q", view, at + 16)
     at += 16 + 8 * count
-    header = view[at:at + header_len]
+    header = view[at : at + header_len]
     at += header_len
     buffers = []
     for size in sizes:
-        buffers.append(view[at:at + size])
+        buffers.append(view[at : at + size])
         at += size
     return pickle.loads(header, buffers=buffers)
 
@@ -112,14 +112,19 @@ class MetricPool:
         try:
             results = list(self.metric.compute_many(items))
             if len(results) != len(items):
-                raise RuntimeError(f"{type(self.metric).__name__}.compute_many returned {len(results)} results "
-                                   f"for {len(items)} cases")
+                raise RuntimeError(
+                    f"{type(self.metric).__name__}.compute_many returned {len(results)} results for {len(items)} cases"
+                )
             return results
         except Exception as exc:
             if len(items) == 1:
                 return [exc]
-            log.warning("metric %s: the batch of %d cases failed (%s); scoring each case alone",
-                        self.metric.name, len(items), exc)
+            log.warning(
+                "metric %s: the batch of %d cases failed (%s); scoring each case alone",
+                self.metric.name,
+                len(items),
+                exc,
+            )
         results = []
         for item in items:
             try:
@@ -151,12 +156,25 @@ def metric_pool_stages(metrics: list[FrameMetric], cfgs: dict[str, dict], ray_cf
         if not m.in_pool():
             continue
         low, high = _pool_override(ray_cfg, m.name)
-        stages.append(Stage(
-            name=m.name, fn=MetricPool, kind="pool", init_kwargs={"name": m.name, "cfg": cfgs[m.name]},
-            inputs=(payload_column(m.name),), outputs={m.name: "float"}, drop=(payload_column(m.name),),
-            num_cpus=1.0, num_gpus=float(m.resources().get("num_gpus", 0.0)), gpu_cost=float(m.gpu_cost),
-            skip_failed=False, batched=True,
-            workers=high, min_workers=low, batch_size=pool_batch(m, ray_cfg)))
+        stages.append(
+            Stage(
+                name=m.name,
+                fn=MetricPool,
+                kind="pool",
+                init_kwargs={"name": m.name, "cfg": cfgs[m.name]},
+                inputs=(payload_column(m.name),),
+                outputs={m.name: "float"},
+                drop=(payload_column(m.name),),
+                num_cpus=1.0,
+                num_gpus=float(m.resources().get("num_gpus", 0.0)),
+                gpu_cost=float(m.gpu_cost),
+                skip_failed=False,
+                batched=True,
+                workers=high,
+                min_workers=low,
+                batch_size=pool_batch(m, ray_cfg),
+            )
+        )
     return stages
 
 

@@ -46,15 +46,19 @@ RAFT_KEY = "metrics.MSM.raft_weights"
 
 @dataclass
 class MSMConfig:
-    frames: int = 10                   # T: uniformly sampled frames of the edited video (paper: 10)
-    size: int = 224                    # frames are resized to size x size before flow (official: 224)
-    flow: str = "farneback"            # "farneback" (OpenCV, CPU) or "raft" (torchvision, GPU option)
-    formula: str = "official"          # "official" (the repository's score; Table 3's numbers) or "paper_text" (App. F.2 jitter)
-    motion_threshold: float = 0.05     # px; pixels moving less in both flows are outside M_t
-    eps: float = 1e-6                  # keeps the ratios finite where both flows are zero
-    raft_weights: Optional[str] = None  # local torchvision RAFT state dict (.pth), for flow="raft"; small or large, read from its keys
-    device: str = "cpu"                # torch device for RAFT
-    gpu_fraction: float = 0.1          # GPU share per pool actor, device cuda (pool_plan)
+    frames: int = 10  # T: uniformly sampled frames of the edited video (paper: 10)
+    size: int = 224  # frames are resized to size x size before flow (official: 224)
+    flow: str = "farneback"  # "farneback" (OpenCV, CPU) or "raft" (torchvision, GPU option)
+    formula: str = (
+        "official"  # "official" (the repository's score; Table 3's numbers) or "paper_text" (App. F.2 jitter)
+    )
+    motion_threshold: float = 0.05  # px; pixels moving less in both flows are outside M_t
+    eps: float = 1e-6  # keeps the ratios finite where both flows are zero
+    raft_weights: Optional[str] = (
+        None  # local torchvision RAFT state dict (.pth), for flow="raft"; small or large, read from its keys
+    )
+    device: str = "cpu"  # torch device for RAFT
+    gpu_fraction: float = 0.1  # GPU share per pool actor, device cuda (pool_plan)
 
 
 Magnitudes = tuple[np.ndarray, np.ndarray]  # ||F_t||, ||F_{t+1}|| per pixel
@@ -77,8 +81,9 @@ def jitter_map(f0: np.ndarray, f1: np.ndarray, eps: float = 1e-6, mags: Magnitud
     return np.linalg.norm(f1 - f0, axis=-1) / (m0 + m1 + eps)
 
 
-def paper_pair_jitter(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float,
-                      mags: Magnitudes | None = None) -> float:
+def paper_pair_jitter(
+    f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float, mags: Magnitudes | None = None
+) -> float:
     """mean_{p in M_t} min(1, J_t(p)); 0 (no jitter) when nothing moves."""
     mask = motion_mask(f0, f1, threshold, mags)
     if not mask.any():
@@ -86,8 +91,9 @@ def paper_pair_jitter(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: flo
     return float(np.minimum(1.0, jitter_map(f0, f1, eps, mags)[mask]).mean())
 
 
-def official_pair_score(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float,
-                        mags: Magnitudes | None = None) -> float:
+def official_pair_score(
+    f0: np.ndarray, f1: np.ndarray, threshold: float, eps: float, mags: Magnitudes | None = None
+) -> float:
     """The official code's per-pair smoothness: 0.7 * direction agreement + 0.3 * speed agreement."""
     m0, m1 = _magnitudes(f0, f1, mags)
     mask = motion_mask(f0, f1, threshold, (m0, m1))
@@ -99,8 +105,7 @@ def official_pair_score(f0: np.ndarray, f1: np.ndarray, threshold: float, eps: f
     return float(np.clip(0.7 * direction + 0.3 * speed, 0.0, 1.0)[mask].mean())
 
 
-def msm_score(flows: np.ndarray, formula: str = "official", motion_threshold: float = 0.05,
-              eps: float = 1e-6) -> float:
+def msm_score(flows: np.ndarray, formula: str = "official", motion_threshold: float = 0.05, eps: float = 1e-6) -> float:
     """MSM from consecutive flows ``(T-1, H, W, 2)``; nan with fewer than two flows (T < 3 frames)."""
     if formula not in FORMULAS:
         raise ValueError(f"MSM formula must be one of {FORMULAS}, got {formula!r}")
@@ -122,7 +127,7 @@ class MSM(FrameMetric):
     paper = "CoVEBench App. F.2 (Motion Smoothness)"
     weights_from = {  # where the official weights are published
         "raft_weights": "torchvision's RAFT weights (torchvision.models.optical_flow.Raft_Large_Weights.DEFAULT "
-                        "or Raft_Small_Weights.DEFAULT); the official MSM uses OpenCV Farneback flow, no weights",
+        "or Raft_Small_Weights.DEFAULT); the official MSM uses OpenCV Farneback flow, no weights",
     }
     config_class = MSMConfig
     choices = {"flow": FLOWS, "formula": FORMULAS}
@@ -180,8 +185,13 @@ class MSM(FrameMetric):
         try:  # small or large: read from the state dict, never from the file's name
             state = read_state_dict(weights, RAFT_KEY)
             self.raft_variant = raft_variant_of(state, RAFT_KEY, weights)
-            model = load_checked(raft_model(self.raft_variant), state, RAFT_KEY, weights,
-                                 f"a torchvision RAFT-{self.raft_variant} state dict")
+            model = load_checked(
+                raft_model(self.raft_variant),
+                state,
+                RAFT_KEY,
+                weights,
+                f"a torchvision RAFT-{self.raft_variant} state dict",
+            )
         except ValueError as exc:  # every key at its shape, or one message naming the config key
             raise ConfigError(str(exc)) from exc
         self._raft = RaftFlow(model, self.cfg.device)
@@ -207,5 +217,6 @@ class MSM(FrameMetric):
         """MSM of App. F.2 (``formula``) on the edited video's views; the source is not read."""
         if len(edited) < 3:  # two flows are the least a change of motion can be measured on
             raise VideoTooShortError("MSM", len(edited), 3, "the edited video")
-        return msm_score(self.view_flows(edited), self.cfg.formula, float(self.cfg.motion_threshold),
-                         float(self.cfg.eps))
+        return msm_score(
+            self.view_flows(edited), self.cfg.formula, float(self.cfg.motion_threshold), float(self.cfg.eps)
+        )

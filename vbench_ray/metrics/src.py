@@ -67,16 +67,16 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from vbench_ray.metrics.base import (FrameMetric, Sampling, register_metric, require_weights,
-                                     weights_problem)
-from vbench_ray.metrics.device_images import (IMAGENET_MEAN, IMAGENET_STD, device_preprocess, encoder_class,
-                                              image_plan)
+from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, weights_problem
+from vbench_ray.metrics.device_images import IMAGENET_MEAN, IMAGENET_STD, device_preprocess, encoder_class, image_plan
 from vbench_ray.metrics.src_entities import entities_from_cache, entities_from_task
 from vbench_ray.metrics.src_scoring import detections, frame_pairs, pair_crops, score_pairs
 
-WEIGHT_KEYS = {"grounding_dino": "Grounding DINO (a transformers GroundingDinoForObjectDetection directory)",
-               "sam2": "SAM2 (a transformers Sam2Model directory)",
-               "dinov2": "DINOv2 (a transformers Dinov2Model directory)"}
+WEIGHT_KEYS = {
+    "grounding_dino": "Grounding DINO (a transformers GroundingDinoForObjectDetection directory)",
+    "sam2": "SAM2 (a transformers Sam2Model directory)",
+    "dinov2": "DINOv2 (a transformers Dinov2Model directory)",
+}
 
 
 @dataclass
@@ -106,6 +106,7 @@ class SRCConfig:
 
 
 # ----------------------------------------------------------------------------- metric
+
 
 class SRCUndefined(ValueError):
     """The case has no SRC score (no entity to keep or found, or no source mask): a recorded failure."""
@@ -137,7 +138,7 @@ class SRC(FrameMetric):
     weights_from = {  # where the official weights are published
         "grounding_dino": "IDEA-Research/grounding-dino-base (Hugging Face)",
         "sam2": "facebook/sam2-hiera-large (Hugging Face, transformers format); the official evaluator "
-                "downloads https://dl.fbaipublicfiles.com/segment_anything_2/072824/sam2_hiera_large.pt",
+        "downloads https://dl.fbaipublicfiles.com/segment_anything_2/072824/sam2_hiera_large.pt",
         "dinov2": "facebook/dinov2-small (Hugging Face)",
     }
     config_class = SRCConfig
@@ -159,8 +160,9 @@ class SRC(FrameMetric):
             problems += weights_problem(getattr(cfg, key, None), f"metrics.SRC.{key}", f"SRC needs {what}")
         entities_dir = getattr(cfg, "entities_dir", None)
         if entities_dir and not Path(entities_dir).is_dir():
-            problems.append(f"SRC: config key `metrics.SRC.entities_dir` points to {entities_dir!r}, "
-                            "which is not a directory")
+            problems.append(
+                f"SRC: config key `metrics.SRC.entities_dir` points to {entities_dir!r}, which is not a directory"
+            )
         return problems
 
     def extra_inputs(self, row: dict) -> dict:
@@ -174,11 +176,18 @@ class SRC(FrameMetric):
     # -- models
     def setup(self) -> None:
         import torch
-        from transformers import (AutoImageProcessor, AutoProcessor, Dinov2Model, GroundingDinoForObjectDetection,
-                                  Sam2Model)
+        from transformers import (
+            AutoImageProcessor,
+            AutoProcessor,
+            Dinov2Model,
+            GroundingDinoForObjectDetection,
+            Sam2Model,
+        )
 
-        paths = {k: require_weights(getattr(self.cfg, k), f"metrics.SRC.{k}", f"SRC needs {w}")
-                 for k, w in WEIGHT_KEYS.items()}
+        paths = {
+            k: require_weights(getattr(self.cfg, k), f"metrics.SRC.{k}", f"SRC needs {w}")
+            for k, w in WEIGHT_KEYS.items()
+        }
         self.torch = torch
         self.device = torch.device(self.cfg.device)
         encoder = encoder_class()
@@ -210,12 +219,12 @@ class SRC(FrameMetric):
         host = torch.empty(sum(sizes), dtype=torch.uint8, pin_memory=self.device.type == "cuda")
         flat, at = host.numpy(), 0
         for a, n in zip(arrays, sizes):
-            flat[at:at + n].reshape(a.shape)[...] = a
+            flat[at : at + n].reshape(a.shape)[...] = a
             at += n
         dev = host.to(self.device, non_blocking=True)
         out, at = [], 0
         for a, n in zip(arrays, sizes):
-            out.append(dev[at:at + n].view(a.shape))
+            out.append(dev[at : at + n].view(a.shape))
             at += n
         return out
 
@@ -250,7 +259,7 @@ class SRC(FrameMetric):
             at = 0
             for u in order:
                 top, top_box = 0.0, None
-                for score, box in zip(scores[at:at + len(units[u][2])], pixels[at:at + len(units[u][2])]):
+                for score, box in zip(scores[at : at + len(units[u][2])], pixels[at : at + len(units[u][2])]):
                     if score > top:  # the first probe wins a tie, as the official loop over probes
                         top, top_box = float(score), [float(v) for v in box]
                 best[u] = (top, top_box)
@@ -277,8 +286,9 @@ class SRC(FrameMetric):
             from PIL import Image
 
             images = [Image.fromarray(f) for _, _, probes, _ in units for f in probes]
-            inputs = self.gd_processor(images=images, text=texts, padding="longest",
-                                       return_tensors="pt").to(self.device)
+            inputs = self.gd_processor(images=images, text=texts, padding="longest", return_tensors="pt").to(
+                self.device
+            )
             sharing = contextlib.nullcontext()
         else:
             videos = list(dict.fromkeys(j for j, _, _, _ in units))  # the pass's videos, each with its probe frames
@@ -290,8 +300,9 @@ class SRC(FrameMetric):
             inverse = self.torch.tensor(index, device=self.device)
             inputs = self.gd_processor(text=texts, padding="longest", return_tensors="pt").to(self.device)
             inputs["pixel_values"] = pixels.index_select(0, inverse)
-            inputs["pixel_mask"] = self.torch.ones((len(index), *pixels.shape[-2:]), dtype=self.torch.long,
-                                                   device=self.device)  # the processor's: no padding in a pass
+            inputs["pixel_mask"] = self.torch.ones(
+                (len(index), *pixels.shape[-2:]), dtype=self.torch.long, device=self.device
+            )  # the processor's: no padding in a pass
             sharing = self.gd_backbone.unique(first, inverse)  # backbone row u: pixels[u]; prompt row i: index[i]
         with self.torch.inference_mode(), self._autocast(), sharing:
             outputs = self.gd_model(**inputs)
@@ -325,17 +336,19 @@ class SRC(FrameMetric):
         bs = max(1, int(self.cfg.batch_size))
         masks, where = [], []  # per run of a pass: its masks on the device, and (job, first frame, frames)
         for start in range(0, len(flat), bs):
-            chunk = flat[start:start + bs]
+            chunk = flat[start : start + bs]
             runs = _runs([j for j, _ in chunk])  # (job, first, end) of the chunk's consecutive frames per video
-            frames = self._upload([jobs[j][0][chunk[a][1]:chunk[b - 1][1] + 1] for j, a, b in runs])
+            frames = self._upload([jobs[j][0][chunk[a][1] : chunk[b - 1][1] + 1] for j, a, b in runs])
             x = torch.cat([self._sam_input(f, s) for f in frames])
             x = (x - mean) / std
             with torch.inference_mode(), self._autocast():
                 embeddings = self.sam.get_image_embeddings(x)
                 for j, a, b in runs:
-                    pred = self.sam(image_embeddings=[e[a:b] for e in embeddings],
-                                    input_boxes=prompts[j].unsqueeze(0).expand(b - a, -1, -1),
-                                    multimask_output=False).pred_masks  # (frames, boxes, 1, h', w')
+                    pred = self.sam(
+                        image_embeddings=[e[a:b] for e in embeddings],
+                        input_boxes=prompts[j].unsqueeze(0).expand(b - a, -1, -1),
+                        multimask_output=False,
+                    ).pred_masks  # (frames, boxes, 1, h', w')
                     h, w = jobs[j][0].shape[1:3]
                     logits = F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False)
                     masks.append((logits > 0).any(dim=1).flatten())
@@ -344,7 +357,7 @@ class SRC(FrameMetric):
         at = 0
         for j, first, n in where:
             h, w = jobs[j][0].shape[1:3]
-            out[j][first:first + n] = host[at:at + n * h * w].reshape(n, h, w)
+            out[j][first : first + n] = host[at : at + n * h * w].reshape(n, h, w)
             at += n * h * w
         return out
 
@@ -365,12 +378,13 @@ class SRC(FrameMetric):
         feats = []
         bs = max(2, int(self.cfg.batch_size))
         for start in range(0, len(crops), bs):
-            part = list(crops[start:start + bs])
+            part = list(crops[start : start + bs])
             if self.dino_plan is None:
                 inputs = self.dino_processor(images=part, return_tensors="pt").to(self.device)
             else:
-                inputs = {"pixel_values": torch.cat([device_preprocess(c[None], self.dino_plan)
-                                                     for c in self._upload(part)])}
+                inputs = {
+                    "pixel_values": torch.cat([device_preprocess(c[None], self.dino_plan) for c in self._upload(part)])
+                }
             with torch.inference_mode():
                 f = self.dino(**inputs).last_hidden_state[:, 0].float()
                 feats.append(f / (f.norm(dim=1, keepdim=True) + 1e-6))
@@ -402,26 +416,37 @@ class SRC(FrameMetric):
             found = self.ground_many([(case[pos], case[2]) for case in live.values()])
             boxes[which] = dict(zip(live, found))
             for k in [k for k in live if not boxes[which][k]]:
-                results[k] = SRCUndefined(f"SRC: no entity to keep was found in the {which} at score >= "
-                                          f"{self.cfg.min_score} ({list(live[k][2])})")
+                results[k] = SRCUndefined(
+                    f"SRC: no entity to keep was found in the {which} at score >= "
+                    f"{self.cfg.min_score} ({list(live[k][2])})"
+                )
                 del live[k]
         clock("ground")
-        masks = self.segment_many([job for k, (src, edit, _) in live.items()
-                                   for job in ((src, boxes["source"][k]), (edit, boxes["edited video"][k]))])
+        masks = self.segment_many(
+            [
+                job
+                for k, (src, edit, _) in live.items()
+                for job in ((src, boxes["source"][k]), (edit, boxes["edited video"][k]))
+            ]
+        )
         clock("segment")
         prepared, crops = {}, []
         for n, (k, (src, edit, _)) in enumerate(live.items()):
-            per_frame, pairs, missing = frame_pairs(src, edit, masks[2 * n], masks[2 * n + 1],
-                                                    int(self.cfg.min_mask_pixels), float(self.cfg.bbox_expand))
+            per_frame, pairs, missing = frame_pairs(
+                src, edit, masks[2 * n], masks[2 * n + 1], int(self.cfg.min_mask_pixels), float(self.cfg.bbox_expand)
+            )
             prepared[k] = (per_frame, pairs, missing, len(crops))
             crops += pair_crops(pairs)
         clock("pairs")
         feats = self.embed(crops) if crops else None
         clock("embed")
         for k, (per_frame, pairs, missing, at) in prepared.items():
-            score, _ = score_pairs(per_frame, pairs, feats[at:at + 2 * len(pairs)] if pairs else None, missing)
-            results[k] = score if not np.isnan(score) else SRCUndefined(
-                f"SRC: no sampled source frame has a mask of >= {self.cfg.min_mask_pixels} pixels")
+            score, _ = score_pairs(per_frame, pairs, feats[at : at + 2 * len(pairs)] if pairs else None, missing)
+            results[k] = (
+                score
+                if not np.isnan(score)
+                else SRCUndefined(f"SRC: no sampled source frame has a mask of >= {self.cfg.min_mask_pixels} pixels")
+            )
         self.phase_cases = getattr(self, "phase_cases", 0) + len(items)
         return results
 
@@ -432,8 +457,10 @@ class SRC(FrameMetric):
         if source is None:
             raise ValueError("SRC compares against the source video, but no source frames were given")
         if not entities:
-            raise SRCUndefined("SRC: the task names no concrete entity to keep (no Semantic Preservation question "
-                               "about a localisable entity, no preserved_entities)")
+            raise SRCUndefined(
+                "SRC: the task names no concrete entity to keep (no Semantic Preservation question "
+                "about a localisable entity, no preserved_entities)"
+            )
         k = min(len(source), len(edited))
         if k == 0:
             raise ValueError("SRC needs at least one frame of each video")

@@ -15,11 +15,33 @@ from typing import Any, Sequence
 from vbench_ray.safepaths import within
 
 # targets a mask cannot localise: dropped from the question-derived entities (official stage 1B drops them)
-ABSTRACT_WORDS = ("camera", "framing", "frame", "shot", "angle", "perspective", "composition", "lighting", "light",
-                  "mood", "atmosphere", "style", "tone", "colour grading", "color grading", "aesthetic",
-                  "background", "scene", "environment", "bokeh", "motion", "movement")
-_PRESERVED = re.compile(r"\bthe\s+([^?.,;]+?)\s+(?:is\s+|are\s+)?(?:preserved|maintained|retained|kept|unchanged)",
-                        re.IGNORECASE)
+ABSTRACT_WORDS = (
+    "camera",
+    "framing",
+    "frame",
+    "shot",
+    "angle",
+    "perspective",
+    "composition",
+    "lighting",
+    "light",
+    "mood",
+    "atmosphere",
+    "style",
+    "tone",
+    "colour grading",
+    "color grading",
+    "aesthetic",
+    "background",
+    "scene",
+    "environment",
+    "bokeh",
+    "motion",
+    "movement",
+)
+_PRESERVED = re.compile(
+    r"\bthe\s+([^?.,;]+?)\s+(?:is\s+|are\s+)?(?:preserved|maintained|retained|kept|unchanged)", re.IGNORECASE
+)
 
 
 def _phrase(entity: Any) -> str:

@@ -45,8 +45,14 @@ def cosine_to_unit(cos: np.ndarray | float) -> np.ndarray | float:
     return np.clip((np.asarray(cos, dtype=np.float64) + 1.0) / 2.0, 0.0, 1.0)
 
 
-def frame_pairs(source: np.ndarray, edited: np.ndarray, src_masks: np.ndarray, edit_masks: np.ndarray,
-                min_pixels: int = 64, expand: float = 0.15) -> tuple[list, list, int]:
+def frame_pairs(
+    source: np.ndarray,
+    edited: np.ndarray,
+    src_masks: np.ndarray,
+    edit_masks: np.ndarray,
+    min_pixels: int = 64,
+    expand: float = 0.15,
+) -> tuple[list, list, int]:
     """The per-frame rule of SRC before any embedding: ``(per_frame, pairs, missing)``. ``per_frame[t]`` is None
     (skipped: no source mask), 0.0 (the entity is gone in the edit) or nan (to be filled from the cosine of
     ``pairs``' masked crops ``(t, source_crop, edited_crop)``); ``missing`` counts the 0.0 frames."""
@@ -83,14 +89,19 @@ def score_pairs(per_frame: list, pairs: list, feats: np.ndarray | None, missing:
         for (t, _, _), s in zip(pairs, cosine_to_unit(cos)):
             per_frame[t] = float(s)
     used = [s for s in per_frame if s is not None]
-    details = {"frames": len(per_frame), "used_frames": len(used),
-               "missing_in_edited": missing, "per_frame": per_frame}
+    details = {"frames": len(per_frame), "used_frames": len(used), "missing_in_edited": missing, "per_frame": per_frame}
     return (float(np.mean(used)) if used else float("nan")), details
 
 
-def src_score(source: np.ndarray, edited: np.ndarray, src_masks: np.ndarray, edit_masks: np.ndarray,
-              embed: Callable[[list[np.ndarray]], np.ndarray], min_pixels: int = 64,
-              expand: float = 0.15) -> tuple[float, dict]:
+def src_score(
+    source: np.ndarray,
+    edited: np.ndarray,
+    src_masks: np.ndarray,
+    edit_masks: np.ndarray,
+    embed: Callable[[list[np.ndarray]], np.ndarray],
+    min_pixels: int = 64,
+    expand: float = 0.15,
+) -> tuple[float, dict]:
     """SRC of paired frames and their preserved-entity masks (``(T, H, W)`` bool, one per frame).
 
     ``embed(crops) -> (N, D)`` L2-normalised embeddings. Returns ``(score, details)``; the score is nan when no

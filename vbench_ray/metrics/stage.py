@@ -62,8 +62,13 @@ class FrameMetricsStage:
     opened. ``sinks`` (``FrameSink``) get their frames of the edited video from the same decode.
     """
 
-    def __init__(self, metrics: dict[str, dict], video_backend: str = "auto", pair_mismatch: str = "resample",
-                 sinks: Sequence[FrameSink] = ()):
+    def __init__(
+        self,
+        metrics: dict[str, dict],
+        video_backend: str = "auto",
+        pair_mismatch: str = "resample",
+        sinks: Sequence[FrameSink] = (),
+    ):
         from omegaconf import OmegaConf
 
         import cv2
@@ -128,8 +133,10 @@ class FrameMetricsStage:
     def _check_pair(self, s: VideoInfo, e: VideoInfo) -> str | None:
         if (s.num_frames, s.height, s.width) == (e.num_frames, e.height, e.width):
             return None
-        msg = (f"source has {s.num_frames} frames at {s.width}x{s.height}, edited has {e.num_frames} frames "
-               f"at {e.width}x{e.height}")
+        msg = (
+            f"source has {s.num_frames} frames at {s.width}x{s.height}, edited has {e.num_frames} frames "
+            f"at {e.width}x{e.height}"
+        )
         if self.pair_mismatch == "fail":
             raise VideoError(f"{msg} (data.pair_mismatch=fail)")
         return msg + "; each sampled uniformly over its own length and resized (data.pair_mismatch=resample)"
@@ -205,8 +212,14 @@ def view_of(metric: FrameMetric) -> FrameView | None:
         return None
 
 
-def emit(metric: FrameMetric, out: dict, edited: np.ndarray, source: np.ndarray | None,
-         kwargs: dict | None = None, viewed: bool = False) -> None:
+def emit(
+    metric: FrameMetric,
+    out: dict,
+    edited: np.ndarray,
+    source: np.ndarray | None,
+    kwargs: dict | None = None,
+    viewed: bool = False,
+) -> None:
     """Compute a CPU metric into ``out``, or hand a pool metric its inputs (``frames_for_<metric>``).
     ``viewed``: the frames are already ``metric.frame_view()`` of each frame (``compute_views``)."""
     if metric.in_pool():
@@ -236,9 +249,15 @@ def sink_outputs(sinks: Sequence[FrameSink]) -> dict[str, str]:
     return out
 
 
-def decode_stages(cfg: Any, metrics: Sequence[str], fn: type = FrameMetricsStage,
-                  sinks: Sequence[FrameSink] | None = None, init_kwargs: dict | None = None,
-                  inputs: Sequence[str] = (), outputs: dict[str, str] | None = None) -> list[Stage]:
+def decode_stages(
+    cfg: Any,
+    metrics: Sequence[str],
+    fn: type = FrameMetricsStage,
+    sinks: Sequence[FrameSink] | None = None,
+    init_kwargs: dict | None = None,
+    inputs: Sequence[str] = (),
+    outputs: dict[str, str] | None = None,
+) -> list[Stage]:
     """A benchmark's frame stages: the decode stage ``frames`` (``fn``: ``FrameMetricsStage`` or a subclass) over the
     registered frame metrics named in ``metrics`` (their configs at ``cfg.metrics.<name>``), then one model pool per
     metric that runs in a pool (``metric_pool_stages``).
@@ -248,14 +267,29 @@ def decode_stages(cfg: Any, metrics: Sequence[str], fn: type = FrameMetricsStage
     what ``fn`` is built with (``metrics``, ``video_backend``, ``pair_mismatch``, and ``sinks`` when given)."""
     specs = {m: plain(getattr(cfg.metrics, m)) for m in metrics}
     built = [METRICS[m](getattr(cfg.metrics, m)) for m in metrics]
-    kwargs: dict[str, Any] = {"metrics": specs, "video_backend": cfg.video.backend,
-                              "pair_mismatch": cfg.data.pair_mismatch}
+    kwargs: dict[str, Any] = {
+        "metrics": specs,
+        "video_backend": cfg.video.backend,
+        "pair_mismatch": cfg.data.pair_mismatch,
+    }
     if sinks is not None:
         kwargs["sinks"] = list(sinks)
     decode = Stage(
-        name="frames", fn=fn, kind="cpu", init_kwargs={**kwargs, **(init_kwargs or {})},
+        name="frames",
+        fn=fn,
+        kind="cpu",
+        init_kwargs={**kwargs, **(init_kwargs or {})},
         inputs=("source_path", "edited_path") + tuple(inputs),
-        outputs={**decode_outputs(built), **sink_outputs(sinks or ()), "frames_decoded": "int", "videos_opened": "int",
-                 "warning_pair": "str", **(outputs or {})},
-        num_cpus=1.0, workers=cfg.ray.workers, batch_size=cfg.ray.batch_size)
+        outputs={
+            **decode_outputs(built),
+            **sink_outputs(sinks or ()),
+            "frames_decoded": "int",
+            "videos_opened": "int",
+            "warning_pair": "str",
+            **(outputs or {}),
+        },
+        num_cpus=1.0,
+        workers=cfg.ray.workers,
+        batch_size=cfg.ray.batch_size,
+    )
     return [decode] + metric_pool_stages(built, specs, cfg.ray)

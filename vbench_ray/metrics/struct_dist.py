@@ -136,8 +136,10 @@ def load_dino(cfg):
         net.pos_embed = torch.nn.Parameter(torch.zeros_like(state["pos_embed"]))
     missing, _ = net.load_state_dict(state, strict=False)
     if missing:
-        raise ValueError(f"metrics.StructDist.weights={cfg.weights}: missing parameters {missing[:4]} "
-                         f"(check patch_size/dim/depth/heads)")
+        raise ValueError(
+            f"metrics.StructDist.weights={cfg.weights}: missing parameters {missing[:4]} "
+            f"(check patch_size/dim/depth/heads)"
+        )
     return net.to(cfg.device).eval()
 
 
@@ -168,7 +170,7 @@ class StructDist(FrameMetric):
     paper = "NRVBench Table 3, App. E.5 (structure distance x 1e3)"
     weights_from = {  # where the official weights are published
         "weights": "a DINO ViT checkpoint of https://github.com/facebookresearch/dino, e.g. "
-                   "https://dl.fbaipublicfiles.com/dino/dino_deitsmall8_pretrain/dino_deitsmall8_pretrain.pth",
+        "https://dl.fbaipublicfiles.com/dino/dino_deitsmall8_pretrain/dino_deitsmall8_pretrain.pth",
     }
     config_class = StructDistConfig
     higher_is_better = False
@@ -190,7 +192,9 @@ class StructDist(FrameMetric):
         torch = _torch()
         size = int(self.cfg.image_size)
         x = np.stack([cv2.resize(np.ascontiguousarray(f), (size, size), interpolation=cv2.INTER_AREA) for f in frames])
-        x = (x.astype(np.float32) / 255.0 - np.asarray(IMAGENET_MEAN, np.float32)) / np.asarray(IMAGENET_STD, np.float32)
+        x = (x.astype(np.float32) / 255.0 - np.asarray(IMAGENET_MEAN, np.float32)) / np.asarray(
+            IMAGENET_STD, np.float32
+        )
         return torch.from_numpy(x.transpose(0, 3, 1, 2).copy()).to(self.cfg.device)
 
     def distances(self, edited: np.ndarray, source: np.ndarray) -> np.ndarray:

@@ -86,6 +86,7 @@ class TQConfig:
 
 # ----------------------------------------------------------------------------- sampling
 
+
 def dover_frame_indices(num_frames: int, clip_len: int, num_clips: int, interval: int, seed: int) -> list[int]:
     """DOVER's technical-branch frame indices (``num_clips * clip_len``, in clip order, modulo T)."""
     if num_frames <= 0:
@@ -127,17 +128,24 @@ def spatial_fragments(video, fragments: int, fsize: int, aligned: int, generator
     wgrid = [min(res_w // fragments * i, res_w - fsize) for i in range(fragments)]
     hlen, wlen = res_h // fragments, res_w // fragments
     shape = (fragments, fragments, t // aligned)
-    rnd_h = (torch.randint(hlen - fsize, shape, generator=generator) if hlen > fsize
-             else torch.zeros(shape, dtype=torch.long))
-    rnd_w = (torch.randint(wlen - fsize, shape, generator=generator) if wlen > fsize
-             else torch.zeros(shape, dtype=torch.long))
+    rnd_h = (
+        torch.randint(hlen - fsize, shape, generator=generator)
+        if hlen > fsize
+        else torch.zeros(shape, dtype=torch.long)
+    )
+    rnd_w = (
+        torch.randint(wlen - fsize, shape, generator=generator)
+        if wlen > fsize
+        else torch.zeros(shape, dtype=torch.long)
+    )
     out = torch.zeros(video.shape[:-2] + (size, size), dtype=video.dtype)
     for i, hs in enumerate(hgrid):
         for j, ws in enumerate(wgrid):
             for k in range(t // aligned):
                 h0, w0 = hs + int(rnd_h[i, j, k]), ws + int(rnd_w[i, j, k])
-                out[:, k * aligned:(k + 1) * aligned, i * fsize:(i + 1) * fsize, j * fsize:(j + 1) * fsize] = \
-                    video[:, k * aligned:(k + 1) * aligned, h0:h0 + fsize, w0:w0 + fsize]
+                out[:, k * aligned : (k + 1) * aligned, i * fsize : (i + 1) * fsize, j * fsize : (j + 1) * fsize] = (
+                    video[:, k * aligned : (k + 1) * aligned, h0 : h0 + fsize, w0 : w0 + fsize]
+                )
     return out
 
 
@@ -154,8 +162,8 @@ class TQ(FrameMetric):
     paper = "CoVEBench App. F.2 (Technical Quality, DOVER++ technical branch)"
     weights_from = {  # where the official weights are published
         "weights": "DOVER_plus_plus.pth in t2av-compass/Objective/Video/DOVER/pretrained_weights/ of "
-                   "https://github.com/NJU-LINK/T2AV-Compass (commit b726966, as the official CoVEBench "
-                   "download_assets.py pins it)",
+        "https://github.com/NJU-LINK/T2AV-Compass (commit b726966, as the official CoVEBench "
+        "download_assets.py pins it)",
     }
     config_class = TQConfig
     choices = {"dtype": DTYPES, "arch": tuple(ARCHS)}
@@ -167,8 +175,13 @@ class TQ(FrameMetric):
 
     def sampling(self) -> Sampling:
         c = self.cfg
-        return DoverSampling(n=None, clip_len=int(c.clip_len), num_clips=int(c.num_clips),
-                             frame_interval=int(c.frame_interval), seed=int(c.seed))
+        return DoverSampling(
+            n=None,
+            clip_len=int(c.clip_len),
+            num_clips=int(c.num_clips),
+            frame_interval=int(c.frame_interval),
+            seed=int(c.seed),
+        )
 
     def resources(self) -> dict:
         return {"num_gpus": float(self.cfg.gpu_fraction)} if str(self.cfg.device).startswith("cuda") else {}
@@ -211,7 +224,7 @@ class TQ(FrameMetric):
         std = torch.tensor(IMAGENET_STD, device=self.device).view(1, 3, 1, 1, 1)
         with torch.inference_mode():
             for start in range(0, len(clips), bs):
-                x = (clips[start:start + bs].to(self.device).float() - mean) / std
+                x = (clips[start : start + bs].to(self.device).float() - mean) / std
                 outs.append(self.net(x.to(self.dtype)).float().flatten(1))  # stays on the device: no sync per pass
         return torch.cat(outs).cpu()
 

@@ -17,10 +17,22 @@ from vbench_ray.metrics.base import _torch, load_checked, read_state_dict
 WEIGHTS_KEY = "metrics.TQ.weights"
 # swin_t: DOVER's technical backbone. tiny: the same architecture at toy width (tests only).
 ARCHS = {
-    "swin_t": dict(embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), window=(8, 7, 7),
-                   frag_bias=(True, True, True, False), head_hidden=64),
-    "tiny": dict(embed_dim=8, depths=(2, 2, 2, 2), num_heads=(1, 1, 2, 2), window=(8, 7, 7),
-                 frag_bias=(True, True, True, False), head_hidden=8),
+    "swin_t": dict(
+        embed_dim=96,
+        depths=(2, 2, 6, 2),
+        num_heads=(3, 6, 12, 24),
+        window=(8, 7, 7),
+        frag_bias=(True, True, True, False),
+        head_hidden=64,
+    ),
+    "tiny": dict(
+        embed_dim=8,
+        depths=(2, 2, 2, 2),
+        num_heads=(1, 1, 2, 2),
+        window=(8, 7, 7),
+        frag_bias=(True, True, True, False),
+        head_hidden=8,
+    ),
 }
 
 
@@ -173,7 +185,8 @@ def _build_net(arch: str, fragments_hint: int = 7):
             super().__init__()
             self.window, self.shift = window, tuple(s // 2 for s in window)
             self.blocks = nn.ModuleList(
-                Block(dim, heads, window, (0, 0, 0) if i % 2 == 0 else self.shift, frag_bias) for i in range(depth))
+                Block(dim, heads, window, (0, 0, 0) if i % 2 == 0 else self.shift, frag_bias) for i in range(depth)
+            )
             self.downsample = PatchMerging(dim) if merge else None
 
         def forward(self, x):  # (B, C, D, H, W)
@@ -208,8 +221,16 @@ def _build_net(arch: str, fragments_hint: int = 7):
             e, depths = spec["embed_dim"], spec["depths"]
             self.patch_embed = PatchEmbed(e)
             self.layers = nn.ModuleList(
-                Stage(e * 2 ** i, depths[i], spec["num_heads"][i], spec["window"], spec["frag_bias"][i],
-                      merge=i < len(depths) - 1) for i in range(len(depths)))
+                Stage(
+                    e * 2**i,
+                    depths[i],
+                    spec["num_heads"][i],
+                    spec["window"],
+                    spec["frag_bias"][i],
+                    merge=i < len(depths) - 1,
+                )
+                for i in range(len(depths))
+            )
             self.num_features = e * 2 ** (len(depths) - 1)
             self.norm = nn.LayerNorm(self.num_features)
 
@@ -263,14 +284,20 @@ def load_dover_technical(path: str | Path, arch: str = "swin_t"):
     **Weights**, for the key mapping)."""
     mapped = {}
     for k, v in read_state_dict(path, WEIGHTS_KEY).items():
-        k = k[len("module."):] if k.startswith("module.") else k
+        k = k[len("module.") :] if k.startswith("module.") else k
         if k.endswith("relative_position_index"):
             continue
         for official, ours in (("technical_backbone.", "backbone."), ("technical_head.", "head.")):
             if k.startswith(official):
-                mapped[ours + k[len(official):]] = v
-    return load_checked(build_dover_technical(arch), mapped, WEIGHTS_KEY, path,
-                        f"a DOVER technical branch of arch {arch!r}", shown_prefix="technical_")
+                mapped[ours + k[len(official) :]] = v
+    return load_checked(
+        build_dover_technical(arch),
+        mapped,
+        WEIGHTS_KEY,
+        path,
+        f"a DOVER technical branch of arch {arch!r}",
+        shown_prefix="technical_",
+    )
 
 
 def save_tiny_dover(path: str | Path, arch: str = "tiny", seed: int = 0) -> Path:

@@ -140,7 +140,9 @@ def _pick_color(rng: np.random.Generator, bg: Background, exclude: set[str]) -> 
     raise ValueError("no shape colour left")
 
 
-def _make_background(rng: np.random.Generator, exclude_kind: str | None = None, exclude_palette: str | None = None) -> Background:
+def _make_background(
+    rng: np.random.Generator, exclude_kind: str | None = None, exclude_palette: str | None = None
+) -> Background:
     kinds = [k for k in BACKGROUND_KINDS if k != exclude_kind]
     palettes = [p for p in sorted(BACKGROUND_PALETTES) if p != exclude_palette]
     kind = str(rng.choice(kinds))
@@ -158,9 +160,7 @@ def _make_background(rng: np.random.Generator, exclude_kind: str | None = None, 
     )
 
 
-def _make_shape(
-    rng: np.random.Generator, width: int, height: int, kind: str, color: str, band: float
-) -> Shape:
+def _make_shape(rng: np.random.Generator, width: int, height: int, kind: str, color: str, band: float) -> Shape:
     base = min(width, height)
     x0, x1 = rng.uniform(0.15, 0.25) * width, rng.uniform(0.75, 0.85) * width
     if rng.random() < 0.5:
@@ -180,7 +180,9 @@ def _make_shape(
     )
 
 
-def _make_source(rng: np.random.Generator, width: int, height: int, frames: int, n_shapes: int) -> tuple[Scene, list[float]]:
+def _make_source(
+    rng: np.random.Generator, width: int, height: int, frames: int, n_shapes: int
+) -> tuple[Scene, list[float]]:
     """A source scene and the list of vertical bands still free (for an added shape)."""
     bg = _make_background(rng)
     bands = [float(b) for b in rng.permutation(_BANDS)]
@@ -208,7 +210,9 @@ def _shape_index(scene: Scene, kind: str) -> int | None:
 # ---------------------------------------------------------------------------------------- the edits
 
 
-def _apply_edit(scene: Scene, edit: str, rng: np.random.Generator, free_bands: list[float]) -> tuple[Scene, dict[str, Any]]:
+def _apply_edit(
+    scene: Scene, edit: str, rng: np.random.Generator, free_bands: list[float]
+) -> tuple[Scene, dict[str, Any]]:
     shapes = list(scene.shapes)
     if edit == "recolour":
         target = shapes[0]
@@ -290,7 +294,9 @@ def _instruction_clause(edit: str, p: dict[str, Any]) -> str:
     if edit == "remove":
         return f"Remove the {p['color']} {p['kind']} from the video."
     if edit == "add":
-        return f"Add a {p['color']} {p['kind']} that moves from {p['direction']} across the {p['band']} part of the frame."
+        return (
+            f"Add a {p['color']} {p['kind']} that moves from {p['direction']} across the {p['band']} part of the frame."
+        )
     if edit == "background":
         return f"Replace the {p['from']} background with a {p['to']}."
     if edit == "motion_reversal":
@@ -322,18 +328,44 @@ class _Q:
             options, answer = {"A": correct, "B": wrong}, "A"
         else:
             options, answer = {"A": wrong, "B": correct}, "B"
-        return {"id": self._next(), "type": "AB-MCQ", "dimension": dim, "question": question, "options": options, "expected_answer": answer}
+        return {
+            "id": self._next(),
+            "type": "AB-MCQ",
+            "dimension": dim,
+            "question": question,
+            "options": options,
+            "expected_answer": answer,
+        }
 
     def ab_both(self, question: str, a: str, b: str, dim: str = EA) -> dict[str, Any]:
         if self.rng.random() < 0.5:
             a, b = b, a
-        return {"id": self._next(), "type": "AB-MCQ", "dimension": dim, "question": question, "options": {"A": a, "B": b}, "expected_answer": "A and B"}
+        return {
+            "id": self._next(),
+            "type": "AB-MCQ",
+            "dimension": dim,
+            "question": question,
+            "options": {"A": a, "B": b},
+            "expected_answer": "A and B",
+        }
 
     def single(self, question: str, yes: bool, dim: str = EA) -> dict[str, Any]:
-        return {"id": self._next(), "type": "Single-TF", "dimension": dim, "question": question, "expected_answer": "Yes" if yes else "No"}
+        return {
+            "id": self._next(),
+            "type": "Single-TF",
+            "dimension": dim,
+            "question": question,
+            "expected_answer": "Yes" if yes else "No",
+        }
 
     def dual(self, question: str, yes: bool, dim: str = EA) -> dict[str, Any]:
-        return {"id": self._next(), "type": "Dual-TF", "dimension": dim, "question": question, "expected_answer": "Yes" if yes else "No"}
+        return {
+            "id": self._next(),
+            "type": "Dual-TF",
+            "dimension": dim,
+            "question": question,
+            "expected_answer": "Yes" if yes else "No",
+        }
 
     def score(self, question: str) -> dict[str, Any]:
         return {"id": self._next(), "type": "Score-MCQ", "dimension": SP, "question": question, "expected_answer": "5"}
@@ -343,27 +375,44 @@ def _edit_group(q: _Q, edit: str, p: dict[str, Any], final: Scene) -> dict[str, 
     primary = final.shapes[0].kind
     if edit == "recolour":
         k, old, new = p["kind"], p["from"], p["to"]
-        target, desc = f"Colour Change of the {_cap(k)}", f"Evaluation of whether the {k} changes from {old} to {new} while keeping its shape and motion."
+        target, desc = (
+            f"Colour Change of the {_cap(k)}",
+            f"Evaluation of whether the {k} changes from {old} to {new} while keeping its shape and motion.",
+        )
         qs = [
             q.ab(f"In Video B, what colour is the {k}?", _cap(new), _cap(old)),
             q.single(f"In Video B, is the {k} still {old}?", False),
             q.single(f"In Video B, is the {k} {new} throughout the whole video?", True),
-            q.dual(f"Comparing Video A and Video B, does the {k} have a different colour in Video B than in Video A?", True),
-            q.single(f"In Video B, does the {new} colour bleed outside the outline of the {k} or flicker between frames?", False, PL),
+            q.dual(
+                f"Comparing Video A and Video B, does the {k} have a different colour in Video B than in Video A?", True
+            ),
+            q.single(
+                f"In Video B, does the {new} colour bleed outside the outline of the {k} or flicker between frames?",
+                False,
+                PL,
+            ),
         ]
     elif edit == "remove":
         k, c = p["kind"], p["color"]
-        target, desc = f"Removal of the {_cap(c)} {_cap(k)}", f"Evaluation of whether the {c} {k} is completely removed and the area it crossed is filled with background."
+        target, desc = (
+            f"Removal of the {_cap(c)} {_cap(k)}",
+            f"Evaluation of whether the {c} {k} is completely removed and the area it crossed is filled with background.",
+        )
         qs = [
             q.ab("Which of these objects can be seen in Video B?", f"The {primary}", f"The {k}"),
             q.single(f"Is the {c} {k} visible at any point in Video B?", False),
             q.single(f"Is there any ghost, outline or smear of the {k} left in Video B?", False),
             q.dual(f"Comparing Video A and Video B, is the {k} present in Video A but absent from Video B?", True),
-            q.single(f"In Video B, does the background where the {k} used to move look clean and continuous?", True, PL),
+            q.single(
+                f"In Video B, does the background where the {k} used to move look clean and continuous?", True, PL
+            ),
         ]
     elif edit == "add":
         k, c, d = p["kind"], p["color"], p["direction"]
-        target, desc = f"Addition of a {_cap(c)} {_cap(k)}", f"Evaluation of whether a {c} {k} is added and moves from {d} across the {p['band']} part of the frame."
+        target, desc = (
+            f"Addition of a {_cap(c)} {_cap(k)}",
+            f"Evaluation of whether a {c} {k} is added and moves from {d} across the {p['band']} part of the frame.",
+        )
         qs = [
             q.ab_both("Which of these objects can be seen in Video B?", f"The {primary}", f"The {k}"),
             q.single(f"Is there a {c} {k} in Video B?", True),
@@ -378,11 +427,18 @@ def _edit_group(q: _Q, edit: str, p: dict[str, Any], final: Scene) -> dict[str, 
             q.ab("What does the background of Video B look like?", f"A {new}", f"A {old}"),
             q.single(f"Is the {old} still visible in the background of Video B?", False),
             q.dual("Comparing Video A and Video B, is the background of Video B different from that of Video A?", True),
-            q.single("In Video B, do the moving shapes have clean edges against the new background, without halos or smears?", True, PL),
+            q.single(
+                "In Video B, do the moving shapes have clean edges against the new background, without halos or smears?",
+                True,
+                PL,
+            ),
         ]
     elif edit == "motion_reversal":
         k, old, new = p["kind"], p["from_direction"], p["to_direction"]
-        target, desc = f"Reversed Motion of the {_cap(k)}", f"Evaluation of whether the {k} now moves from {new} instead of from {old}."
+        target, desc = (
+            f"Reversed Motion of the {_cap(k)}",
+            f"Evaluation of whether the {k} now moves from {new} instead of from {old}.",
+        )
         qs = [
             q.ab(f"In which direction does the {k} move in Video B?", f"From {new}", f"From {old}"),
             q.single(f"In Video B, does the {k} move from {old}?", False),
@@ -399,11 +455,21 @@ def _edit_group(q: _Q, edit: str, p: dict[str, Any], final: Scene) -> dict[str, 
             q.single("In Video B, is the colour style applied consistently to every frame, without flicker?", True, PL),
         ]
     elif edit == "zoom":
-        target, desc = "Camera Zoom In", "Evaluation of whether the camera slowly zooms in toward the centre of the frame."
+        target, desc = (
+            "Camera Zoom In",
+            "Evaluation of whether the camera slowly zooms in toward the centre of the frame.",
+        )
         qs = [
-            q.ab("What does the camera do in Video B?", "It slowly zooms in toward the centre of the frame", "It stays static throughout the video"),
+            q.ab(
+                "What does the camera do in Video B?",
+                "It slowly zooms in toward the centre of the frame",
+                "It stays static throughout the video",
+            ),
             q.single("Does the camera zoom out in Video B?", False),
-            q.dual("Comparing Video A and Video B, do the objects look larger at the end of Video B than at the end of Video A?", True),
+            q.dual(
+                "Comparing Video A and Video B, do the objects look larger at the end of Video B than at the end of Video A?",
+                True,
+            ),
             q.single("In Video B, is the zoom smooth and continuous, without sudden jumps in framing?", True, PL),
         ]
     else:
@@ -439,9 +505,15 @@ def _preservation_group(q: _Q, source: Scene, edits: list[tuple[str, dict[str, A
         qs.append(q.score(f"Comparing Video A and Video B, how well are the {what} of the {name} preserved?"))
     if "background" not in types:
         if "style" in types:
-            qs.append(q.score("Comparing Video A and Video B, how well is the pattern of the background texture preserved?"))
+            qs.append(
+                q.score("Comparing Video A and Video B, how well is the pattern of the background texture preserved?")
+            )
         else:
-            qs.append(q.score(f"Comparing Video A and Video B, how well is the {source.background.label} background preserved?"))
+            qs.append(
+                q.score(
+                    f"Comparing Video A and Video B, how well is the {source.background.label} background preserved?"
+                )
+            )
     if "zoom" not in types:
         qs.append(q.score("Comparing Video A and Video B, how well is the static camera framing preserved?"))
     return {
@@ -587,7 +659,14 @@ def synth_cove(
             "generator": "vbench_ray.synth.cove",
             "version": GENERATOR_VERSION,
             "seed": seed,
-            "params": {"n": n, "frames": frames, "width": width, "height": height, "fps": fps, "identity_edits": identity_edits},
+            "params": {
+                "n": n,
+                "frames": frames,
+                "width": width,
+                "height": height,
+                "fps": fps,
+                "identity_edits": identity_edits,
+            },
             "edit_categories": {k: list(v) for k, v in EDIT_CATEGORIES.items()},
             "tasks": manifest_tasks,
         },

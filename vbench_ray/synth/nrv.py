@@ -45,58 +45,77 @@ MASK_DILATE = 3
 
 # Per category: (source params, target params) and the texts of the instance (App. A fields).
 SPECS = {
-    "ASB": {"source": {"swing": 0.15, "elbow": 0.15}, "target": {"swing": 0.15, "elbow": 0.9},
-            "source_prompt": "A bare arm hangs from the shoulder and sways slightly.",
-            "target_prompt": "A bare arm waves its forearm up and down strongly at the elbow.",
-            "instruction": "Make the arm wave its forearm up and down at the elbow.",
-            "mcq": ("What does the forearm do?", {"A": "It barely moves", "B": "It waves up and down at the elbow"}),
-            "criteria": ["joint_consistency", "limb_length_preservation", "no_rubber_stretching"],
-            "phy_q": "Does the forearm bend at the elbow like a real joint, without stretching or breaking?",
-            "temp_q": "Does the forearm move smoothly between frames, without popping?"},
-    "CTS": {"source": {"amp": 2.5}, "target": {"amp": 8.0},
-            "source_prompt": "A red and white striped flag hangs on a pole and ripples gently.",
-            "target_prompt": "A red and white striped flag on a pole flaps strongly in the wind.",
-            "instruction": "Make the flag flap strongly, as in a strong wind.",
-            "mcq": ("How does the flag move?", {"A": "It ripples gently", "B": "It flaps strongly in waves"}),
-            "criteria": ["fold_continuity", "thin_shell_topology", "no_tearing"],
-            "phy_q": "Does the flag bend like a continuous sheet of cloth, without tearing?",
-            "temp_q": "Do the folds travel consistently across frames without jitter?"},
-    "DSO": {"source": {"squash": 0.06}, "target": {"squash": 0.3},
-            "source_prompt": "A ball of dough rests on a table and wobbles slightly.",
-            "target_prompt": "A ball of dough is squeezed flat and springs back, again and again.",
-            "instruction": "Squeeze the dough ball so it flattens and springs back.",
-            "mcq": ("What happens to the dough?", {"A": "It barely wobbles", "B": "It flattens and springs back"}),
-            "criteria": ["volume_preservation", "shape_integrity", "no_melting"],
-            "phy_q": "Does the dough keep its volume and stay solid while it deforms?",
-            "temp_q": "Does the dough deform continuously from frame to frame?"},
-    "GSF": {"source": {"tilt": 0.0}, "target": {"tilt": 0.45},
-            "source_prompt": "A grey smoke plume rises straight up from the ground.",
-            "target_prompt": "A grey smoke plume rises and drifts to the right.",
-            "instruction": "Make the smoke drift to the right as it rises.",
-            "mcq": ("Which way does the smoke go?", {"A": "Straight up", "B": "Up and to the right"}),
-            "criteria": ["turbulent_evolution", "soft_boundaries", "no_rigid_translation"],
-            "phy_q": "Does the smoke evolve like a turbulent gas rather than a sliding texture?",
-            "temp_q": "Does the plume evolve smoothly over time, without flicker?"},
-    "HFF": {"source": {"sway": 0.12}, "target": {"sway": 0.55},
-            "source_prompt": "Strands of fur stand on an animal's back and barely move.",
-            "target_prompt": "Strands of fur on an animal's back sway strongly as in a gust of wind.",
-            "instruction": "Make the fur sway strongly, as in a gust of wind.",
-            "mcq": ("How does the fur move?", {"A": "It barely moves", "B": "It sways strongly"}),
-            "criteria": ["strand_separation", "texture_fidelity", "coherent_sway"],
-            "phy_q": "Do the strands stay separate and move like fine fibres?",
-            "temp_q": "Do the strands move coherently across frames, without flicker?"},
-    "LFS": {"source": {"wavelength": 7.0, "amp": 28.0}, "target": {"wavelength": 14.0, "amp": 55.0},
-            "source_prompt": "Small ripples spread over the surface of a pool.",
-            "target_prompt": "Large, strong ripples spread over the surface of a pool.",
-            "instruction": "Make the ripples on the pool much larger and stronger.",
-            "mcq": ("What do the ripples look like?", {"A": "Small and faint", "B": "Large and strong"}),
-            "criteria": ["wave_propagation", "surface_continuity", "no_frozen_flow"],
-            "phy_q": "Do the ripples propagate like waves on a liquid surface?",
-            "temp_q": "Do the ripples travel consistently across frames?"},
+    "ASB": {
+        "source": {"swing": 0.15, "elbow": 0.15},
+        "target": {"swing": 0.15, "elbow": 0.9},
+        "source_prompt": "A bare arm hangs from the shoulder and sways slightly.",
+        "target_prompt": "A bare arm waves its forearm up and down strongly at the elbow.",
+        "instruction": "Make the arm wave its forearm up and down at the elbow.",
+        "mcq": ("What does the forearm do?", {"A": "It barely moves", "B": "It waves up and down at the elbow"}),
+        "criteria": ["joint_consistency", "limb_length_preservation", "no_rubber_stretching"],
+        "phy_q": "Does the forearm bend at the elbow like a real joint, without stretching or breaking?",
+        "temp_q": "Does the forearm move smoothly between frames, without popping?",
+    },
+    "CTS": {
+        "source": {"amp": 2.5},
+        "target": {"amp": 8.0},
+        "source_prompt": "A red and white striped flag hangs on a pole and ripples gently.",
+        "target_prompt": "A red and white striped flag on a pole flaps strongly in the wind.",
+        "instruction": "Make the flag flap strongly, as in a strong wind.",
+        "mcq": ("How does the flag move?", {"A": "It ripples gently", "B": "It flaps strongly in waves"}),
+        "criteria": ["fold_continuity", "thin_shell_topology", "no_tearing"],
+        "phy_q": "Does the flag bend like a continuous sheet of cloth, without tearing?",
+        "temp_q": "Do the folds travel consistently across frames without jitter?",
+    },
+    "DSO": {
+        "source": {"squash": 0.06},
+        "target": {"squash": 0.3},
+        "source_prompt": "A ball of dough rests on a table and wobbles slightly.",
+        "target_prompt": "A ball of dough is squeezed flat and springs back, again and again.",
+        "instruction": "Squeeze the dough ball so it flattens and springs back.",
+        "mcq": ("What happens to the dough?", {"A": "It barely wobbles", "B": "It flattens and springs back"}),
+        "criteria": ["volume_preservation", "shape_integrity", "no_melting"],
+        "phy_q": "Does the dough keep its volume and stay solid while it deforms?",
+        "temp_q": "Does the dough deform continuously from frame to frame?",
+    },
+    "GSF": {
+        "source": {"tilt": 0.0},
+        "target": {"tilt": 0.45},
+        "source_prompt": "A grey smoke plume rises straight up from the ground.",
+        "target_prompt": "A grey smoke plume rises and drifts to the right.",
+        "instruction": "Make the smoke drift to the right as it rises.",
+        "mcq": ("Which way does the smoke go?", {"A": "Straight up", "B": "Up and to the right"}),
+        "criteria": ["turbulent_evolution", "soft_boundaries", "no_rigid_translation"],
+        "phy_q": "Does the smoke evolve like a turbulent gas rather than a sliding texture?",
+        "temp_q": "Does the plume evolve smoothly over time, without flicker?",
+    },
+    "HFF": {
+        "source": {"sway": 0.12},
+        "target": {"sway": 0.55},
+        "source_prompt": "Strands of fur stand on an animal's back and barely move.",
+        "target_prompt": "Strands of fur on an animal's back sway strongly as in a gust of wind.",
+        "instruction": "Make the fur sway strongly, as in a gust of wind.",
+        "mcq": ("How does the fur move?", {"A": "It barely moves", "B": "It sways strongly"}),
+        "criteria": ["strand_separation", "texture_fidelity", "coherent_sway"],
+        "phy_q": "Do the strands stay separate and move like fine fibres?",
+        "temp_q": "Do the strands move coherently across frames, without flicker?",
+    },
+    "LFS": {
+        "source": {"wavelength": 7.0, "amp": 28.0},
+        "target": {"wavelength": 14.0, "amp": 55.0},
+        "source_prompt": "Small ripples spread over the surface of a pool.",
+        "target_prompt": "Large, strong ripples spread over the surface of a pool.",
+        "instruction": "Make the ripples on the pool much larger and stronger.",
+        "mcq": ("What do the ripples look like?", {"A": "Small and faint", "B": "Large and strong"}),
+        "criteria": ["wave_propagation", "surface_continuity", "no_frozen_flow"],
+        "phy_q": "Do the ripples propagate like waves on a liquid surface?",
+        "temp_q": "Do the ripples travel consistently across frames?",
+    },
 }
 
 
 # ----------------------------------------------------------------------------- rendering
+
 
 def _noise(rng: np.random.Generator, h: int, w: int, cell: float) -> np.ndarray:
     """Smooth value noise in [0, 1] of size ``(h, w)``."""
@@ -126,7 +145,9 @@ def _capsule(xx, yy, p0, p1, radius):
     return np.hypot(xx - (x0 + t * dx), yy - (y0 + t * dy)) <= radius
 
 
-def render_frame(category: str, params: dict, t: float, bg: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def render_frame(
+    category: str, params: dict, t: float, bg: np.ndarray, noise: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """One frame at time ``t`` (frames) and the subject's region (bool)."""
     xx, yy = _grid()
     frame = bg.astype(np.float32).copy()
@@ -167,12 +188,18 @@ def render_frame(category: str, params: dict, t: float, bg: np.ndarray, noise: n
         height = np.clip((base_y - yy) / (base_y - top_y), 0, 1)
         cx = 64.0 + params["tilt"] * (base_y - yy) * 0.9
         sigma = 5.0 + 14.0 * height
-        env = np.exp(-((xx - cx) ** 2) / (2 * sigma ** 2)) * (yy <= base_y) * (yy >= top_y)
-        map_y = np.broadcast_to((np.arange(HEIGHT, dtype=np.float32)[:, None] + 1.6 * t) % noise.shape[0],
-                                (HEIGHT, WIDTH))
+        env = np.exp(-((xx - cx) ** 2) / (2 * sigma**2)) * (yy <= base_y) * (yy >= top_y)
+        map_y = np.broadcast_to(
+            (np.arange(HEIGHT, dtype=np.float32)[:, None] + 1.6 * t) % noise.shape[0], (HEIGHT, WIDTH)
+        )
         map_x = np.broadcast_to(np.arange(WIDTH, dtype=np.float32)[None, :], (HEIGHT, WIDTH))
-        turb = cv2.remap(noise, np.ascontiguousarray(map_x), np.ascontiguousarray(map_y), cv2.INTER_LINEAR,
-                         borderMode=cv2.BORDER_WRAP)
+        turb = cv2.remap(
+            noise,
+            np.ascontiguousarray(map_x),
+            np.ascontiguousarray(map_y),
+            cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_WRAP,
+        )
         density = np.clip(env * (0.35 + 0.65 * turb), 0, 1)
         region = env > 0.25
         frame = frame * (1 - density[..., None]) + np.array([200, 200, 205], np.float32) * density[..., None]
@@ -218,6 +245,7 @@ def dilate(regions: np.ndarray, px: int = MASK_DILATE) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- the benchmark
 
+
 def _difficulty(category: str, i: int) -> str:
     if category == "ASB":  # App. A: ASB is entirely L2
         return "L2"
@@ -227,22 +255,33 @@ def _difficulty(category: str, i: int) -> str:
 def _record(i: int, category: str, iid: str) -> dict:
     spec = SPECS[category]
     question, options = spec["mcq"]
-    return {"id": iid, "video_id": iid, "video": f"videos/{iid}.mp4", "mask": f"masks/{iid}",
-            "category": category, "difficulty": _difficulty(category, i),
-            "source_prompt": spec["source_prompt"], "target_prompt": spec["target_prompt"],
-            "instruction": spec["instruction"],
-            "negative_prompt": "worst quality, low quality, blurry, flicker, distorted",
-            "mcq": {"question": question, "options": options, "answer": "B", "partial": []},
-            "physics": {"criteria": spec["criteria"], "question": spec["phy_q"]},
-            "temporal": {"question": spec["temp_q"],
-                         "flicker_question": "Is the edited region free of frame-to-frame flicker?"},
-            "subset": "synthetic"}
+    return {
+        "id": iid,
+        "video_id": iid,
+        "video": f"videos/{iid}.mp4",
+        "mask": f"masks/{iid}",
+        "category": category,
+        "difficulty": _difficulty(category, i),
+        "source_prompt": spec["source_prompt"],
+        "target_prompt": spec["target_prompt"],
+        "instruction": spec["instruction"],
+        "negative_prompt": "worst quality, low quality, blurry, flicker, distorted",
+        "mcq": {"question": question, "options": options, "answer": "B", "partial": []},
+        "physics": {"criteria": spec["criteria"], "question": spec["phy_q"]},
+        "temporal": {
+            "question": spec["temp_q"],
+            "flicker_question": "Is the edited region free of frame-to-frame flicker?",
+        },
+        "subset": "synthetic",
+    }
 
 
 # What a careful annotator would give each method (two "annotators" each): instr, phy, temp.
-_HUMAN = {"coherent": [("correct", 5, 5), ("correct", 4, 5)],
-          "jitter": [("correct", 3, 1), ("partial", 2, 2)],
-          "frozen": [("wrong", 2, 3), ("partial", 2, 2)]}
+_HUMAN = {
+    "coherent": [("correct", 5, 5), ("correct", 4, 5)],
+    "jitter": [("correct", 3, 1), ("partial", 2, 2)],
+    "frozen": [("wrong", 2, 3), ("partial", 2, 2)],
+}
 
 
 def synth_nrv(out_dir: str | Path, n: int = 6, seed: int = 0) -> dict:
@@ -252,8 +291,18 @@ def synth_nrv(out_dir: str | Path, n: int = 6, seed: int = 0) -> dict:
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     (out / "videos").mkdir(parents=True, exist_ok=True)
-    records, manifest, humans = [], {"seed": seed, "frames": FRAMES, "size": [WIDTH, HEIGHT], "fps": FPS,
-                                     "methods": list(METHODS), "instances": []}, []
+    records, manifest, humans = (
+        [],
+        {
+            "seed": seed,
+            "frames": FRAMES,
+            "size": [WIDTH, HEIGHT],
+            "fps": FPS,
+            "methods": list(METHODS),
+            "instances": [],
+        },
+        [],
+    )
     timings: dict[str, dict] = {m: {} for m in METHODS}
     for i in range(n):
         category = CATEGORIES[i % len(CATEGORIES)]
@@ -271,20 +320,38 @@ def synth_nrv(out_dir: str | Path, n: int = 6, seed: int = 0) -> dict:
         jumps = times + rng.normal(0.0, 3.0, FRAMES).astype(np.float32)
         jitter, _ = render(category, spec["target"], jumps, bg, noise)
         flicker = rng.uniform(-30, 30, FRAMES).astype(np.float32)
-        jitter = np.where(masks[..., None], np.clip(jitter.astype(np.float32) + flicker[:, None, None, None], 0, 255),
-                          jitter).astype(np.uint8)
+        jitter = np.where(
+            masks[..., None], np.clip(jitter.astype(np.float32) + flicker[:, None, None, None], 0, 255), jitter
+        ).astype(np.uint8)
         frozen, _ = render(category, spec["target"], np.zeros(FRAMES), bg, noise)
         frozen = np.stack([cv2.GaussianBlur(f, (0, 0), 0.8) for f in frozen])
         for method, frames in zip(METHODS, (target, jitter, frozen)):
             write_video(out / "edited" / method / f"{iid}.mp4", frames, fps=FPS, crf=10)
-            timings[method][iid] = {"seconds": round(float(FRAMES / (2.0 + METHODS.index(method))), 3),
-                                    "frames": FRAMES}
+            timings[method][iid] = {
+                "seconds": round(float(FRAMES / (2.0 + METHODS.index(method))), 3),
+                "frames": FRAMES,
+            }
             for a, (instr, phy, temp) in enumerate(_HUMAN[method]):
-                humans.append({"method": method, "id": iid, "annotator": f"synthetic-{a + 1}",
-                               "instr": instr, "phy": phy, "temp": temp})
+                humans.append(
+                    {
+                        "method": method,
+                        "id": iid,
+                        "annotator": f"synthetic-{a + 1}",
+                        "instr": instr,
+                        "phy": phy,
+                        "temp": temp,
+                    }
+                )
         records.append(_record(i, category, iid))
-        manifest["instances"].append({"id": iid, "category": category, "source_params": spec["source"],
-                                      "target_params": spec["target"], "mask_fraction": float(masks.mean())})
+        manifest["instances"].append(
+            {
+                "id": iid,
+                "category": category,
+                "source_params": spec["source"],
+                "target_params": spec["target"],
+                "mask_fraction": float(masks.mean()),
+            }
+        )
     for method in METHODS:
         (out / "edited" / method / "timing.json").write_text(json.dumps(timings[method], indent=1) + "\n")
     annotations = out / "annotations.jsonl"
@@ -292,5 +359,12 @@ def synth_nrv(out_dir: str | Path, n: int = 6, seed: int = 0) -> dict:
     human = out / "human_scores.jsonl"
     human.write_text("".join(json.dumps(h) + "\n" for h in humans))
     (out / "synth_manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    return {"annotations": annotations, "root": out, "edited_dir": out / "edited", "human_scores": human,
-            "methods": list(METHODS), "ids": [r["id"] for r in records], "n": n}
+    return {
+        "annotations": annotations,
+        "root": out,
+        "edited_dir": out / "edited",
+        "human_scores": human,
+        "methods": list(METHODS),
+        "ids": [r["id"] for r in records],
+        "n": n,
+    }

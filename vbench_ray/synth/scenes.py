@@ -163,7 +163,9 @@ class Scene:
 
     def __post_init__(self) -> None:
         if self.width <= 0 or self.height <= 0 or self.frames <= 0:
-            raise ValueError(f"scene size and frame count must be positive, got {self.width}x{self.height}x{self.frames}")
+            raise ValueError(
+                f"scene size and frame count must be positive, got {self.width}x{self.height}x{self.frames}"
+            )
         if self.colormap not in COLORMAPS:
             raise ValueError(f"colormap must be one of {COLORMAPS}, got {self.colormap!r}")
         if self.zoom_end <= 0:

@@ -105,6 +105,7 @@ def pair_difference(k: int) -> tuple[str, str]:
 
 # ------------------------------------------------------------------------------------------- scenes
 
+
 def _r(x: float, nd: int = 2) -> float:
     return round(float(x), nd)
 
@@ -114,9 +115,15 @@ def _background(rng: np.random.Generator, exclude: Background | None = None) -> 
     palettes = [p for p in sorted(BACKGROUND_PALETTES) if exclude is None or p != exclude.palette]
     palette = str(rng.choice(palettes))
     c0, c1 = BACKGROUND_PALETTES[palette]
-    return Background(kind=str(rng.choice(kinds)), palette=palette, seed=int(rng.integers(0, 2**31 - 1)),
-                      angle=float(rng.choice([30.0, 45.0, 60.0, 120.0, 135.0, 150.0])),
-                      period=_r(rng.uniform(11.0, 17.0)), c0=tuple(c0), c1=tuple(c1))
+    return Background(
+        kind=str(rng.choice(kinds)),
+        palette=palette,
+        seed=int(rng.integers(0, 2**31 - 1)),
+        angle=float(rng.choice([30.0, 45.0, 60.0, 120.0, 135.0, 150.0])),
+        period=_r(rng.uniform(11.0, 17.0)),
+        c0=tuple(c0),
+        c1=tuple(c1),
+    )
 
 
 def _contrasting(name: str, bg: Background) -> bool:
@@ -132,16 +139,24 @@ def _colour(rng: np.random.Generator, bgs: list[Background], exclude: set[str]) 
     return names[0]
 
 
-def _shape(rng: np.random.Generator, width: int, height: int, kind: str, colour: str, band: str,
-           left_to_right: bool) -> Shape:
+def _shape(
+    rng: np.random.Generator, width: int, height: int, kind: str, colour: str, band: str, left_to_right: bool
+) -> Shape:
     x0, x1 = rng.uniform(0.15, 0.22) * width, rng.uniform(0.78, 0.85) * width
     if not left_to_right:
         x0, x1 = x1, x0
     y = _BANDS[band] * height
-    return Shape(kind=kind, color_name=colour, color=tuple(SHAPE_COLORS[colour]),
-                 radius=_r(min(width, height) * rng.uniform(0.085, 0.1)), start=(_r(x0), _r(y)), end=(_r(x1), _r(y)),
-                 wobble=_r(height * rng.uniform(0.01, 0.02)), wobble_cycles=float(rng.choice([0.5, 1.0])),
-                 wobble_phase=_r(rng.uniform(0.0, 6.28), 3))
+    return Shape(
+        kind=kind,
+        color_name=colour,
+        color=tuple(SHAPE_COLORS[colour]),
+        radius=_r(min(width, height) * rng.uniform(0.085, 0.1)),
+        start=(_r(x0), _r(y)),
+        end=(_r(x1), _r(y)),
+        wobble=_r(height * rng.uniform(0.01, 0.02)),
+        wobble_cycles=float(rng.choice([0.5, 1.0])),
+        wobble_phase=_r(rng.uniform(0.0, 6.28), 3),
+    )
 
 
 def _band_of(shape: Shape, height: int) -> str:
@@ -209,6 +224,7 @@ def _render_b(pair: dict[str, Any], frames_a: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------- questions
 
+
 def _similarity(cls: str, a: Scene) -> str:
     s = a.shapes[0]
     return {
@@ -227,30 +243,55 @@ def _differences(pair: dict[str, Any]) -> list[tuple[str, str]]:
     a, p, kind = pair["a"], pair["params"], pair["kind"]
     s = a.shapes[0]
     if kind == "recolour":
-        return [("subject", f"Is the {s.kind} {p['from']} in the Video A but {p['to']} in the Video B?"),
-                ("subject", f"Does the colour of the {s.kind} differ between the Video A and Video B?")]
+        return [
+            ("subject", f"Is the {s.kind} {p['from']} in the Video A but {p['to']} in the Video B?"),
+            ("subject", f"Does the colour of the {s.kind} differ between the Video A and Video B?"),
+        ]
     if kind == "count":
-        return [("subject", f"Does the Video A show one {s.label}, in contrast to the Video B which shows two?"),
-                ("motion", f"Does the Video B contain a second moving {s.kind} that is absent from the Video A?")]
+        return [
+            ("subject", f"Does the Video A show one {s.label}, in contrast to the Video B which shows two?"),
+            ("motion", f"Does the Video B contain a second moving {s.kind} that is absent from the Video A?"),
+        ]
     if kind == "colormap":
-        return [("style", f"Is the Video B rendered with {_STYLE_TEXT[p['colormap']]}, unlike the natural colours "
-                          f"of the Video A?")]
+        return [
+            (
+                "style",
+                f"Is the Video B rendered with {_STYLE_TEXT[p['colormap']]}, unlike the natural colours "
+                f"of the Video A?",
+            )
+        ]
     if kind == "background":
         return [("background", f"Is the background a {p['from']} in the Video A but a {p['to']} in the Video B?")]
     if kind == "zoom":
         return [("camera", "Does the camera slowly zoom in during the Video B, while it stays static in the Video A?")]
     if kind == "reverse_motion":
-        return [("motion", f"Does the {s.kind} move from {p['from_direction']} in the Video A but from "
-                           f"{p['to_direction']} in the Video B?")]
+        return [
+            (
+                "motion",
+                f"Does the {s.kind} move from {p['from_direction']} in the Video A but from "
+                f"{p['to_direction']} in the Video B?",
+            )
+        ]
     if kind == "band":
-        return [("position", f"Does the {s.kind} move across the {p['from_band']} part of the frame in the Video A "
-                             f"but across the {p['to_band']} part in the Video B?")]
+        return [
+            (
+                "position",
+                f"Does the {s.kind} move across the {p['from_band']} part of the frame in the Video A "
+                f"but across the {p['to_band']} part in the Video B?",
+            )
+        ]
     if kind == "reverse_playback":
-        return [("playback technique", "Is the Video B played in reverse compared with the Video A?"),
-                ("motion", f"Does the {s.kind} move in opposite directions in the two videos?")]
+        return [
+            ("playback technique", "Is the Video B played in reverse compared with the Video A?"),
+            ("motion", f"Does the {s.kind} move in opposite directions in the two videos?"),
+        ]
     if kind == "fast_forward":
-        return [("playback technique", "Is the Video B played in fast-forward compared with the normal speed of "
-                                       "the Video A?")]
+        return [
+            (
+                "playback technique",
+                "Is the Video B played in fast-forward compared with the normal speed of the Video A?",
+            )
+        ]
     raise ValueError(kind)
 
 
@@ -259,12 +300,20 @@ def _checklist_entry(pair: dict[str, Any], video1: str, video2: str) -> dict[str
     same = list(_SAME[pair["kind"]])
     n_sim = int(rng.integers(1, min(3, len(same)) + 1))
     chosen = sorted((str(c) for c in rng.choice(same, size=n_sim, replace=False)), key=CLASSES.index)
-    sims = [{"class": c, "question": _similarity(c, pair["a"]), "correct_answer": "no", "answer": "",
-             "explanation": ""} for c in chosen]
-    diffs = [{"class": c, "question": q, "correct_answer": "yes", "answer": "", "explanation": ""}
-             for c, q in _differences(pair)]
-    return {"index": pair["k"], "video1_path": video1, "video2_path": video2,
-            "structured_analysis": {"Similarities": sims, "Differences": diffs}}
+    sims = [
+        {"class": c, "question": _similarity(c, pair["a"]), "correct_answer": "no", "answer": "", "explanation": ""}
+        for c in chosen
+    ]
+    diffs = [
+        {"class": c, "question": q, "correct_answer": "yes", "answer": "", "explanation": ""}
+        for c, q in _differences(pair)
+    ]
+    return {
+        "index": pair["k"],
+        "video1_path": video1,
+        "video2_path": video2,
+        "structured_analysis": {"Similarities": sims, "Differences": diffs},
+    }
 
 
 def oracle_description(pair: dict[str, Any]) -> str:
@@ -288,22 +337,25 @@ def oracle_description(pair: dict[str, Any]) -> str:
         diff["Subject"] = f"In Video A, there is one {s.label}. In Video B, there are two {s.label}s."
         diff["Motion"] = f"In Video A, one {s.kind} moves. In Video B, a second {s.kind} also moves."
     elif kind == "colormap":
-        diff["Style"] = (f"In Video A, the colours are natural. In Video B, the video is rendered with "
-                         f"{_STYLE_TEXT[p['colormap']]}.")
+        diff["Style"] = (
+            f"In Video A, the colours are natural. In Video B, the video is rendered with {_STYLE_TEXT[p['colormap']]}."
+        )
     elif kind == "background":
         diff["Background"] = f"In Video A, the background is a {p['from']}. In Video B, it is a {p['to']}."
     elif kind == "zoom":
         diff["Camera"] = "In Video A, the camera is static. In Video B, the camera slowly zooms in."
     elif kind == "reverse_motion":
-        diff["Motion"] = (f"In Video A, the {s.kind} moves from {p['from_direction']}. In Video B, it moves from "
-                          f"{p['to_direction']}.")
+        diff["Motion"] = (
+            f"In Video A, the {s.kind} moves from {p['from_direction']}. In Video B, it moves from {p['to_direction']}."
+        )
     elif kind == "band":
-        diff["Position"] = (f"In Video A, the {s.kind} crosses the {p['from_band']} part of the frame. In Video B, "
-                            f"it crosses the {p['to_band']} part.")
+        diff["Position"] = (
+            f"In Video A, the {s.kind} crosses the {p['from_band']} part of the frame. In Video B, "
+            f"it crosses the {p['to_band']} part."
+        )
     elif kind == "reverse_playback":
         diff["Playback Technique"] = "In Video A, playback is forward at normal speed. In Video B, it is reversed."
-        diff["Motion"] = (f"In Video A, the {s.kind} moves from {s.direction}. In Video B, it moves the opposite "
-                          f"way.")
+        diff["Motion"] = f"In Video A, the {s.kind} moves from {s.direction}. In Video B, it moves the opposite way."
     elif kind == "fast_forward":
         diff["Playback Technique"] = "In Video A, playback is at normal speed. In Video B, it is fast-forward."
     parts = []
@@ -318,6 +370,7 @@ def oracle_description(pair: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------- main
+
 
 def _dump(obj: Any, path: Path) -> None:
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -359,23 +412,46 @@ def synth_vidic(
         write_video(out / video1, frames_a, fps)
         write_video(out / video2, _render_b(pair, frames_a), fps)
         checklist.append(_checklist_entry(pair, video1, video2))
-        responses.append({"index": k, "video1_path": video1, "video2_path": video2,
-                          "response": oracle_description(pair)})
+        responses.append(
+            {"index": k, "video1_path": video1, "video2_path": video2, "response": oracle_description(pair)}
+        )
         classes[k] = pair["class"]
-        manifest_pairs.append({"index": k, "class": pair["class"], "difference": pair["kind"],
-                               "video1_path": video1, "video2_path": video2, "params": pair["params"],
-                               "scene_a": scene_to_dict(pair["a"]), "scene_b": scene_to_dict(pair["b"]),
-                               "playback_b": pair["playback"]})
+        manifest_pairs.append(
+            {
+                "index": k,
+                "class": pair["class"],
+                "difference": pair["kind"],
+                "video1_path": video1,
+                "video2_path": video2,
+                "params": pair["params"],
+                "scene_a": scene_to_dict(pair["a"]),
+                "scene_b": scene_to_dict(pair["b"]),
+                "playback_b": pair["playback"],
+            }
+        )
         if progress is not None:
             progress(k + 1, n)
     paths = {name: out / f"{name}.json" for name in ("checklist", "responses_oracle", "synth_manifest")}
     _dump(checklist, paths["checklist"])
     _dump(responses, paths["responses_oracle"])
-    _dump({"generator": "vbench_ray.synth.vidic", "version": GENERATOR_VERSION, "seed": seed,
-           "params": {"n": n, "frames": frames, "width": width, "height": height, "fps": fps},
-           "difference_kinds": {c: list(v) for c, v in DIFFERENCE_KINDS.items()}, "pairs": manifest_pairs},
-          paths["synth_manifest"])
+    _dump(
+        {
+            "generator": "vbench_ray.synth.vidic",
+            "version": GENERATOR_VERSION,
+            "seed": seed,
+            "params": {"n": n, "frames": frames, "width": width, "height": height, "fps": fps},
+            "difference_kinds": {c: list(v) for c, v in DIFFERENCE_KINDS.items()},
+            "pairs": manifest_pairs,
+        },
+        paths["synth_manifest"],
+    )
     log.info("synthetic ViDiC-1K: %d pairs in %s (%.2f s)", n, out, time.perf_counter() - t0)
-    return {"checklist": str(paths["checklist"]), "responses": str(paths["responses_oracle"]),
-            "manifest": str(paths["synth_manifest"]), "video_root": str(out), "n": n, "seed": seed,
-            "classes": classes}
+    return {
+        "checklist": str(paths["checklist"]),
+        "responses": str(paths["responses_oracle"]),
+        "manifest": str(paths["synth_manifest"]),
+        "video_root": str(out),
+        "n": n,
+        "seed": seed,
+        "classes": classes,
+    }

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 
 
-def write_video(path: str | Path, frames: np.ndarray, fps: float = 16.0, crf: int = 18,
-                pix_fmt: str = "yuv420p") -> Path:
+def write_video(
+    path: str | Path, frames: np.ndarray, fps: float = 16.0, crf: int = 18, pix_fmt: str = "yuv420p"
+) -> Path:
     """Write uint8 RGB frames ``(T, H, W, 3)`` to an h264 mp4. H and W must be even.
 
     ``crf=0, pix_fmt="yuv444p"`` is (near) lossless: what perturbed sweep videos use, so that the

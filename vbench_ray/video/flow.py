@@ -32,6 +32,7 @@ FARNEBACK_PARAMS = (0.5, 3, 15, 3, 5, 1.2, 0)
 
 # ------------------------------------------------------------------------------ per-frame views
 
+
 @dataclass(frozen=True)
 class Gray:
     """uint8 RGB ``(H, W, 3)`` → uint8 grayscale ``(H, W)``: ``cv2.COLOR_RGB2GRAY``, as the official code."""
@@ -155,12 +156,16 @@ def raft_variant_of(state: dict, config_key: str = "metrics.MSM.raft_weights", p
     shape = tuple(getattr(stem, "shape", ()))
     if len(shape) != 4 or shape[1:] != (3, 7, 7) or shape[0] not in RAFT_STEM_WIDTH:
         found = f"has {RAFT_STEM_KEY} of shape {shape}" if stem is not None else f"has no {RAFT_STEM_KEY}"
-        raise ConfigError(f"{config_key}={path}: not a torchvision RAFT state dict (raft_small or raft_large): it "
-                          f"{found}, where RAFT has (64, 3, 7, 7) (large) or (32, 3, 7, 7) (small)")
+        raise ConfigError(
+            f"{config_key}={path}: not a torchvision RAFT state dict (raft_small or raft_large): it "
+            f"{found}, where RAFT has (64, 3, 7, 7) (large) or (32, 3, 7, 7) (small)"
+        )
     variant = RAFT_STEM_WIDTH[shape[0]]
     if any(k.startswith("mask_predictor.") for k in state) != (variant == "large"):
-        raise ConfigError(f"{config_key}={path}: its stem is RAFT-{variant}'s, but it "
-                          f"{'lacks' if variant == 'large' else 'has'} the mask_predictor only RAFT-large has")
+        raise ConfigError(
+            f"{config_key}={path}: its stem is RAFT-{variant}'s, but it "
+            f"{'lacks' if variant == 'large' else 'has'} the mask_predictor only RAFT-large has"
+        )
     return variant
 
 

@@ -122,8 +122,9 @@ class VideoReader:
     @property
     def info(self) -> VideoInfo:
         h, w = self._impl.shape
-        return VideoInfo(self.path, self._impl.num_frames, self._impl.fps, h, w, self.backend,
-                         getattr(self._impl, "keyframes", None))
+        return VideoInfo(
+            self.path, self._impl.num_frames, self._impl.fps, h, w, self.backend, getattr(self._impl, "keyframes", None)
+        )
 
     def read(self, indices: Sequence[int]) -> np.ndarray:
         indices = self._checked(indices)

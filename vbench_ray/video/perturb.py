@@ -48,8 +48,12 @@ class Perturbation:
 
     def apply(self, frames: np.ndarray) -> np.ndarray:
         """uint8 RGB ``(T, H, W, 3)`` in, the perturbed frames out (same dtype; resize changes H, W)."""
-        return {"noise": gaussian_noise, "blur": gaussian_blur, "saturation": scale_saturation,
-                "resize": resize_short_side}[self.kind](frames, self.amount)
+        return {
+            "noise": gaussian_noise,
+            "blur": gaussian_blur,
+            "saturation": scale_saturation,
+            "resize": resize_short_side,
+        }[self.kind](frames, self.amount)
 
 
 def gaussian_noise(frames: np.ndarray, sigma: float, seed: int = NOISE_SEED) -> np.ndarray:

@@ -68,46 +68,67 @@ def parse_selection(solution: Any, slot_ids: list[str] | None = None) -> dict[st
                 raise InvalidSubmission(f"solution.json: slots[{i}] must be an object with 'slot' and 'clip'")
             out[str(entry["slot"])] = entry.get("clip", entry.get("candidate"))
         return out
-    raise InvalidSubmission('solution.json: expected {"slots": {slot_id: clip_name}} (or a list of '
-                            '{"slot", "clip"} objects, or {"segments": [...]})')
+    raise InvalidSubmission(
+        'solution.json: expected {"slots": {slot_id: clip_name}} (or a list of '
+        '{"slot", "clip"} objects, or {"segments": [...]})'
+    )
 
 
 def verify(task, submission: Path, cfg: AssemblyConfig | None = None) -> Verdict:
     cfg = cfg or AssemblyConfig()
     if cfg.scheme not in SCHEMES:
         raise ValueError(f"assembly.scheme={cfg.scheme!r}: expected one of {list(SCHEMES)}")
-    return _verify_official(task, Path(submission)) if cfg.scheme == "official" else _verify_slots(task, Path(submission))
+    return (
+        _verify_official(task, Path(submission)) if cfg.scheme == "official" else _verify_slots(task, Path(submission))
+    )
 
 
 def _verify_slots(task, submission: Path) -> Verdict:
     slots = task.truth["slots"]
     ks = [len(s["candidates"]) for s in slots]
     chance = sum(1.0 / k for k in ks) / len(ks)
-    base = {"scheme": "slots", "n_slots": len(slots), "k": ks[0] if len(set(ks)) == 1 else ks, "chance": chance,
-            "solution_mp4": (submission / "solution.mp4").is_file()}
+    base = {
+        "scheme": "slots",
+        "n_slots": len(slots),
+        "k": ks[0] if len(set(ks)) == 1 else ks,
+        "chance": chance,
+        "solution_mp4": (submission / "solution.mp4").is_file(),
+    }
     ids = [s["slot"] for s in slots]
     try:
         selection = parse_selection(read_solution_json(submission), ids)
         if not set(selection) & set(ids):
-            raise InvalidSubmission(f"solution.json names none of the storyboard's slots {ids[:8]} "
-                                    f"(got {sorted(map(str, selection))[:8]})")
+            raise InvalidSubmission(
+                f"solution.json names none of the storyboard's slots {ids[:8]} (got {sorted(map(str, selection))[:8]})"
+            )
     except InvalidSubmission as exc:
         return Verdict.zero(exc, **base)
     per_slot = {}
     for slot in slots:
         known = clip_index(list(slot["candidates"]))
         picked = clip_key(selection.get(slot["slot"]), known)
-        per_slot[slot["slot"]] = {"picked": picked if picked else selection.get(slot["slot"]),
-                                  "correct": picked == slot["golden"]}
+        per_slot[slot["slot"]] = {
+            "picked": picked if picked else selection.get(slot["slot"]),
+            "correct": picked == slot["golden"],
+        }
     correct = sum(v["correct"] for v in per_slot.values())
     r = correct / len(slots)
     extra = sorted(set(selection) - set(ids))
-    return Verdict(chance_adjusted(r, chance), "ok",
-                   {**base, "accuracy": r, "n_correct": correct, "slots": per_slot,
-                    **({"unknown_slots": extra[:20]} if extra else {})})
+    return Verdict(
+        chance_adjusted(r, chance),
+        "ok",
+        {
+            **base,
+            "accuracy": r,
+            "n_correct": correct,
+            "slots": per_slot,
+            **({"unknown_slots": extra[:20]} if extra else {}),
+        },
+    )
 
 
 # ----------------------------------------------------------------------------- the task judge
+
 
 def _normalize(source: Any) -> str:
     s = str(source).strip()
@@ -148,5 +169,8 @@ def _verify_official(task, submission: Path) -> Verdict:
                 honest += ok
         per_slot.append(slot)
     p_rate = honest / n
-    return Verdict(max(0.0, (p_rate - CHANCE) / (1.0 - CHANCE)), "ok",
-                   {**base, "n_honest_correct": honest, "pass_rate": p_rate, "per_slot": per_slot})
+    return Verdict(
+        max(0.0, (p_rate - CHANCE) / (1.0 - CHANCE)),
+        "ok",
+        {**base, "n_honest_correct": honest, "pass_rate": p_rate, "per_slot": per_slot},
+    )

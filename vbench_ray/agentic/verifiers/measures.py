@@ -32,8 +32,18 @@ import math
 
 import numpy as np
 
-HIGHER_IS_BETTER = {"psnr": True, "ssim": True, "ciede2000": False, "lpips": False, "si_sdr": True,
-                    "lsd": False, "env_corr": True, "pesq_wb": True, "stoi": True, "srmr": True}
+HIGHER_IS_BETTER = {
+    "psnr": True,
+    "ssim": True,
+    "ciede2000": False,
+    "lpips": False,
+    "si_sdr": True,
+    "lsd": False,
+    "env_corr": True,
+    "pesq_wb": True,
+    "stoi": True,
+    "srmr": True,
+}
 VISUAL = ("psnr", "ssim", "ciede2000", "lpips")
 AUDIO = ("pesq_wb", "stoi", "srmr", "si_sdr", "lsd", "env_corr")
 SUBSTITUTES = ("lsd", "env_corr")  # numpy/scipy stand-ins for PESQ-WB and STOI (repair.measures=substitute)
@@ -60,12 +70,13 @@ def rescale(m_out: float, m_broken: float, m_golden: float, higher_is_better: bo
 
 # ----------------------------------------------------------------------------- images
 
+
 def psnr(a: np.ndarray, b: np.ndarray, cap: float = 100.0) -> float:
     """PSNR in dB of two uint8 images (any shape), capped at ``cap`` (identical images)."""
     mse = float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
     if mse <= EPS:
         return cap
-    return float(min(cap, 10.0 * math.log10(255.0 ** 2 / mse)))
+    return float(min(cap, 10.0 * math.log10(255.0**2 / mse)))
 
 
 def _gray(img: np.ndarray) -> np.ndarray:
@@ -128,9 +139,10 @@ def pooled_psnr(out: list[np.ndarray], ref: list[np.ndarray], cap: float = 100.0
     """PSNR of a whole video: from the mean squared error over all aligned frames (capped)."""
     if not out or len(out) != len(ref):
         raise ValueError(f"need two aligned, non-empty frame lists (got {len(out)} and {len(ref)})")
-    mse = float(np.mean([np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
-                         for a, b in zip(out, ref)]))
-    return cap if mse <= EPS else float(min(cap, 10.0 * math.log10(255.0 ** 2 / mse)))
+    mse = float(
+        np.mean([np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2) for a, b in zip(out, ref)])
+    )
+    return cap if mse <= EPS else float(min(cap, 10.0 * math.log10(255.0**2 / mse)))
 
 
 def mean_frame_measure(name: str, out: list[np.ndarray], ref: list[np.ndarray], psnr_cap: float = 100.0) -> float:
@@ -147,6 +159,7 @@ def time_aligned(frames: np.ndarray, fps: float, times: np.ndarray) -> list[np.n
 
 
 # ----------------------------------------------------------------------------- audio
+
 
 def si_sdr(est: np.ndarray, ref: np.ndarray, cap: float = 100.0) -> float:
     """Scale-invariant SDR in dB of ``est`` against ``ref`` (same length), capped at ``cap``."""
@@ -187,11 +200,18 @@ def lsd(est: np.ndarray, ref: np.ndarray, sr: int, nperseg: int = 512, dynamic_r
     pe, pr = _power_spec(est, sr, nperseg), _power_spec(ref, sr, nperseg)
     floor = max(float(pr.max()), EPS) * 10.0 ** (-dynamic_range_db / 10.0)
     diff = 10.0 * np.log10(np.maximum(pr, floor)) - 10.0 * np.log10(np.maximum(pe, floor))
-    return float(np.mean(np.sqrt(np.mean(diff ** 2, axis=0))))
+    return float(np.mean(np.sqrt(np.mean(diff**2, axis=0))))
 
 
-def envelope_correlation(est: np.ndarray, ref: np.ndarray, sr: int, nperseg: int = 256, bands: int = 15,
-                         segment: int = 30, silence_db: float = 40.0) -> float:
+def envelope_correlation(
+    est: np.ndarray,
+    ref: np.ndarray,
+    sr: int,
+    nperseg: int = 256,
+    bands: int = 15,
+    segment: int = 30,
+    silence_db: float = 40.0,
+) -> float:
     """Simplified STOI-style intelligibility proxy in [0, 1] (higher is better).
 
     Magnitude STFT grouped into ``bands`` log-spaced bands from 150 Hz to Nyquist; band envelopes cut
@@ -212,12 +232,13 @@ def envelope_correlation(est: np.ndarray, ref: np.ndarray, sr: int, nperseg: int
         be, br = me[sel].sum(0), mr[sel].sum(0)
         seg = min(segment, len(br))
         for s in range(0, len(br) - seg + 1, max(1, seg)):
-            x, y = be[s:s + seg] - be[s:s + seg].mean(), br[s:s + seg] - br[s:s + seg].mean()
+            x, y = be[s : s + seg] - be[s : s + seg].mean(), br[s : s + seg] - br[s : s + seg].mean()
             nx, ny = np.linalg.norm(x), np.linalg.norm(y)
             if ny <= 1e-9:
                 continue  # a flat reference envelope says nothing
-            units.append((float(np.sum(br[s:s + seg] ** 2)),
-                          float(np.dot(x, y) / max(nx * ny, 1e-12)) if nx > 1e-9 else 0.0))
+            units.append(
+                (float(np.sum(br[s : s + seg] ** 2)), float(np.dot(x, y) / max(nx * ny, 1e-12)) if nx > 1e-9 else 0.0)
+            )
     top = max((e for e, _ in units), default=0.0)
     corrs = [c for e, c in units if e >= top * 10.0 ** (-silence_db / 10.0) and e > EPS]
     if not corrs:
@@ -226,6 +247,7 @@ def envelope_correlation(est: np.ndarray, ref: np.ndarray, sr: int, nperseg: int
 
 
 # ----------------------------------------------------------------------------- real audio measures
+
 
 class MeasureUnavailable(RuntimeError):
     """A named measurement whose implementation cannot run in this environment."""
@@ -238,8 +260,10 @@ def unavailable(name: str) -> str | None:
             import lpips  # noqa: F401
             import torchvision  # noqa: F401
         except Exception as exc:  # ImportError, or a torchvision build broken beside this torch
-            return (f"lpips needs the 'lpips' package and a working torchvision ({type(exc).__name__}: {exc}); "
-                    "they are not part of the CPU stack (use repair.visual_metrics without lpips, or the GPU stack)")
+            return (
+                f"lpips needs the 'lpips' package and a working torchvision ({type(exc).__name__}: {exc}); "
+                "they are not part of the CPU stack (use repair.visual_metrics without lpips, or the GPU stack)"
+            )
     if name == "pesq_wb":
         try:
             import pesq  # noqa: F401
@@ -294,7 +318,8 @@ def srmr_cochlear_cfs(fs: int, n: int = 23, low: float = 125.0) -> np.ndarray:
     high = fs / 2.0
     i = np.arange(1, n + 1)
     cf = -(EAR_Q * MIN_BW) + np.exp(i * (np.log(low + EAR_Q * MIN_BW) - np.log(high + EAR_Q * MIN_BW)) / n) * (
-        high + EAR_Q * MIN_BW)
+        high + EAR_Q * MIN_BW
+    )
     return cf[::-1]
 
 
@@ -303,8 +328,14 @@ def srmr_modulation_cfs(n: int = 8, lo: float = 4.0, hi: float = 128.0) -> np.nd
     return lo * (hi / lo) ** (np.arange(n) / (n - 1))
 
 
-def srmr(est: np.ndarray, ref: np.ndarray | None = None, sr: int = 16000, n_cochlear: int = 23,
-         low_freq: float = 125.0, q: float = 2.0) -> float:
+def srmr(
+    est: np.ndarray,
+    ref: np.ndarray | None = None,
+    sr: int = 16000,
+    n_cochlear: int = 23,
+    low_freq: float = 125.0,
+    q: float = 2.0,
+) -> float:
     """Speech-to-reverberation modulation energy ratio (Falk, Zheng & Chan 2010), non-intrusive: ``ref``
     is ignored. Higher is better (less reverberation).
 
@@ -333,9 +364,9 @@ def srmr(est: np.ndarray, ref: np.ndarray | None = None, sr: int = 16000, n_coch
         for k, mcf in enumerate(mcfs):
             w0 = math.tan(math.pi * mcf / fs)  # tan(omega_0 / 2)
             b0 = w0 / q
-            den = np.array([1 + b0 + w0 ** 2, 2 * w0 ** 2 - 2, 1 - b0 + w0 ** 2])
+            den = np.array([1 + b0 + w0**2, 2 * w0**2 - 2, 1 - b0 + w0**2])
             y = lfilter(np.array([b0, 0.0, -b0]) / den[0], den / den[0], env)
-            energy[j, k] = float(np.mean([np.sum((window * y[s:s + w_len]) ** 2) for s in starts]))
+            energy[j, k] = float(np.mean([np.sum((window * y[s : s + w_len]) ** 2) for s in starts]))
     total = float(energy.sum())
     if total <= EPS:
         return 0.0
@@ -372,9 +403,9 @@ def segment_snr(est: np.ndarray, ref: np.ndarray, sr: int, seconds: float = 0.25
     step = max(1, int(sr * seconds))
     worst = math.inf
     for s in range(0, len(ref), step):
-        r, e = ref[s:s + step], est[s:s + step]
+        r, e = ref[s : s + step], est[s : s + step]
         noise = float(np.sum((r - e) ** 2))
-        sig = float(np.sum(r ** 2))
+        sig = float(np.sum(r**2))
         if sig <= EPS and noise <= EPS:
             continue
         worst = min(worst, 10.0 * math.log10(max(sig, EPS) / max(noise, EPS)))
@@ -414,6 +445,6 @@ def local_xcorr_peak(window: np.ndarray, part: np.ndarray) -> float:
     norm_p = np.linalg.norm(p)
     if norm_p <= 1e-9:
         return 1.0
-    energy = np.convolve(w ** 2, np.ones(len(p)), mode="valid")
+    energy = np.convolve(w**2, np.ones(len(p)), mode="valid")
     c = correlate(w, p, mode="valid", method="fft")
     return float(np.max(c / (np.sqrt(np.maximum(energy, 1e-18)) * norm_p)))

@@ -71,38 +71,89 @@ from typing import Any
 from vbench_ray.agentic.media import MediaError, sha256
 from vbench_ray.agentic.verifiers import measures as M
 from vbench_ray.agentic.verifiers.base import InvalidSubmission, Verdict
-from vbench_ray.agentic.verifiers.repair_config import (GROUPS, IDEAL, MEASURE_SETS, RANGE_SCORES, SCHEMES,
-                                                        RepairConfig, audio_measures_for, check_config,
-                                                        golden_reference, measures_used)
-from vbench_ray.agentic.verifiers.repair_official import (OFFICIAL_POINTS, official_score, parse_timestamp,
-                                                          xcorr_lagged)
-from vbench_ray.agentic.verifiers.repair_paper import (audio_scores, check_format, near_copy, shot_swap_score,
-                                                       visual_scores)
+from vbench_ray.agentic.verifiers.repair_config import (
+    GROUPS,
+    IDEAL,
+    MEASURE_SETS,
+    RANGE_SCORES,
+    SCHEMES,
+    RepairConfig,
+    audio_measures_for,
+    check_config,
+    golden_reference,
+    measures_used,
+)
+from vbench_ray.agentic.verifiers.repair_official import OFFICIAL_POINTS, official_score, parse_timestamp, xcorr_lagged
+from vbench_ray.agentic.verifiers.repair_paper import (
+    audio_scores,
+    check_format,
+    near_copy,
+    shot_swap_score,
+    visual_scores,
+)
 from vbench_ray.agentic.verifiers.repair_stream import AudioReader, FrameCursor, Source
-from vbench_ray.agentic.verifiers.repair_timeline import (audio_check, honesty_check, keep_mask, match_ranges,
-                                                          parse_ranges, timeline_score)
+from vbench_ray.agentic.verifiers.repair_timeline import (
+    audio_check,
+    honesty_check,
+    keep_mask,
+    match_ranges,
+    parse_ranges,
+    timeline_score,
+)
 
-__all__ = ["GROUPS", "IDEAL", "MEASURE_SETS", "OFFICIAL_POINTS", "RANGE_SCORES", "SCHEMES", "AudioReader",
-           "FrameCursor", "RepairConfig", "Source", "audio_check", "audio_measures_for", "audio_scores",
-           "check_config", "check_format", "golden_reference", "honesty_check", "keep_mask", "match_ranges",
-           "measure_references", "measures_used", "near_copy", "official_score", "parse_ranges",
-           "parse_timestamp", "shot_swap_score", "timeline_score", "verify", "visual_scores", "xcorr_lagged"]
+__all__ = [
+    "GROUPS",
+    "IDEAL",
+    "MEASURE_SETS",
+    "OFFICIAL_POINTS",
+    "RANGE_SCORES",
+    "SCHEMES",
+    "AudioReader",
+    "FrameCursor",
+    "RepairConfig",
+    "Source",
+    "audio_check",
+    "audio_measures_for",
+    "audio_scores",
+    "check_config",
+    "check_format",
+    "golden_reference",
+    "honesty_check",
+    "keep_mask",
+    "match_ranges",
+    "measure_references",
+    "measures_used",
+    "near_copy",
+    "official_score",
+    "parse_ranges",
+    "parse_timestamp",
+    "shot_swap_score",
+    "timeline_score",
+    "verify",
+    "visual_scores",
+    "xcorr_lagged",
+]
 
 # ----------------------------------------------------------------------------- entry point
+
 
 def verify(task, submission: Path, cfg: RepairConfig | None = None) -> Verdict:
     cfg = cfg or RepairConfig()
     check_config(cfg)
-    for name in (list(cfg.visual_metrics) + audio_measures_for(task.truth, cfg) if cfg.scheme == "paper" else []):
+    for name in list(cfg.visual_metrics) + audio_measures_for(task.truth, cfg) if cfg.scheme == "paper" else []:
         reason = M.unavailable(name)
         if reason:
             raise M.MeasureUnavailable(reason)
     truth = task.truth
     group = truth["group"]
     submission = Path(submission)
-    base: dict[str, Any] = {"group": group, "defect": truth.get("defect"), "window": truth.get("window"),
-                            "report_md": (submission / "report.md").is_file(),
-                            "measures_used": measures_used(truth, cfg)}
+    base: dict[str, Any] = {
+        "group": group,
+        "defect": truth.get("defect"),
+        "window": truth.get("window"),
+        "report_md": (submission / "report.md").is_file(),
+        "measures_used": measures_used(truth, cfg),
+    }
     if cfg.scheme == "official":
         return official_score(task, submission, cfg, base)
     fixed = submission / "fixed.mp4"
@@ -119,15 +170,20 @@ def verify(task, submission: Path, cfg: RepairConfig | None = None) -> Verdict:
         broken, golden = Source.probe(broken_path), Source.probe(task.truth_file(truth["golden"]))
         check_format(out.info, task.spec, golden.info.duration, cfg, group)
         if (out.info.width, out.info.height) != (golden.info.width, golden.info.height):
-            raise InvalidSubmission(f"fixed.mp4: frame size {out.info.width}x{out.info.height} is not the "
-                                    f"clip's {golden.info.width}x{golden.info.height}")
+            raise InvalidSubmission(
+                f"fixed.mp4: frame size {out.info.width}x{out.info.height} is not the "
+                f"clip's {golden.info.width}x{golden.info.height}"
+            )
         copy = near_copy(out, broken, golden, cfg)
         if copy is not None:
             raise InvalidSubmission("fixed.mp4 is a near-verbatim copy of the broken input", near_copy=copy)
     except InvalidSubmission as exc:
         return Verdict.zero(exc, **base)
-    base["output"] = {"duration_s": out.info.duration, "n_frames": out.info.num_frames,
-                      "sample_rate": out.info.sample_rate}
+    base["output"] = {
+        "duration_s": out.info.duration,
+        "n_frames": out.info.num_frames,
+        "sample_rate": out.info.sample_rate,
+    }
     if group == "visual":
         parts = visual_scores(out, broken, golden, truth, cfg)
         reward = cfg.in_weight * parts["s_in"] + (1.0 - cfg.in_weight) * parts["s_out"]
@@ -148,16 +204,22 @@ def verify(task, submission: Path, cfg: RepairConfig | None = None) -> Verdict:
     return Verdict(float(min(1.0, max(0.0, reward))), "ok", {**base, **parts})
 
 
-def measure_references(golden: str | Path, reencoded: str | Path, truth: dict,
-                       cfg: RepairConfig | None = None) -> dict:
+def measure_references(golden: str | Path, reencoded: str | Path, truth: dict, cfg: RepairConfig | None = None) -> dict:
     """``truth.json`` ``reference``: every measurement of ``reencoded`` (a perfect fix delivered with the
     task's codec settings, a file) against the golden (a file), per region; computed when a task is built.
     Every audio measure is stored, so that either measure set finds its reference."""
     cfg = cfg or RepairConfig()
     visual = [m for m in M.VISUAL if not M.unavailable(m)]
     audio = [m for m in M.AUDIO if not M.unavailable(m)]
-    full = RepairConfig(**{**cfg.__dict__, "visual_metrics": visual, "audio_metrics": [], "measures": "substitute",
-                           "substitute_audio_metrics": audio})
+    full = RepairConfig(
+        **{
+            **cfg.__dict__,
+            "visual_metrics": visual,
+            "audio_metrics": [],
+            "measures": "substitute",
+            "substitute_audio_metrics": audio,
+        }
+    )
     g, r = Source.probe(Path(golden)), Source.probe(Path(reencoded))
     ref: dict[str, dict] = {}
     group = truth["group"]

@@ -39,8 +39,18 @@ class RepairConfig:
     audio_chunk_s: float = 60.0  # audio regions longer than this are measured in stretches (memory bound)
 
 
-IDEAL = {"psnr": None, "ssim": 1.0, "ciede2000": 0.0, "lpips": 0.0, "si_sdr": None, "lsd": 0.0,
-         "env_corr": 1.0, "pesq_wb": M.PESQ_WB_MAX, "stoi": 1.0, "srmr": None}
+IDEAL = {
+    "psnr": None,
+    "ssim": 1.0,
+    "ciede2000": 0.0,
+    "lpips": 0.0,
+    "si_sdr": None,
+    "lsd": 0.0,
+    "env_corr": 1.0,
+    "pesq_wb": M.PESQ_WB_MAX,
+    "stoi": 1.0,
+    "srmr": None,
+}
 
 
 def _ideal(measure: str, cfg: RepairConfig) -> float | None:
@@ -71,22 +81,28 @@ def audio_measures_for(truth: dict, cfg: RepairConfig) -> list[str]:
 
 def check_config(cfg: RepairConfig) -> None:
     """Unknown option values, unknown measures, or measures that cannot run here -> ValueError."""
-    for key, value, known in (("scheme", cfg.scheme, SCHEMES), ("measures", cfg.measures, MEASURE_SETS),
-                              ("range_score", cfg.range_score, RANGE_SCORES),
-                              ("reverb_intelligibility", cfg.reverb_intelligibility, ("srmr", "stoi"))):
+    for key, value, known in (
+        ("scheme", cfg.scheme, SCHEMES),
+        ("measures", cfg.measures, MEASURE_SETS),
+        ("range_score", cfg.range_score, RANGE_SCORES),
+        ("reverb_intelligibility", cfg.reverb_intelligibility, ("srmr", "stoi")),
+    ):
         if value not in known:
             raise ValueError(f"repair.{key}={value!r}: expected one of {list(known)}")
-    for key, names, known in (("visual_metrics", cfg.visual_metrics, M.VISUAL),
-                              ("audio_metrics", cfg.audio_metrics, M.AUDIO),
-                              ("substitute_audio_metrics", cfg.substitute_audio_metrics, M.AUDIO)):
+    for key, names, known in (
+        ("visual_metrics", cfg.visual_metrics, M.VISUAL),
+        ("audio_metrics", cfg.audio_metrics, M.AUDIO),
+        ("substitute_audio_metrics", cfg.substitute_audio_metrics, M.AUDIO),
+    ):
         bad = [m for m in names if m not in known]
         if bad:
             raise ValueError(f"repair.{key}: unknown measurement(s) {bad}; known: {list(known)}")
     if cfg.measures == "paper":
         subs = [m for m in cfg.audio_metrics if m in M.SUBSTITUTES]
         if subs:
-            raise ValueError(f"repair.audio_metrics lists substitute measure(s) {subs}: set repair.measures="
-                             "substitute to use them")
+            raise ValueError(
+                f"repair.audio_metrics lists substitute measure(s) {subs}: set repair.measures=substitute to use them"
+            )
 
 
 def measures_used(truth: dict, cfg: RepairConfig) -> dict:
@@ -102,4 +118,3 @@ def measures_used(truth: dict, cfg: RepairConfig) -> dict:
         visual, audio = ["ssim (honesty check)"], ["xcorr (audio check)"]
     out.update(visual=visual, audio=audio, substitutes=[m for m in audio if m in M.SUBSTITUTES])
     return out
-

@@ -48,21 +48,41 @@ from vbench_ray.agentic.verifiers.base import Verdict
 
 OFFICIAL_POINTS = {"format": 5.0, "localization": 35.0, "edit": 60.0}
 AUDIO_SR = 48000
-VARIANT = {"colour_shift": "v04_color_grade_shift", "audio_noise": "v05_noise_floor_spike",
-           "repeated_frames": "v06_duplicate_segment", "shot_swap": "v03_scene_swap"}
+VARIANT = {
+    "colour_shift": "v04_color_grade_shift",
+    "audio_noise": "v05_noise_floor_spike",
+    "repeated_frames": "v06_duplicate_segment",
+    "shot_swap": "v03_scene_swap",
+}
 # lib/tasks/<variant>/task.json "scoring" at f058cd6 (keys score_edit accepts)
-VARIANT_SCORING = {"v01_frozen_scene": {"w_in": 2.5, "w_out": 1.0}, "v03_scene_swap": {"w_in": 2.5},
-                   "v04_color_grade_shift": {"w_in": 2.5, "video_share": 0.9, "audio_share": 0.1},
-                   "v05_noise_floor_spike": {"w_in": 2.5, "video_share": 0.1, "audio_share": 0.9},
-                   "v06_duplicate_segment": {"w_in": 2.5},
-                   "v07_audio_video_desync": {"w_in": 2.5, "w_out": 1.0, "video_share": 0.1, "audio_share": 0.9}}
-EDIT_DEFAULTS = {"w_in": 2.5, "w_out": 1.0, "video_share": 0.6, "audio_share": 0.4, "sample_fps": 10.0,
-                 "chunk_s": 10.0, "max_lag_ms": 150.0, "chroma_norm": 25.0, "band": 10, "lag_penalty": 0.03,
-                 "topk": 3}
+VARIANT_SCORING = {
+    "v01_frozen_scene": {"w_in": 2.5, "w_out": 1.0},
+    "v03_scene_swap": {"w_in": 2.5},
+    "v04_color_grade_shift": {"w_in": 2.5, "video_share": 0.9, "audio_share": 0.1},
+    "v05_noise_floor_spike": {"w_in": 2.5, "video_share": 0.1, "audio_share": 0.9},
+    "v06_duplicate_segment": {"w_in": 2.5},
+    "v07_audio_video_desync": {"w_in": 2.5, "w_out": 1.0, "video_share": 0.1, "audio_share": 0.9},
+}
+EDIT_DEFAULTS = {
+    "w_in": 2.5,
+    "w_out": 1.0,
+    "video_share": 0.6,
+    "audio_share": 0.4,
+    "sample_fps": 10.0,
+    "chunk_s": 10.0,
+    "max_lag_ms": 150.0,
+    "chroma_norm": 25.0,
+    "band": 10,
+    "lag_penalty": 0.03,
+    "topk": 3,
+}
 W_SCENE, W_ENDPOINT, W_IOU, DECAY = 5.0 / 35.0, 10.0 / 35.0, 10.0 / 35.0, 3.0
 
-_TS = (re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*$"), re.compile(r"^\s*(\d+):(\d{1,2}(?:\.\d+)?)\s*$"),
-       re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$"))
+_TS = (
+    re.compile(r"^\s*(\d+):(\d{1,2}):(\d{1,2}(?:\.\d+)?)\s*$"),
+    re.compile(r"^\s*(\d+):(\d{1,2}(?:\.\d+)?)\s*$"),
+    re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$"),
+)
 _FIELD = re.compile(r"^\s*-\s*(type|start|end)\s*:\s*(.+?)\s*$", re.IGNORECASE)
 _NUMBERED = re.compile(r"^\s*-\s*window[_\s-]?(\d+)[_\s-]?(start|end)\s*:\s*(.+?)\s*$", re.IGNORECASE)
 _DIAGNOSIS = re.compile(r"^\s*##\s+Diagnosis\b", re.IGNORECASE)
@@ -70,13 +90,17 @@ _DIAGNOSIS = re.compile(r"^\s*##\s+Diagnosis\b", re.IGNORECASE)
 
 # ----------------------------------------------------------------------------- the profile
 
+
 def official_profile(truth: dict, golden_duration: float) -> dict:
     """What the package's ``profile.json`` would say about this task (see the module docstring)."""
     defect, group = truth.get("defect"), truth.get("group")
     variant = VARIANT.get(defect) or {"timeline": "v06_duplicate_segment", "shot_swap": "v03_scene_swap"}.get(group)
     scenes = [(float(s), float(e)) for s, e in truth.get("scenes") or [[0.0, golden_duration]]]
-    prof: dict[str, Any] = {"variant": variant or f"(none: {defect})", "duration_s": float(golden_duration),
-                            "scoring": {**EDIT_DEFAULTS, **VARIANT_SCORING.get(variant or "", {})}}
+    prof: dict[str, Any] = {
+        "variant": variant or f"(none: {defect})",
+        "duration_s": float(golden_duration),
+        "scoring": {**EDIT_DEFAULTS, **VARIANT_SCORING.get(variant or "", {})},
+    }
     if group == "shot_swap" and not truth.get("segments"):  # no stretches given: one region, the window
         s, e = (float(x) for x in truth["window"])
         prof.update(regions=[(s, e)], region_scenes=[[scenes[_scene_of(scenes, s, e)]]], edit_window=None)
@@ -89,7 +113,7 @@ def official_profile(truth: dict, golden_duration: float) -> dict:
         return prof
     if group == "timeline":
         rng = truth["ranges"][0]
-        s, e = (rng["range"] if isinstance(rng, dict) else rng)
+        s, e = rng["range"] if isinstance(rng, dict) else rng
         s, e = float(s), float(e)
         i = _scene_of(scenes, s, e)
         hi = scenes[i][1] + (e - s)
@@ -111,6 +135,7 @@ def _scene_of(scenes: list[tuple[float, float]], s: float, e: float) -> int:
 
 
 # ----------------------------------------------------------------------------- localisation (35)
+
 
 def parse_timestamp(text: str | None) -> float | None:
     """``HH:MM:SS.mmm``, ``MM:SS.mmm`` or ``SS.mmm`` -> seconds (None if none of these)."""
@@ -150,7 +175,9 @@ def diagnosis_windows(text: str, max_windows: int = 12) -> list[tuple[float, flo
         if m:
             (starts if m.group(2).lower() == "start" else ends).setdefault(int(m.group(1)), m.group(3).strip())
     if starts or ends:
-        return [_window({"start": starts.get(i), "end": ends.get(i)}) for i in sorted(set(starts) | set(ends))][:max_windows]
+        return [_window({"start": starts.get(i), "end": ends.get(i)}) for i in sorted(set(starts) | set(ends))][
+            :max_windows
+        ]
     heads = [i for i, ln in enumerate(lines) if _DIAGNOSIS.match(ln)]
     if len(heads) > 1:
         out = []
@@ -169,10 +196,21 @@ def _region(pred: tuple[float, float], truth: tuple[float, float], scenes: list,
     inter, union = max(0.0, min(p1, t1) - max(p0, t0)), max(p1, t1) - min(p0, t0)
     iou = inter / union if p1 > p0 and t1 > t0 and union > 0 else 0.0
     hit = any(p1 >= s and p0 <= e for s, e in scenes)
-    parts = {"scene_hit": points * W_SCENE * hit, "start": points * W_ENDPOINT * math.exp(-DECAY * abs(p0 - t0)),
-             "end": points * W_ENDPOINT * math.exp(-DECAY * abs(p1 - t1)), "iou": points * W_IOU * iou}
-    return {"score": float(sum(parts.values())), "max": points, "predicted_window_s": [p0, p1],
-            "truth_window_s": [t0, t1], "iou": iou, "scene_hit": bool(hit), "parts": parts}
+    parts = {
+        "scene_hit": points * W_SCENE * hit,
+        "start": points * W_ENDPOINT * math.exp(-DECAY * abs(p0 - t0)),
+        "end": points * W_ENDPOINT * math.exp(-DECAY * abs(p1 - t1)),
+        "iou": points * W_IOU * iou,
+    }
+    return {
+        "score": float(sum(parts.values())),
+        "max": points,
+        "predicted_window_s": [p0, p1],
+        "truth_window_s": [t0, t1],
+        "iou": iou,
+        "scene_hit": bool(hit),
+        "parts": parts,
+    }
 
 
 def localization_score(report: Path, profile: dict, points: float = OFFICIAL_POINTS["localization"]) -> dict:
@@ -208,6 +246,7 @@ def localization_score(report: Path, profile: dict, points: float = OFFICIAL_POI
 
 # ----------------------------------------------------------------------------- format (5)
 
+
 def probe_summary(path: Path) -> dict:
     """``format.py``'s ``_summarize`` of an ffprobe: container, codecs, fps, size, duration, sample rate."""
     import av
@@ -216,16 +255,26 @@ def probe_summary(path: Path) -> dict:
         v = c.streams.video[0] if c.streams.video else None
         a = c.streams.audio[0] if c.streams.audio else None
         rate = (v.average_rate or v.base_rate) if v is not None else None
-        return {"container": c.format.name, "video_codec": v.codec_context.name if v is not None else None,
-                "audio_codec": a.codec_context.name if a is not None else None,
-                "fps": float(rate) if rate else None,
-                "resolution": [v.codec_context.width, v.codec_context.height] if v is not None else None,
-                "duration_s": c.duration / 1e6 if c.duration is not None else None,
-                "audio_sample_rate": int(a.codec_context.sample_rate) if a is not None and a.codec_context.sample_rate else None}
+        return {
+            "container": c.format.name,
+            "video_codec": v.codec_context.name if v is not None else None,
+            "audio_codec": a.codec_context.name if a is not None else None,
+            "fps": float(rate) if rate else None,
+            "resolution": [v.codec_context.width, v.codec_context.height] if v is not None else None,
+            "duration_s": c.duration / 1e6 if c.duration is not None else None,
+            "audio_sample_rate": int(a.codec_context.sample_rate)
+            if a is not None and a.codec_context.sample_rate
+            else None,
+        }
 
 
-def format_score(fixed: Path, golden: Path, points: float = OFFICIAL_POINTS["format"], fps_tol: float = 0.02,
-                 duration_tol: float = 0.05) -> dict:
+def format_score(
+    fixed: Path,
+    golden: Path,
+    points: float = OFFICIAL_POINTS["format"],
+    fps_tol: float = 0.02,
+    duration_tol: float = 0.05,
+) -> dict:
     """``points * passed / 7`` over the seven items of ``fixed.mp4`` against the source (golden)."""
     try:
         src = probe_summary(golden)
@@ -236,14 +285,22 @@ def format_score(fixed: Path, golden: Path, points: float = OFFICIAL_POINTS["for
     def near(key, tol):
         return fix[key] is not None and src[key] is not None and abs(fix[key] - src[key]) <= tol
 
-    items = {k: fix[k] is not None and src[k] is not None and fix[k] == src[k]
-             for k in ("container", "video_codec", "audio_codec", "resolution", "audio_sample_rate")}
+    items = {
+        k: fix[k] is not None and src[k] is not None and fix[k] == src[k]
+        for k in ("container", "video_codec", "audio_codec", "resolution", "audio_sample_rate")
+    }
     items.update(fps=near("fps", fps_tol), duration_s=near("duration_s", duration_tol))
-    return {"score": points * sum(items.values()) / len(items), "max": points, "items": items,
-            "expected": src, "actual": fix}
+    return {
+        "score": points * sum(items.values()) / len(items),
+        "max": points,
+        "items": items,
+        "expected": src,
+        "actual": fix,
+    }
 
 
 # ----------------------------------------------------------------------------- edit (60)
+
 
 def audio_48k(path: Path) -> np.ndarray:
     """The first audio stream, mono, resampled to 48 kHz and quantised to 16 bits, as float32 in [-1, 1)."""
@@ -288,8 +345,12 @@ def _features(bgr: np.ndarray) -> dict:
 
     gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
     small = cv2.resize(gray, (9, 8), interpolation=cv2.INTER_AREA)
-    return {"gray": gray, "ab": cv2.cvtColor(bgr, cv2.COLOR_BGR2LAB)[..., 1:3].astype(np.int16),
-            "lap": float(cv2.Laplacian(gray, cv2.CV_64F).var()), "dhash": (small[:, 1:] > small[:, :-1]).reshape(-1)}
+    return {
+        "gray": gray,
+        "ab": cv2.cvtColor(bgr, cv2.COLOR_BGR2LAB)[..., 1:3].astype(np.int16),
+        "lap": float(cv2.Laplacian(gray, cv2.CV_64F).var()),
+        "dhash": (small[:, 1:] > small[:, :-1]).reshape(-1),
+    }
 
 
 def _match(f: dict, s: dict, lag: int, sc: dict) -> float:
@@ -349,7 +410,7 @@ def _video_chunk(fixed: Path, golden: Path, start: float, end: float, window, sc
                 continue
             keys = list(range(lo, hi))
             if 0 < sc["topk"] and hi - lo > sc["topk"] + 1:
-                keys = sorted(keys, key=lambda k: int(np.sum(f["dhash"] != src[k]["dhash"])))[:int(sc["topk"])]
+                keys = sorted(keys, key=lambda k: int(np.sum(f["dhash"] != src[k]["dhash"])))[: int(sc["topk"])]
                 if lo <= i < hi and i not in keys:
                     keys.append(i)
             best = max(_match(f, src[k], k - i, sc) for k in keys)
@@ -390,17 +451,24 @@ def edit_score(fixed: Path, golden: Path, profile: dict, points: float = OFFICIA
             a, b = audio["fixed"][s0:s1], audio["golden"][s0:s1]
             n = min(len(a), len(b))
             a, b = a[:n], b[:n]
-            row = {"n_in": len(v_in), "n_out": len(v_out),
-                   "v_in": min(1.0, max(0.0, float(np.mean(v_in)))) if v_in else None,
-                   "v_out": min(1.0, max(0.0, float(np.mean(v_out)))) if v_out else None}
+            row = {
+                "n_in": len(v_in),
+                "n_out": len(v_out),
+                "v_in": min(1.0, max(0.0, float(np.mean(v_in)))) if v_in else None,
+                "v_out": min(1.0, max(0.0, float(np.mean(v_out)))) if v_out else None,
+            }
             if window is not None and end > window[0] and start < window[1]:
                 w0, w1 = max(start, window[0]), min(end, window[1])
                 i0 = max(0, min(n, int(round((w0 - start) * AUDIO_SR))))
                 i1 = max(0, min(n, int(round((w1 - start) * AUDIO_SR))))
-                row.update(a_in=xcorr_lagged(a[i0:i1], b[i0:i1], AUDIO_SR, sc["max_lag_ms"]),
-                           a_out=xcorr_lagged(np.concatenate([a[:i0], a[i1:]]), np.concatenate([b[:i0], b[i1:]]),
-                                              AUDIO_SR, sc["max_lag_ms"]),
-                           d_in=w1 - w0, d_out=(end - start) - (w1 - w0))
+                row.update(
+                    a_in=xcorr_lagged(a[i0:i1], b[i0:i1], AUDIO_SR, sc["max_lag_ms"]),
+                    a_out=xcorr_lagged(
+                        np.concatenate([a[:i0], a[i1:]]), np.concatenate([b[:i0], b[i1:]]), AUDIO_SR, sc["max_lag_ms"]
+                    ),
+                    d_in=w1 - w0,
+                    d_out=(end - start) - (w1 - w0),
+                )
             else:
                 row.update(a_in=None, a_out=xcorr_lagged(a, b, AUDIO_SR, sc["max_lag_ms"]), d_in=0.0, d_out=end - start)
             rows.append(row)
@@ -423,12 +491,17 @@ def edit_score(fixed: Path, golden: Path, profile: dict, points: float = OFFICIA
     x_in, x_out = pooled("a_in", "d_in"), pooled("a_out", "d_out")
     video = deduct(ssim_in, ssim_out, points * sc["video_share"])
     aud = deduct(x_in, x_out, points * sc["audio_share"])
-    return {**base, "score": float(video + aud), "n_failed_chunks": len(errors),
-            "video": {"sub": video, "ssim_in": ssim_in, "ssim_out": ssim_out, "share": sc["video_share"]},
-            "audio": {"sub": aud, "xcorr_in": x_in, "xcorr_out": x_out, "share": sc["audio_share"]}}
+    return {
+        **base,
+        "score": float(video + aud),
+        "n_failed_chunks": len(errors),
+        "video": {"sub": video, "ssim_in": ssim_in, "ssim_out": ssim_out, "share": sc["video_share"]},
+        "audio": {"sub": aud, "xcorr_in": x_in, "xcorr_out": x_out, "share": sc["audio_share"]},
+    }
 
 
 # ----------------------------------------------------------------------------- the score
+
 
 def official_score(task, submission: Path, cfg: Any, base: dict) -> Verdict:
     """``score.py`` ``score_task``: (format + localization + edit) / 100, each part clipped to its points."""
@@ -438,12 +511,24 @@ def official_score(task, submission: Path, cfg: Any, base: dict) -> Verdict:
     profile = official_profile(task.truth, probe_summary(golden)["duration_s"] or 0.0)
     fmt = format_score(fixed, golden) if with_fixed else {"score": 0.0, "max": 5.0, "error": "missing fixed.mp4"}
     loc = localization_score(Path(submission) / "report.md", profile)
-    edt = edit_score(fixed, golden, profile) if with_fixed else {"score": 0.0, "max": 60.0, "error": "missing fixed.mp4"}
+    edt = (
+        edit_score(fixed, golden, profile) if with_fixed else {"score": 0.0, "max": 60.0, "error": "missing fixed.mp4"}
+    )
     parts = {"format": fmt, "localization": loc, "edit": edt}
     norm = {k: min(1.0, max(0.0, float(v["score"]) / OFFICIAL_POINTS[k])) for k, v in parts.items()}
     reward = sum(norm[k] * OFFICIAL_POINTS[k] for k in norm) / sum(OFFICIAL_POINTS.values())
     reason = None if with_fixed else "fixed.mp4 is missing from the submission"
-    return Verdict(float(reward), "ok" if with_fixed else "missing",
-                   {**base, **({"reason": reason} if reason else {}),
-                    "official": {**parts, "normalised": norm, "variant": profile["variant"],
-                                 "scoring": {k: profile["scoring"][k] for k in ("video_share", "audio_share", "w_in", "w_out")}}})
+    return Verdict(
+        float(reward),
+        "ok" if with_fixed else "missing",
+        {
+            **base,
+            **({"reason": reason} if reason else {}),
+            "official": {
+                **parts,
+                "normalised": norm,
+                "variant": profile["variant"],
+                "scoring": {k: profile["scoring"][k] for k in ("video_share", "audio_share", "w_in", "w_out")},
+            },
+        },
+    )

@@ -14,6 +14,7 @@ from vbench_ray.agentic.verifiers.base import InvalidSubmission
 from vbench_ray.agentic.verifiers.repair_config import RepairConfig, audio_measures_for, golden_reference
 from vbench_ray.agentic.verifiers.repair_stream import FrameCursor, Source, _blocks
 
+
 def check_format(info, spec: dict, golden_duration: float, cfg: RepairConfig, group: str = "") -> None:
     """H.1.4: container, codecs, sample rate, duration against the task's delivery spec."""
     container = spec.get("container")
@@ -35,9 +36,10 @@ def check_format(info, spec: dict, golden_duration: float, cfg: RepairConfig, gr
         raise InvalidSubmission(f"fixed.mp4: audio sample rate {info.sample_rate} Hz is not {int(sr)} Hz")
     tolerance = cfg.window_duration_tolerance if group in ("visual", "audio") else cfg.duration_gate
     if golden_duration > 0 and abs(info.duration / golden_duration - 1.0) > tolerance + 1e-9:
-        raise InvalidSubmission(f"fixed.mp4: duration {info.duration:.2f} s is too far from the expected "
-                                f"{golden_duration:.2f} s (more than {tolerance:.0%} off)")
-
+        raise InvalidSubmission(
+            f"fixed.mp4: duration {info.duration:.2f} s is too far from the expected "
+            f"{golden_duration:.2f} s (more than {tolerance:.0%} off)"
+        )
 
 
 def _mse(a: np.ndarray, b: np.ndarray) -> float:
@@ -45,7 +47,7 @@ def _mse(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _psnr_of_mse(mse: float, cap: float) -> float:
-    return cap if mse <= M.EPS else float(min(cap, 10.0 * math.log10(255.0 ** 2 / mse)))
+    return cap if mse <= M.EPS else float(min(cap, 10.0 * math.log10(255.0**2 / mse)))
 
 
 def near_copy(out: Source, broken: Source, golden: Source, cfg: RepairConfig) -> dict | None:
@@ -58,8 +60,10 @@ def near_copy(out: Source, broken: Source, golden: Source, cfg: RepairConfig) ->
     """
     if out.n_frames != broken.n_frames or (out.info.width, out.info.height) != (broken.info.width, broken.info.height):
         return None
-    with_golden = golden.n_frames == broken.n_frames and \
-        (golden.info.width, golden.info.height) == (broken.info.width, broken.info.height)
+    with_golden = golden.n_frames == broken.n_frames and (golden.info.width, golden.info.height) == (
+        broken.info.width,
+        broken.info.height,
+    )
     ob, gap, og = [], [], []  # per frame: MSE out-broken, PSNR golden-broken, MSE out-golden
     g_it = golden.frames(cfg.max_side) if with_golden else None
     for o, b in zip(out.frames(cfg.max_side), broken.frames(cfg.max_side)):
@@ -93,15 +97,18 @@ def near_copy(out: Source, broken: Source, golden: Source, cfg: RepairConfig) ->
             o, b = ro.get(lo, hi).astype(np.float64), rb.get(lo, hi).astype(np.float64)
             g = rg.get(lo, hi).astype(np.float64) if rg is not None else None
             for s in range(0, hi - lo, step):
-                oe, be = o[s:s + step], b[s:s + step]
-                noise, sig = float(np.sum((be - oe) ** 2)), float(np.sum(be ** 2))
+                oe, be = o[s : s + step], b[s : s + step]
+                noise, sig = float(np.sum((be - oe) ** 2)), float(np.sum(be**2))
                 if not (sig <= M.EPS and noise <= M.EPS):
                     worst = min(worst, 10.0 * math.log10(max(sig, M.EPS) / max(noise, M.EPS)))
                 if g is not None:
-                    ge = g[s:s + step]
-                    sig_g, noise_g = float(np.sum(ge ** 2)), float(np.sum((ge - be) ** 2))
-                    snr_bg.append(math.inf if sig_g <= M.EPS and noise_g <= M.EPS else
-                                  10.0 * math.log10(max(sig_g, M.EPS) / max(noise_g, M.EPS)))
+                    ge = g[s : s + step]
+                    sig_g, noise_g = float(np.sum(ge**2)), float(np.sum((ge - be) ** 2))
+                    snr_bg.append(
+                        math.inf
+                        if sig_g <= M.EPS and noise_g <= M.EPS
+                        else 10.0 * math.log10(max(sig_g, M.EPS) / max(noise_g, M.EPS))
+                    )
                     sse_ob.append(noise)
                     sse_og.append(float(np.sum((oe - ge) ** 2)))
             if worst < cfg.near_copy_snr_db:
@@ -118,6 +125,7 @@ def near_copy(out: Source, broken: Source, golden: Source, cfg: RepairConfig) ->
 
 
 # ----------------------------------------------------------------------------- windowed defects
+
 
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
@@ -162,18 +170,25 @@ def visual_scores(out: Source, broken: Source, golden: Source, truth: dict, cfg:
         hib = M.HIGHER_IS_BETTER[m]
         m_out_in, m_br_in = _mean(vals[m]["out_in"]), _mean(vals[m]["br_in"])
         g_in = golden_reference(truth, "in", m, cfg)
-        rec = {"in": {"out": m_out_in, "broken": m_br_in, "golden": g_in,
-                      "s": M.rescale(m_out_in, m_br_in, g_in, hib)}}
+        rec = {"in": {"out": m_out_in, "broken": m_br_in, "golden": g_in, "s": M.rescale(m_out_in, m_br_in, g_in, hib)}}
         s_in.append(rec["in"]["s"])
         if vals[m]["out_out"]:
             m_out_out = _mean(vals[m]["out_out"])
             g_out = golden_reference(truth, "out", m, cfg)
-            rec["out"] = {"out": m_out_out, "broken_anchor": m_br_in, "golden": g_out,
-                          "s": M.rescale(m_out_out, m_br_in, g_out, hib)}
+            rec["out"] = {
+                "out": m_out_out,
+                "broken_anchor": m_br_in,
+                "golden": g_out,
+                "s": M.rescale(m_out_out, m_br_in, g_out, hib),
+            }
             s_out.append(rec["out"]["s"])
         per[m] = rec
-    return {"measures": per, "s_in": _mean(s_in), "s_out": _mean(s_out) if s_out else 1.0,
-            "n_frames_in": int(inside.sum())}
+    return {
+        "measures": per,
+        "s_in": _mean(s_in),
+        "s_out": _mean(s_out) if s_out else 1.0,
+        "n_frames_in": int(inside.sum()),
+    }
 
 
 class _Region:
@@ -194,7 +209,7 @@ class _Region:
             target = self.edges[len(self.results)] if len(self.results) < len(self.edges) else math.inf
             take = int(min(n - pos, target - self.count))
             for k, a in arrays.items():
-                self.parts.setdefault(k, []).append(a[pos:pos + take])
+                self.parts.setdefault(k, []).append(a[pos : pos + take])
             self.count += take
             pos += take
             if self.count >= target:
@@ -254,7 +269,9 @@ def audio_scores(out: Source, broken: Source, golden: Source, truth: dict, cfg: 
         return res
 
     size = max(1, int(cfg.audio_chunk_s * sr))
-    n_in = sum(int(((np.arange(lo, hi) / sr >= w0) & (np.arange(lo, hi) / sr < w1)).sum()) for lo, hi in _blocks(n, size))
+    n_in = sum(
+        int(((np.arange(lo, hi) / sr >= w0) & (np.arange(lo, hi) / sr < w1)).sum()) for lo, hi in _blocks(n, size)
+    )
     reg_in, reg_out = _Region(n_in, size, measure_in), _Region(n - n_in, size, measure_out)
     ro, rb, rg = out.audio(), broken.audio(), golden.audio()
     for lo, hi in _blocks(n, size):
@@ -273,18 +290,27 @@ def audio_scores(out: Source, broken: Source, golden: Source, truth: dict, cfg: 
         hib = M.HIGHER_IS_BETTER[m]
         g_in = refs[m] if refs[m] is not None else _lower_anchor(v_in[f"golden:{m}"], truth, "in", m, cfg)
         m_out_in, m_br_in = v_in[f"out:{m}"], v_in[f"broken:{m}"]
-        rec = {"in": {"out": m_out_in, "broken": m_br_in, "golden": g_in,
-                      "s": M.rescale(m_out_in, m_br_in, g_in, hib)}}
+        rec = {"in": {"out": m_out_in, "broken": m_br_in, "golden": g_in, "s": M.rescale(m_out_in, m_br_in, g_in, hib)}}
         s_in.append(rec["in"]["s"])
         if v_out:
-            g_out = refs_out[m] if refs_out[m] is not None else _lower_anchor(v_out[f"golden:{m}"], truth, "out", m, cfg)
+            g_out = (
+                refs_out[m] if refs_out[m] is not None else _lower_anchor(v_out[f"golden:{m}"], truth, "out", m, cfg)
+            )
             m_out_out = v_out[f"out:{m}"]
-            rec["out"] = {"out": m_out_out, "broken_anchor": m_br_in, "golden": g_out,
-                          "s": M.rescale(m_out_out, m_br_in, g_out, hib)}
+            rec["out"] = {
+                "out": m_out_out,
+                "broken_anchor": m_br_in,
+                "golden": g_out,
+                "s": M.rescale(m_out_out, m_br_in, g_out, hib),
+            }
             s_out.append(rec["out"]["s"])
         per[m] = rec
-    return {"measures": per, "s_in": _mean(s_in), "s_out": _mean(s_out) if s_out else 1.0,
-            "n_audio_stretches": {"in": len(reg_in.results), "out": len(reg_out.results)}}
+    return {
+        "measures": per,
+        "s_in": _mean(s_in),
+        "s_out": _mean(s_out) if s_out else 1.0,
+        "n_audio_stretches": {"in": len(reg_in.results), "out": len(reg_out.results)},
+    }
 
 
 def shot_swap_score(out: Source, broken: Source, golden: Source, truth: dict, cfg: RepairConfig) -> dict:
@@ -302,6 +328,10 @@ def shot_swap_score(out: Source, broken: Source, golden: Source, truth: dict, cf
     ratio = out.info.duration / golden.info.duration if golden.info.duration else 1.0
     excess = abs(ratio - 1.0) - cfg.length_tolerance
     factor = 1.0 if excess <= 0 else max(0.0, 1.0 - excess / cfg.length_tolerance)
-    return {"psnr": {"out": m_out, "broken": m_br, "golden": g}, "s": s, "length_ratio": ratio,
-            "length_factor": factor, "reward": s * factor}
-
+    return {
+        "psnr": {"out": m_out, "broken": m_br, "golden": g},
+        "s": s,
+        "length_ratio": ratio,
+        "length_factor": factor,
+        "reward": s * factor,
+    }

@@ -12,6 +12,7 @@ import numpy as np
 
 from vbench_ray.agentic.media import MediaError, MediaInfo, audio_limit, iter_audio, iter_frames, probe_stream
 
+
 class FrameCursor:
     """Forward-only access by index to a video decoded one frame at a time (an index past the end gives
     the last frame). Only the current frame is held."""
@@ -53,7 +54,7 @@ class AudioReader:
         out = np.zeros(max(0, hi - lo), np.float32)
         lo_c = max(lo, 0)
         if lo_c > self._start:  # drop what is no longer needed
-            self._buf = self._buf[lo_c - self._start:]
+            self._buf = self._buf[lo_c - self._start :]
             self._start = lo_c
         while not self._done and self._start + len(self._buf) < hi:
             chunk = next(self._it, None)
@@ -64,7 +65,7 @@ class AudioReader:
         self.max_buffered = max(self.max_buffered, len(self._buf))
         a, b = max(lo, self._start), min(hi, self._start + len(self._buf))
         if b > a:
-            out[a - lo:b - lo] = self._buf[a - self._start:b - self._start]
+            out[a - lo : b - lo] = self._buf[a - self._start : b - self._start]
         return out
 
 
@@ -78,6 +79,7 @@ def _blocks(n: int, size: int) -> list[tuple[int, int]]:
 @dataclass
 class Source:
     """A media file probed without keeping its content: ``info`` and its kept audio length ``n_audio``."""
+
     path: Path
     info: MediaInfo
     n_audio: int
@@ -104,4 +106,3 @@ class Source:
 
     def audio(self) -> AudioReader:
         return AudioReader(self.path if self.n_audio else None, self.info)
-

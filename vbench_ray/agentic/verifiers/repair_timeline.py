@@ -16,6 +16,7 @@ from vbench_ray.agentic.verifiers.base import InvalidSubmission
 from vbench_ray.agentic.verifiers.repair_config import RepairConfig
 from vbench_ray.agentic.verifiers.repair_stream import Source, _blocks
 
+
 def parse_ranges(solution: Any, duration: float, fps: float) -> list[tuple[float, float]]:
     """Reported cut ranges: ``{"ranges": [[s, e], ...]}`` (or ``{"start", "end"}`` objects, or a bare
     list), each with ``0 <= s < e <= duration``. Anything else -> :class:`InvalidSubmission`."""
@@ -27,11 +28,16 @@ def parse_ranges(solution: Any, duration: float, fps: float) -> list[tuple[float
     for i, r in enumerate(ranges):
         if isinstance(r, dict):
             r = [r.get("start"), r.get("end")]
-        ok = isinstance(r, (list, tuple)) and len(r) == 2 and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in r)
+        ok = (
+            isinstance(r, (list, tuple))
+            and len(r) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in r)
+        )
         if not ok or not (0.0 <= r[0] < r[1] <= duration + slack):
-            raise InvalidSubmission(f"malformed ranges: ranges[{i}] = {json.dumps(r)[:60]} is not "
-                                    f"[start, end] with 0 <= start < end <= {duration:.3f}")
+            raise InvalidSubmission(
+                f"malformed ranges: ranges[{i}] = {json.dumps(r)[:60]} is not "
+                f"[start, end] with 0 <= start < end <= {duration:.3f}"
+            )
         out.append((float(r[0]), float(r[1])))
     return out
 
@@ -60,8 +66,14 @@ def match_ranges(truth_ranges: list, predicted: list[tuple[float, float]], toler
         ok = best is not None and best_d <= tolerance + 1e-9
         if ok:
             used.add(best)
-        out.append({"truth": list(forms[0]), "predicted": list(predicted[best]) if best is not None else None,
-                    "error_s": best_d if best is not None else None, "matched": ok})
+        out.append(
+            {
+                "truth": list(forms[0]),
+                "predicted": list(predicted[best]) if best is not None else None,
+                "error_s": best_d if best is not None else None,
+                "matched": ok,
+            }
+        )
     return out
 
 
@@ -121,8 +133,10 @@ def honesty_check(out: Source, broken: Source, ranges: list[tuple[float, float]]
     result["passed"] = result["min_ssim"] >= cfg.honesty_ssim
     if not result["passed"]:
         worst = int(np.argmin(scores))
-        result["reason"] = (f"the rendered output does not match the source minus the reported ranges "
-                            f"(frame {worst}, SSIM {scores[worst]:.3f})")
+        result["reason"] = (
+            f"the rendered output does not match the source minus the reported ranges "
+            f"(frame {worst}, SSIM {scores[worst]:.3f})"
+        )
     return result
 
 
@@ -136,15 +150,16 @@ class _Reconstruction:
         self.ranges = ranges
         self.block = max(1, int(cfg.audio_chunk_s * self.sr))
         self.n_src = broken.n_audio
-        self.length = sum(int(keep_mask(np.arange(lo, hi) / self.sr, ranges).sum())
-                          for lo, hi in _blocks(self.n_src, self.block))
+        self.length = sum(
+            int(keep_mask(np.arange(lo, hi) / self.sr, ranges).sum()) for lo, hi in _blocks(self.n_src, self.block)
+        )
         self._src_pos = 0
         self._buf = np.zeros(0, np.float32)
         self._start = 0
 
     def get(self, lo: int, hi: int) -> np.ndarray:
         if lo > self._start:
-            self._buf = self._buf[lo - self._start:]
+            self._buf = self._buf[lo - self._start :]
             self._start = lo
         while self._start + len(self._buf) < hi and self._src_pos < self.n_src:
             end = min(self.n_src, self._src_pos + self.block)
@@ -152,11 +167,12 @@ class _Reconstruction:
             mask = keep_mask(np.arange(self._src_pos, end) / self.sr, self.ranges)
             self._buf = np.concatenate([self._buf, chunk[mask]])
             self._src_pos = end
-        return self._buf[lo - self._start:hi - self._start]
+        return self._buf[lo - self._start : hi - self._start]
 
 
-def audio_check(out: Source, broken: Source, ranges: list[tuple[float, float]], cfg: RepairConfig,
-                segment_s: float = 0.5) -> dict:
+def audio_check(
+    out: Source, broken: Source, ranges: list[tuple[float, float]], cfg: RepairConfig, segment_s: float = 0.5
+) -> dict:
     """H.1.3: the output audio against the broken audio minus the reported ranges, by normalised
     cross-correlation (lags up to ``xcorr_max_lag_s``) over the whole track and over every ``segment_s``
     stretch of it; the lowest peak must reach ``xcorr_threshold``.
@@ -192,16 +208,16 @@ def audio_check(out: Source, broken: Source, ranges: list[tuple[float, float]], 
         b = rec.get(lo, hi).astype(np.float64)
         a = r_out.get(lo - max_lag, hi + max_lag).astype(np.float64)  # zeros outside the output
         if len(b):
-            lag_sums += correlate(a, b, mode="valid", method="fft")[:2 * max_lag + 1]
+            lag_sums += correlate(a, b, mode="valid", method="fft")[: 2 * max_lag + 1]
         while si < len(starts) and starts[si] < hi:  # blocks are whole segments: none crosses a block end
             start = starts[si]
-            part = b[start - lo:start - lo + seg]
+            part = b[start - lo : start - lo + seg]
             si += 1
-            if len(part) and float(np.sqrt(np.mean(part ** 2))) < 0.05 * loud:
+            if len(part) and float(np.sqrt(np.mean(part**2))) < 0.05 * loud:
                 continue  # near-silent: nothing to compare
             w_lo = max(0, start - max_lag)
             w_hi = min(n_out, start + len(part) + max_lag)
-            window = a[w_lo - (lo - max_lag):w_hi - (lo - max_lag)]
+            window = a[w_lo - (lo - max_lag) : w_hi - (lo - max_lag)]
             peaks.append(M.local_xcorr_peak(window, part))
     na, nb = math.sqrt(e_out), math.sqrt(e_rec)
     lags = np.arange(-max_lag, max_lag + 1)
@@ -214,8 +230,13 @@ def audio_check(out: Source, broken: Source, ranges: list[tuple[float, float]], 
         peak, lag = float(c[k] / (na * nb)), int(lags[k])
     worst = float(min(peaks)) if peaks else peak
     passed = peak >= cfg.xcorr_threshold and worst >= cfg.xcorr_threshold
-    return {"xcorr_peak": peak, "lag_s": lag / sr, "min_segment_xcorr": worst, "passed": passed,
-            **({} if passed else {"reason": "the output audio does not match the source minus the reported ranges"})}
+    return {
+        "xcorr_peak": peak,
+        "lag_s": lag / sr,
+        "min_segment_xcorr": worst,
+        "passed": passed,
+        **({} if passed else {"reason": "the output audio does not match the source minus the reported ranges"}),
+    }
 
 
 def timeline_score(out: Source, broken: Source, submission: Path, truth: dict, cfg: RepairConfig) -> dict:
@@ -235,7 +256,14 @@ def timeline_score(out: Source, broken: Source, submission: Path, truth: dict, c
     honesty = honesty_check(out, broken, ranges, cfg)
     audio = audio_check(out, broken, ranges, cfg)
     reward = match_score if honesty["passed"] and audio["passed"] else 0.0
-    return {"ranges": [list(r) for r in ranges], "matches": matches, "range_recall": recall,
-            "range_precision": precision, "range_f1": f1, "range_score": match_score,
-            "honesty": honesty, "audio_check": audio, "reward": reward}
-
+    return {
+        "ranges": [list(r) for r in ranges],
+        "matches": matches,
+        "range_recall": recall,
+        "range_precision": precision,
+        "range_f1": f1,
+        "range_score": match_score,
+        "honesty": honesty,
+        "audio_check": audio,
+        "reward": reward,
+    }

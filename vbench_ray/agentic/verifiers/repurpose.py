@@ -66,6 +66,7 @@ class RepurposeConfig:
 
 # ----------------------------------------------------------------------------- format pillar
 
+
 def _ratio(value: Any) -> float:
     if isinstance(value, (int, float)):
         return float(value)
@@ -103,8 +104,9 @@ def format_check(check: dict, media: Media, path: Path) -> tuple[bool, str]:
         level = loudness_dbfs(media.audio)
         floor = float(check.get("min_dbfs", -60.0))
         ok = info.has_audio and level > floor
-        return ok, (f"audio stream {info.audio_codec}, loudness {level:.1f} dBFS" if info.has_audio
-                    else "no audio stream")
+        return ok, (
+            f"audio stream {info.audio_codec}, loudness {level:.1f} dBFS" if info.has_audio else "no audio stream"
+        )
     raise ValueError(f"unknown format check {kind!r}")
 
 
@@ -123,16 +125,20 @@ def _keep_fps(path: Path, cfg: RepurposeFramesConfig) -> float | None:
     return max(cfg.fps, cfg.min_frames / duration) * 2.0
 
 
-def evaluate_format(task, submission: Path, frames_cfg: RepurposeFramesConfig | None = None
-                    ) -> tuple[Media, list[dict]]:
+def evaluate_format(
+    task, submission: Path, frames_cfg: RepurposeFramesConfig | None = None
+) -> tuple[Media, list[dict]]:
     """Decode ``final.mp4`` (keeping frames for the judge only, when ``frames_cfg``) and score every
     Format item. Missing/undecodable -> :class:`InvalidSubmission`."""
     final = Path(submission) / "final.mp4"
     if not final.is_file():
         raise InvalidSubmission("final.mp4 is missing from the submission", status="missing")
     try:
-        media = read_media(final, max_side=frames_cfg.max_side if frames_cfg else None,
-                           keep_fps=_keep_fps(final, frames_cfg) if frames_cfg else None)
+        media = read_media(
+            final,
+            max_side=frames_cfg.max_side if frames_cfg else None,
+            keep_fps=_keep_fps(final, frames_cfg) if frames_cfg else None,
+        )
     except MediaError as exc:
         raise InvalidSubmission(f"final.mp4 cannot be decoded: {exc}") from exc
     if media.frames is None:
@@ -147,12 +153,20 @@ def evaluate_format(task, submission: Path, frames_cfg: RepurposeFramesConfig | 
 
 
 def item_row(item: dict, passed: bool | None, why: str | None, status: str) -> dict:
-    return {"item_id": item["id"], "pillar": item["pillar"], "weight": float(item["weight"]),
-            "narrative_essential": bool(item.get("narrative_essential", False)), "text": item["text"],
-            "pass": passed, "why": why, "status": status}
+    return {
+        "item_id": item["id"],
+        "pillar": item["pillar"],
+        "weight": float(item["weight"]),
+        "narrative_essential": bool(item.get("narrative_essential", False)),
+        "text": item["text"],
+        "pass": passed,
+        "why": why,
+        "status": status,
+    }
 
 
 # ----------------------------------------------------------------------------- score
+
 
 def contribution(weight: float, passed: bool, narrative_essential: bool, mode: str) -> float:
     """One item's points: ``pass * w``; a negative item read as a requirement costs ``|w|`` on failure."""
@@ -165,8 +179,9 @@ def contribution(weight: float, passed: bool, narrative_essential: bool, mode: s
 def rubric_score(items: list[dict], mode: str = "never") -> dict:
     """``sum(pass * w) / sum(positive w)`` clamped to [0, 1] (§2.7); unanswered items fail."""
     positive = sum(it["weight"] for it in items if it["weight"] > 0)
-    earned = sum(contribution(it["weight"], bool(it["pass"]), it.get("narrative_essential", False), mode)
-                 for it in items)
+    earned = sum(
+        contribution(it["weight"], bool(it["pass"]), it.get("narrative_essential", False), mode) for it in items
+    )
     raw = earned / positive if positive > 0 else 0.0
     by_pillar: dict[str, dict] = {}
     for it in items:
@@ -174,11 +189,17 @@ def rubric_score(items: list[dict], mode: str = "never") -> dict:
         p["earned"] += contribution(it["weight"], bool(it["pass"]), it.get("narrative_essential", False), mode)
         p["possible"] += max(0.0, it["weight"])
         p["n"] += 1
-    return {"reward": float(min(1.0, max(0.0, raw))), "raw": raw, "earned": earned, "possible": positive,
-            "by_pillar": by_pillar}
+    return {
+        "reward": float(min(1.0, max(0.0, raw))),
+        "raw": raw,
+        "earned": earned,
+        "possible": positive,
+        "by_pillar": by_pillar,
+    }
 
 
 # ----------------------------------------------------------------------------- judge evidence
+
 
 def sample_times(duration: float, cfg: RepurposeFramesConfig) -> np.ndarray:
     """Frame times at ``fps`` (centred in each interval), clamped to ``[min_frames, max_frames]``."""
@@ -216,12 +237,14 @@ def audio_summary(media: Media) -> str:
     if not info.has_audio or media.audio is None or not len(media.audio):
         return "The deliverable has no audio track."
     sr = info.sample_rate
-    secs = [media.audio[s:s + sr] for s in range(0, len(media.audio), sr)]
+    secs = [media.audio[s : s + sr] for s in range(0, len(media.audio), sr)]
     levels = [loudness_dbfs(x) for x in secs]
     txt = ", ".join("silent" if not math.isfinite(v) or v < -60 else f"{v:.0f}" for v in levels)
     silent = sum(1 for v in levels if not math.isfinite(v) or v < -60)
-    return (f"Audio track: {info.audio_codec}, {sr} Hz, {len(media.audio) / sr:.1f} s. Loudness per second "
-            f"(dBFS): {txt}. Silent seconds: {silent}.")
+    return (
+        f"Audio track: {info.audio_codec}, {sr} Hz, {len(media.audio) / sr:.1f} s. Loudness per second "
+        f"(dBFS): {txt}. Silent seconds: {silent}."
+    )
 
 
 def _template(name: str) -> str:
@@ -241,8 +264,9 @@ def request_id(case_id: str, variant: str, item_id: str) -> str:
     return judge_request_id("agentic", case_id, variant, STAGE, item_id)
 
 
-def build_requests(case_id: str, variant: str, brief: str, items: list[dict], frames: list[dict],
-                   audio_text: str | None) -> list[JudgeRequest]:
+def build_requests(
+    case_id: str, variant: str, brief: str, items: list[dict], frames: list[dict], audio_text: str | None
+) -> list[JudgeRequest]:
     """One request per judged rubric item, each with the brief and every sampled frame."""
     system = system_prompt()
     template = Template(_template("rubric_item.txt"))
@@ -254,21 +278,38 @@ def build_requests(case_id: str, variant: str, brief: str, items: list[dict], fr
     for item in items:
         sound = item["pillar"] == "sound" and audio_text
         evidence = f"{len(frames)} frames of the deliverable, in order" + ("; an audio summary" if sound else "")
-        text = template.substitute(brief=brief.strip(), evidence=evidence, pillar=item["pillar"],
-                                   item_id=item["id"], item=item["text"])
+        text = template.substitute(
+            brief=brief.strip(), evidence=evidence, pillar=item["pillar"], item_id=item["id"], item=item["text"]
+        )
         content = [{"type": "text", "text": "Frames of the deliverable:"}, *media]
         if sound:
             content.append({"type": "text", "text": audio_text})
         content.append({"type": "text", "text": text})
-        out.append(JudgeRequest.build(
-            "agentic", case_id, variant, STAGE, item["id"],
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": content}], parser=PARSER,
-            expected={"item_id": item["id"]}))
+        out.append(
+            JudgeRequest.build(
+                "agentic",
+                case_id,
+                variant,
+                STAGE,
+                item["id"],
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": content}],
+                parser=PARSER,
+                expected={"item_id": item["id"]},
+            )
+        )
     return out
 
 
-_BOOL = {"true": True, "yes": True, "pass": True, "passed": True, "false": False, "no": False,
-         "fail": False, "failed": False}
+_BOOL = {
+    "true": True,
+    "yes": True,
+    "pass": True,
+    "passed": True,
+    "false": False,
+    "no": False,
+    "fail": False,
+    "failed": False,
+}
 
 
 @register_parser(PARSER)
@@ -288,11 +329,15 @@ def parse_rubric_item(text: str, expected: Any) -> Parsed:
     if not isinstance(value, bool):
         return Parsed(False, error=f'"pass" must be true or false, got {data["pass"]!r}')
     why = data.get("why")
-    return Parsed(True, value={"pass": value, "why": str(why) if why is not None else ""},
-                  note=None if why is not None else 'no "why" given')
+    return Parsed(
+        True,
+        value={"pass": value, "why": str(why) if why is not None else ""},
+        note=None if why is not None else 'no "why" given',
+    )
 
 
 # ----------------------------------------------------------------------------- one rollout
+
 
 def score_items(format_items: list[dict], rubric: dict, answers: dict[str, Any], cfg: RepurposeConfig) -> dict:
     """Every rubric item with its outcome (format: programmatic; others: ``answers[item_id]``, a dict
@@ -315,8 +360,9 @@ def format_share(format_items: list[dict]) -> float | None:
     return sum(it["weight"] * bool(it["pass"]) for it in format_items) / pos
 
 
-def verify(task, submission: Path, cfg: RepurposeConfig | None = None,
-           answers: dict[str, Any] | None = None) -> Verdict:
+def verify(
+    task, submission: Path, cfg: RepurposeConfig | None = None, answers: dict[str, Any] | None = None
+) -> Verdict:
     """Score one rollout with judge ``answers`` (item id -> ``{"pass", "why"}``) already in hand."""
     cfg = cfg or RepurposeConfig()
     try:
@@ -324,11 +370,21 @@ def verify(task, submission: Path, cfg: RepurposeConfig | None = None,
     except InvalidSubmission as exc:
         return Verdict.zero(exc)
     scored = score_items(fmt, task.rubric, answers or {}, cfg)
-    return Verdict(scored["reward"], "ok", {
-        "format_share": format_share(fmt), "earned": scored["earned"], "possible": scored["possible"],
-        "raw": scored["raw"], "by_pillar": scored["by_pillar"], "items": scored["items"],
-        "invert_negative": cfg.invert_negative, "duration_s": media.info.duration,
-        "report_md": (Path(submission) / "report.md").is_file()})
+    return Verdict(
+        scored["reward"],
+        "ok",
+        {
+            "format_share": format_share(fmt),
+            "earned": scored["earned"],
+            "possible": scored["possible"],
+            "raw": scored["raw"],
+            "by_pillar": scored["by_pillar"],
+            "items": scored["items"],
+            "invert_negative": cfg.invert_negative,
+            "duration_s": media.info.duration,
+            "report_md": (Path(submission) / "report.md").is_file(),
+        },
+    )
 
 
 def brief_text(task) -> str:

@@ -85,8 +85,15 @@ def sequencing_metrics(pred: list[Any], truth: list[Any]) -> dict:
         nd = sum(abs(i - r) for i, r in enumerate(q)) / (n * n // 2)
         lis = lis_length(q) / n
         adj = sum(1 for a, b in zip(q, q[1:]) if b == a + 1) / (n - 1)
-    return {"n": n, "nd": nd, "lis": lis, "adj": adj, "strict": int(list(pred) == list(truth)),
-            "adjusted": (1.0 - nd) * lis * adj, "weighted": 0.4 * (1.0 - nd) + 0.3 * lis + 0.3 * adj}
+    return {
+        "n": n,
+        "nd": nd,
+        "lis": lis,
+        "adj": adj,
+        "strict": int(list(pred) == list(truth)),
+        "adjusted": (1.0 - nd) * lis * adj,
+        "weighted": 0.4 * (1.0 - nd) + 0.3 * lis + 0.3 * adj,
+    }
 
 
 def _clip_numbers(clips: list[str]) -> dict[int, str]:
@@ -112,8 +119,10 @@ def _raw_entries(solution: Any) -> list:
         return segments
     order = solution.get("order") if isinstance(solution, dict) else solution
     if not isinstance(order, list):
-        raise InvalidSubmission('solution.json: expected {"order": [clip names]}, {"segments": [{"source": ...}]} '
-                                "or a JSON list of clip names")
+        raise InvalidSubmission(
+            'solution.json: expected {"order": [clip names]}, {"segments": [{"source": ...}]} '
+            "or a JSON list of clip names"
+        )
     return order
 
 
@@ -145,8 +154,9 @@ def parse_order(solution: Any, clips: list[str], names: str = "exact") -> list[s
         raise InvalidSubmission(f"solution.json: clip(s) listed more than once {dup[:5]}", duplicates=dup[:20])
     missing = [c for c in clips if c not in mapped]
     if missing:
-        raise InvalidSubmission(f"solution.json: not a permutation of the {len(clips)} clips; "
-                                f"missing {missing[:5]}", missing=missing[:20])
+        raise InvalidSubmission(
+            f"solution.json: not a permutation of the {len(clips)} clips; missing {missing[:5]}", missing=missing[:20]
+        )
     return mapped
 
 
@@ -194,8 +204,14 @@ def verify(task, submission: Path, cfg: SequencingConfig | None = None) -> Verdi
         return Verdict.zero(exc, **base, strict=0)
     m = sequencing_metrics(order, truth)
     if not base["solution_mp4"]:  # a required deliverable: no number for an order without its video
-        return Verdict.zero(InvalidSubmission("solution.mp4 is missing from the submission", status="missing"),
-                            **base, **m, score_formula=cfg.score, predicted=order, honesty_factor=0.0)
+        return Verdict.zero(
+            InvalidSubmission("solution.mp4 is missing from the submission", status="missing"),
+            **base,
+            **m,
+            score_formula=cfg.score,
+            predicted=order,
+            honesty_factor=0.0,
+        )
     ordering = m["adjusted"] if cfg.score == "paper" else m["weighted"]
     details = {**base, **m, "score_formula": cfg.score, "predicted": order, "ordering": ordering}
     if cfg.video == "exists":
@@ -206,8 +222,12 @@ def verify(task, submission: Path, cfg: SequencingConfig | None = None) -> Verdi
     details.update(n_honest=n_honest, honesty_factor=factor, per_slot=per_slot)
     if n_honest < len(truth):
         failed = next(s for s in per_slot if not s["honest"])
-        why = failed.get("honesty_reason") or next((x.get("reason") for x in failed.get("samples", []) if x.get("reason")),
-                                                  "its frames do not match the clip (SSIM < 0.95)")
-        details["reason"] = (f"solution.mp4 shows {n_honest} of {len(truth)} slots as declared; slot "
-                             f"{failed['slot']} ({failed['pred']}): {why}")
+        why = failed.get("honesty_reason") or next(
+            (x.get("reason") for x in failed.get("samples", []) if x.get("reason")),
+            "its frames do not match the clip (SSIM < 0.95)",
+        )
+        details["reason"] = (
+            f"solution.mp4 shows {n_honest} of {len(truth)} slots as declared; slot "
+            f"{failed['slot']} ({failed['pred']}): {why}"
+        )
     return Verdict(factor * ordering, "ok", details)

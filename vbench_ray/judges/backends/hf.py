@@ -72,8 +72,10 @@ def resolve_model_path(model: str | None, env_vars: dict | None = None) -> Path:
 
     Raises ``ConfigError`` (a ``ValueError``) naming ``judge.model`` otherwise."""
     if not model:
-        raise _config_error("judge.backend=hf needs judge.model: a local transformers checkpoint directory "
-                            "(or a hub id already in the local Hugging Face cache)")
+        raise _config_error(
+            "judge.backend=hf needs judge.model: a local transformers checkpoint directory "
+            "(or a hub id already in the local Hugging Face cache)"
+        )
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -90,9 +92,11 @@ def resolve_model_path(model: str | None, env_vars: dict | None = None) -> Path:
 
             return Path(snapshot_download(str(model), local_files_only=True, cache_dir=cache))
         except Exception as exc:
-            raise _config_error(f"judge.model={model}: not a local directory, and not in the local Hugging Face "
-                                f"cache ({type(exc).__name__}); download it first or set judge.model to a "
-                                "local checkpoint directory") from exc
+            raise _config_error(
+                f"judge.model={model}: not a local directory, and not in the local Hugging Face "
+                f"cache ({type(exc).__name__}); download it first or set judge.model to a "
+                "local checkpoint directory"
+            ) from exc
     raise _config_error(f"judge.model not found: {model} (set judge.model to a local checkpoint directory)")
 
 
@@ -134,18 +138,33 @@ class HFBackend(JudgeBackend):
 
         hf = self.worker_cfg["hf"]
         on_gpu = str(hf.get("device", "cpu")).startswith("cuda")
-        rows = [{"request_id": r.request_id, "messages": json.dumps(r.messages, ensure_ascii=False),
-                 "video": json.dumps(getattr(r, "video", None) or {})} for r in requests]
+        rows = [
+            {
+                "request_id": r.request_id,
+                "messages": json.dumps(r.messages, ensure_ascii=False),
+                "video": json.dumps(getattr(r, "video", None) or {}),
+            }
+            for r in requests
+        ]
         if on_gpu and ray.cluster_resources().get("GPU", 0) < 1:
-            log.warning("hf judge: judge.hf.device=%s but the Ray cluster has no GPU; Ray Data waits for one "
-                        "(set judge.hf.device=cpu to run on CPU)", hf.get("device"))
+            log.warning(
+                "hf judge: judge.hf.device=%s but the Ray cluster has no GPU; Ray Data waits for one "
+                "(set judge.hf.device=cpu to run on CPU)",
+                hf.get("device"),
+            )
         kwargs: dict[str, Any] = {}
         if self.worker_cfg["env_vars"]:
             kwargs["runtime_env"] = {"env_vars": self.worker_cfg["env_vars"]}
         ds = ray.data.from_items(rows).map_batches(
-            HFJudgeWorker, fn_constructor_kwargs={"cfg": self.worker_cfg}, batch_size=int(hf.get("batch_size", 4)),
-            batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=int(hf.get("workers", 1))),
-            num_cpus=1, num_gpus=1 if on_gpu else 0, **kwargs)
+            HFJudgeWorker,
+            fn_constructor_kwargs={"cfg": self.worker_cfg},
+            batch_size=int(hf.get("batch_size", 4)),
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(size=int(hf.get("workers", 1))),
+            num_cpus=1,
+            num_gpus=1 if on_gpu else 0,
+            **kwargs,
+        )
         wanted = {r.request_id for r in requests}
         answered: set[str] = set()
         try:
@@ -159,20 +178,32 @@ class HFBackend(JudgeBackend):
             if not answered:
                 raise
             log.warning("hf judge pipeline failed after %d of %d answers: %s", len(answered), len(requests), exc)
-            lost = [JudgeResponse(r.request_id, error=f"hf judge engine failed: {type(exc).__name__}: {str(exc)[:500]}",
-                                  model=self.model_label) for r in requests if r.request_id not in answered]
+            lost = [
+                JudgeResponse(
+                    r.request_id,
+                    error=f"hf judge engine failed: {type(exc).__name__}: {str(exc)[:500]}",
+                    model=self.model_label,
+                )
+                for r in requests
+                if r.request_id not in answered
+            ]
             if lost:
                 yield lost
             return
         missing = [r for r in requests if r.request_id not in answered]
         if missing:  # never expected: the actor answers every row it is given
-            yield [JudgeResponse(r.request_id, error="hf judge pipeline returned no row for this request",
-                                 model=self.model_label) for r in missing]
+            yield [
+                JudgeResponse(
+                    r.request_id, error="hf judge pipeline returned no row for this request", model=self.model_label
+                )
+                for r in missing
+            ]
 
 
 # --------------------------------------------------------------------------------------------------------------
 # the actor
 # --------------------------------------------------------------------------------------------------------------
+
 
 class MediaError(ValueError):
     """An image or video part that cannot be turned into frames; the message names the URL."""
@@ -262,7 +293,9 @@ class HFJudgeWorker:
             # Ray gives each actor its own GPU (CUDA_VISIBLE_DEVICES): inside it, that GPU is cuda:0
             device = "cuda" if torch.cuda.is_available() else "cpu"
             if device == "cpu":
-                log.warning("judge.hf.device=%s but no GPU is visible in the actor: running on CPU", cfg["hf"]["device"])
+                log.warning(
+                    "judge.hf.device=%s but no GPU is visible in the actor: running on CPU", cfg["hf"]["device"]
+                )
         self.device = device
         self.dtype = _pick_dtype(str(cfg["hf"].get("dtype", "bfloat16")), device)
         path = cfg["model_path"]
@@ -284,7 +317,9 @@ class HFJudgeWorker:
         self.pad_id = gen.pad_token_id if gen.pad_token_id is not None else self.tokenizer.pad_token_id
         self.max_positions = _max_positions(self.model.config)
         self.videos: OrderedDict = OrderedDict()
-        log.info("hf judge %s loaded on %s (%s) in %.1f s", self.label, device, self.dtype, time.perf_counter() - started)
+        log.info(
+            "hf judge %s loaded on %s (%s) in %.1f s", self.label, device, self.dtype, time.perf_counter() - started
+        )
 
     def _load_model(self, path: str):
         from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
@@ -379,8 +414,9 @@ class HFJudgeWorker:
 
     def _encode(self, texts: list[str], images: list):
         if self.multimodal:
-            return self.processor(text=texts, images=images or None, padding=True, return_tensors="pt",
-                                  add_special_tokens=False)
+            return self.processor(
+                text=texts, images=images or None, padding=True, return_tensors="pt", add_special_tokens=False
+            )
         return self.tokenizer(texts, padding=True, return_tensors="pt", add_special_tokens=False)
 
     def _generate(self, prepared: list[tuple[str, list]]) -> list[tuple[str, int, int]]:
@@ -399,8 +435,10 @@ class HFJudgeWorker:
         if self.max_positions:
             room = self.max_positions - prompt_len
             if room <= 0:
-                raise ValueError(f"prompt of {prompt_len} tokens does not fit the model's {self.max_positions} positions "
-                                 "(lower judge.video.max_frames or judge.video.max_pixels)")
+                raise ValueError(
+                    f"prompt of {prompt_len} tokens does not fit the model's {self.max_positions} positions "
+                    "(lower judge.video.max_frames or judge.video.max_pixels)"
+                )
             max_new = min(max_new, room)
         temperature = float(self.cfg.get("temperature", 0.0))
         gen: dict[str, Any] = {"max_new_tokens": max_new, "do_sample": temperature > 0, "pad_token_id": self.pad_id}
@@ -456,24 +494,46 @@ class HFJudgeWorker:
                     for rid, prepared, prep in ready:  # isolate the request(s) that fail
                         one = time.perf_counter()
                         try:
-                            (text, pt, ct), = self._generate([prepared])
+                            ((text, pt, ct),) = self._generate([prepared])
                             responses.append(self._ok(rid, text, pt, ct, prep + time.perf_counter() - one))
                         except Exception as inner:
                             responses.append(self._error(rid, inner, prep + time.perf_counter() - one))
         return pa.Table.from_pylist(responses, schema=_response_schema())
 
     def _ok(self, rid, text, prompt_tokens, completion_tokens, latency) -> dict:
-        return {"request_id": rid, "text": text, "error": None, "latency_s": float(latency),
-                "prompt_tokens": int(prompt_tokens), "completion_tokens": int(completion_tokens), "model": self.label}
+        return {
+            "request_id": rid,
+            "text": text,
+            "error": None,
+            "latency_s": float(latency),
+            "prompt_tokens": int(prompt_tokens),
+            "completion_tokens": int(completion_tokens),
+            "model": self.label,
+        }
 
     def _error(self, rid, exc, latency) -> dict:
-        return {"request_id": rid, "text": None, "error": f"{type(exc).__name__}: {str(exc)[:1000]}",
-                "latency_s": float(latency), "prompt_tokens": None, "completion_tokens": None, "model": self.label}
+        return {
+            "request_id": rid,
+            "text": None,
+            "error": f"{type(exc).__name__}: {str(exc)[:1000]}",
+            "latency_s": float(latency),
+            "prompt_tokens": None,
+            "completion_tokens": None,
+            "model": self.label,
+        }
 
 
 def _response_schema():
     import pyarrow as pa
 
-    return pa.schema([("request_id", pa.string()), ("text", pa.string()), ("error", pa.string()),
-                      ("latency_s", pa.float64()), ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
-                      ("model", pa.string())])
+    return pa.schema(
+        [
+            ("request_id", pa.string()),
+            ("text", pa.string()),
+            ("error", pa.string()),
+            ("latency_s", pa.float64()),
+            ("prompt_tokens", pa.int64()),
+            ("completion_tokens", pa.int64()),
+            ("model", pa.string()),
+        ]
+    )

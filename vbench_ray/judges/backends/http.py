@@ -87,8 +87,11 @@ def error_detail(body: str) -> str:
         return short(body, ERROR_DETAIL)
     if isinstance(data, dict):
         err = data.get("error")
-        for value in ((err.get("message") or err.get("type")) if isinstance(err, dict) else err,
-                      data.get("detail"), data.get("message")):
+        for value in (
+            (err.get("message") or err.get("type")) if isinstance(err, dict) else err,
+            data.get("detail"),
+            data.get("message"),
+        ):
             if isinstance(value, str) and value:
                 return short(value, ERROR_DETAIL)
     return short(body, ERROR_DETAIL)
@@ -140,21 +143,33 @@ def _postprocess(row: dict) -> dict:
     try:
         body = json.loads(row.get("http_body") or "")
     except ValueError:
-        return response_row(idx, error=f"http: response is not JSON: {short(row.get('http_body') or '', 120)}",
-                            latency_s=latency)
+        return response_row(
+            idx, error=f"http: response is not JSON: {short(row.get('http_body') or '', 120)}", latency_s=latency
+        )
     try:
         choice = body["choices"][0]
         text = _message_text(choice["message"].get("content"))
     except (KeyError, IndexError, TypeError, AttributeError):
         detail = body.get("error") if isinstance(body, dict) else None
-        return response_row(idx, latency_s=latency, error="http: no choices[0].message in the response: "
-                                                          f"{short(json.dumps(detail or body), ERROR_DETAIL)}")
+        return response_row(
+            idx,
+            latency_s=latency,
+            error=f"http: no choices[0].message in the response: {short(json.dumps(detail or body), ERROR_DETAIL)}",
+        )
     if text is None:
-        return response_row(idx, error=f"http: the response has no message content "
-                                       f"(finish_reason={choice.get('finish_reason')!r})", latency_s=latency)
+        return response_row(
+            idx,
+            error=f"http: the response has no message content (finish_reason={choice.get('finish_reason')!r})",
+            latency_s=latency,
+        )
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-    return response_row(idx, text=text, latency_s=latency, prompt_tokens=usage.get("prompt_tokens"),
-                        completion_tokens=usage.get("completion_tokens"))
+    return response_row(
+        idx,
+        text=text,
+        latency_s=latency,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+    )
 
 
 class HTTPBackend(JudgeBackend):
@@ -165,12 +180,16 @@ class HTTPBackend(JudgeBackend):
     def problems(cls, node: Any, key: str) -> list[str]:
         out = model_problems(node, key, "http", "the served model name", local=False)
         if not cfg_get(node, "http.base_url"):
-            out.append(f"`{key}.http.base_url` is not set: the http backend needs the server's URL "
-                       f"(e.g. http://127.0.0.1:8000/v1)")
+            out.append(
+                f"`{key}.http.base_url` is not set: the http backend needs the server's URL "
+                f"(e.g. http://127.0.0.1:8000/v1)"
+            )
         env = cfg_get(node, "http.api_key_env")
         if env and not os.environ.get(str(env)):
-            out.append(f"`{key}.http.api_key_env` names the environment variable {env!r}, which is not set "
-                       f"(export it, or leave {key}.http.api_key_env null for a server without a key)")
+            out.append(
+                f"`{key}.http.api_key_env` names the environment variable {env!r}, which is not set "
+                f"(export it, or leave {key}.http.api_key_env null for a server without a key)"
+            )
         return out
 
     def __init__(self, cfg):
@@ -178,8 +197,10 @@ class HTTPBackend(JudgeBackend):
         h = cfg.http
         base_url = opt(h, "base_url")
         if not base_url or not str(base_url).strip():
-            raise _config_error("judge.http.base_url is not set: give the server's OpenAI API root, "
-                                "e.g. http://127.0.0.1:8000/v1 (judge.backend=http)")
+            raise _config_error(
+                "judge.http.base_url is not set: give the server's OpenAI API root, "
+                "e.g. http://127.0.0.1:8000/v1 (judge.backend=http)"
+            )
         base_url = str(base_url).strip()
         if not base_url.startswith(("http://", "https://")):
             raise _config_error(f"judge.http.base_url must start with http:// or https://, got {base_url!r}")
@@ -207,8 +228,10 @@ class HTTPBackend(JudgeBackend):
         if key_env:
             value = os.environ.get(str(key_env))
             if not value:
-                raise _config_error(f"judge.http.api_key_env names the environment variable {key_env}, "
-                                    f"which is not set (or empty) in this process")
+                raise _config_error(
+                    f"judge.http.api_key_env names the environment variable {key_env}, "
+                    f"which is not set (or empty) in this process"
+                )
             self.__key = value
         self.key_env = key_env
         self._pace_lock = threading.Lock()
@@ -248,9 +271,14 @@ class HTTPBackend(JudgeBackend):
             with socket.create_connection((parts.hostname, port), timeout=min(10.0, self.timeout_s)):
                 pass
         except OSError as exc:
-            raise JudgeUnavailable(scrub(f"the judge endpoint {self.url} cannot be reached: {type(exc).__name__}: "
-                                         f"{short(str(exc), 200)}. Start the server (or fix judge.http.base_url) "
-                                         f"and run the same command again: the run resumes", self._secrets)) from None
+            raise JudgeUnavailable(
+                scrub(
+                    f"the judge endpoint {self.url} cannot be reached: {type(exc).__name__}: "
+                    f"{short(str(exc), 200)}. Start the server (or fix judge.http.base_url) "
+                    f"and run the same command again: the run resumes",
+                    self._secrets,
+                )
+            ) from None
         _note_reach(self.url, None)
 
     def _pace(self) -> None:
@@ -278,8 +306,10 @@ class HTTPBackend(JudgeBackend):
                 request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
                 with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                     reached = True
-                    row.update(http_body=response.read().decode("utf-8", errors="replace"),
-                               http_latency_s=time.monotonic() - t0)
+                    row.update(
+                        http_body=response.read().decode("utf-8", errors="replace"),
+                        http_latency_s=time.monotonic() - t0,
+                    )
                     _note_reach(self.url, None)
                     return row
             except urllib.error.HTTPError as exc:
@@ -298,7 +328,7 @@ class HTTPBackend(JudgeBackend):
                 reached = reached or not _unreachable(exc)
                 error = f"{type(exc).__name__}: {short(str(exc), 200)}"
             if attempt < self.max_retries and not endpoint_down(self.url):
-                time.sleep(wait if wait is not None else self.retry_wait_s * 2 ** attempt)
+                time.sleep(wait if wait is not None else self.retry_wait_s * 2**attempt)
             elif attempt < self.max_retries:
                 break  # other requests found the endpoint down meanwhile: stop spending attempts
         _note_reach(self.url, None if reached else error)
@@ -312,20 +342,35 @@ class HTTPBackend(JudgeBackend):
             return JudgeResponse(request.request_id, error=scrub(f"http: {problem}", secrets), model=self.model_label)
         down = endpoint_down(self.url)
         if down:
-            return JudgeResponse(request.request_id, error=scrub(f"http: not sent: the endpoint is down ({down})",
-                                                                 secrets), model=self.model_label, sent=False)
+            return JudgeResponse(
+                request.request_id,
+                error=scrub(f"http: not sent: the endpoint is down ({down})", secrets),
+                model=self.model_label,
+                sent=False,
+            )
         try:
             messages = inline_local_media(request.messages) if self.media == "base64" else request.messages
             payload = {**self.payload_base(), "messages": messages}
         except Exception as exc:  # e.g. a media file that vanished: this request fails, not the run
-            return JudgeResponse(request.request_id, model=self.model_label, error=scrub(
-                f"http: preparing the request failed: {type(exc).__name__}: {short(str(exc), 200)}", secrets))
+            return JudgeResponse(
+                request.request_id,
+                model=self.model_label,
+                error=scrub(
+                    f"http: preparing the request failed: {type(exc).__name__}: {short(str(exc), 200)}", secrets
+                ),
+            )
         out = _postprocess(self._post(payload))
         error = scrub(out.get("error"), secrets)
         text = scrub(out.get("text"), secrets) if error is None else None  # a server may echo the key
-        return JudgeResponse(request.request_id, text=text, error=error,
-                             latency_s=out.get("latency_s"), prompt_tokens=out.get("prompt_tokens"),
-                             completion_tokens=out.get("completion_tokens"), model=self.model_label)
+        return JudgeResponse(
+            request.request_id,
+            text=text,
+            error=error,
+            latency_s=out.get("latency_s"),
+            prompt_tokens=out.get("prompt_tokens"),
+            completion_tokens=out.get("completion_tokens"),
+            model=self.model_label,
+        )
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         """One response per request, in order, each yielded as soon as it (and those before it) are answered."""

@@ -39,6 +39,7 @@ ERROR_SNIPPET = 500  # longest error text kept on a response
 # config access
 # ----------------------------------------------------------------------------------------------------------------
 
+
 def opt(node: Any, key: str, default: Any = None) -> Any:
     """``node.key`` if the config has that key (and it is not None), else ``default`` (struct configs raise)."""
     try:
@@ -106,8 +107,10 @@ def _masked_ends(secret: str) -> tuple["re.Pattern[str]", "re.Pattern[str]"]:
     prefixes = "|".join(re.escape(low[:k]) for k in range(len(low), 2, -1))
     suffixes = "|".join(re.escape(low[-k:]) for k in range(len(low), 1, -1))
     long_suffixes = "|".join(re.escape(low[-k:]) for k in range(len(low), 3, -1))
-    return (re.compile(rf"(?:{prefixes})\s*{MASK}\s*(?:{suffixes})", re.IGNORECASE),
-            re.compile(rf"({MASK}\s*)(?:{long_suffixes})", re.IGNORECASE))
+    return (
+        re.compile(rf"(?:{prefixes})\s*{MASK}\s*(?:{suffixes})", re.IGNORECASE),
+        re.compile(rf"({MASK}\s*)(?:{long_suffixes})", re.IGNORECASE),
+    )
 
 
 def _redact_one(text: str, secret: str) -> str:
@@ -115,10 +118,10 @@ def _redact_one(text: str, secret: str) -> str:
     low = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
     key = secret.lower()
     n = min(MIN_FRAGMENT, len(key))
-    grams = {key[i:i + n] for i in range(len(key) - n + 1)}
+    grams = {key[i : i + n] for i in range(len(key) - n + 1)}
     spans: list[list[int]] = []
     for i in range(len(low) - n + 1):
-        if low[i:i + n] in grams:
+        if low[i : i + n] in grams:
             if spans and i <= spans[-1][1]:
                 spans[-1][1] = i + n  # overlapping or touching windows: one longer fragment
             else:
@@ -141,6 +144,7 @@ def short(text: str, limit: int = ERROR_SNIPPET) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # media parts
 # ----------------------------------------------------------------------------------------------------------------
+
 
 def media_parts(messages: list[dict]) -> Iterator[tuple[str, dict]]:
     """``(kind, part)`` for every ``video_url`` / ``image_url`` content part (kind: ``video`` / ``image``)."""
@@ -248,10 +252,14 @@ RESPONSE_COLUMNS = (IDX, "text", "error", "latency_s", "prompt_tokens", "complet
 
 def response_row(idx: int, text=None, error=None, latency_s=None, prompt_tokens=None, completion_tokens=None) -> dict:
     """The flat, fixed-schema row that leaves a backend's pipeline (one per request)."""
-    return {IDX: int(idx), "text": None if text is None else str(text), "error": None if error is None else str(error),
-            "latency_s": None if latency_s is None else float(latency_s),
-            "prompt_tokens": None if prompt_tokens is None else int(prompt_tokens),
-            "completion_tokens": None if completion_tokens is None else int(completion_tokens)}
+    return {
+        IDX: int(idx),
+        "text": None if text is None else str(text),
+        "error": None if error is None else str(error),
+        "latency_s": None if latency_s is None else float(latency_s),
+        "prompt_tokens": None if prompt_tokens is None else int(prompt_tokens),
+        "completion_tokens": None if completion_tokens is None else int(completion_tokens),
+    }
 
 
 def is_response_row(row: dict) -> bool:
@@ -263,9 +271,14 @@ def request_rows(requests: list[JudgeRequest]) -> list[dict]:
     return [{IDX: i, "vbr_messages": json.dumps(r.messages, ensure_ascii=False)} for i, r in enumerate(requests)]
 
 
-def stream_responses(requests: list[JudgeRequest], pre_failed: dict[int, str],
-                     build_dataset: Callable[[list[dict]], Any], model: str, secrets: Iterable[str] = (),
-                     what: str = "judge") -> Iterator[list[JudgeResponse]]:
+def stream_responses(
+    requests: list[JudgeRequest],
+    pre_failed: dict[int, str],
+    build_dataset: Callable[[list[dict]], Any],
+    model: str,
+    secrets: Iterable[str] = (),
+    what: str = "judge",
+) -> Iterator[list[JudgeResponse]]:
     """Run ``build_dataset(rows)`` (a Ray dataset of :func:`response_row` rows) and stream the responses.
 
     ``pre_failed`` maps request indices to an error found before sending (missing media...): those come
@@ -275,8 +288,10 @@ def stream_responses(requests: list[JudgeRequest], pre_failed: dict[int, str],
     """
     secrets = [s for s in secrets if s]
     if pre_failed:
-        yield [JudgeResponse(requests[i].request_id, error=scrub(msg, secrets), model=model)
-               for i, msg in sorted(pre_failed.items())]
+        yield [
+            JudgeResponse(requests[i].request_id, error=scrub(msg, secrets), model=model)
+            for i, msg in sorted(pre_failed.items())
+        ]
     todo = [i for i in range(len(requests)) if i not in pre_failed]
     if not todo:
         return
@@ -294,10 +309,17 @@ def stream_responses(requests: list[JudgeRequest], pre_failed: dict[int, str],
                 seen.add(idx)
                 error = scrub(row.get("error"), secrets)
                 text = scrub(row.get("text"), secrets) if error is None else None  # a server may echo the key
-                out.append(JudgeResponse(requests[idx].request_id, text=text,
-                                         error=error, latency_s=row.get("latency_s"),
-                                         prompt_tokens=row.get("prompt_tokens"),
-                                         completion_tokens=row.get("completion_tokens"), model=model))
+                out.append(
+                    JudgeResponse(
+                        requests[idx].request_id,
+                        text=text,
+                        error=error,
+                        latency_s=row.get("latency_s"),
+                        prompt_tokens=row.get("prompt_tokens"),
+                        completion_tokens=row.get("completion_tokens"),
+                        model=model,
+                    )
+                )
             if out:
                 yield out
     except Exception as exc:  # a dead engine, a failed block...: the requests not answered yet come back failed

