@@ -25,10 +25,11 @@ Every generator is a pure function of frames, mask and seed (:func:`make_control
 ``(seed, case_id, control)``. Cases without a mask use a centred rectangle of ``DEFAULT_AREA`` of the frame
 as the "edit region", so any editing benchmark can request controls.
 
-Controls are sweep variants (``vbench_ray.sweeps.Variant``, made by its one expander: axis ``control``): ``control:<name>``, with
-``variant_params = {"control": name}``. :func:`control_stage` is a pipeline stage a benchmark puts first:
-for a control row it renders the control video once (lossless h264 under ``out_dir/<name>/``) and points
-the row's ``edited_path`` at it, recording how it was made in ``control_info``; other rows pass through.
+Controls are sweep variants (``vbench_ray.sweeps.Variant``, made by its one expander: axis ``control``):
+``control:<name>``, with ``variant_params = {"control": name}``. :func:`control_stage` is a pipeline stage a
+benchmark puts first: for a control row it renders the control video once (lossless h264 under
+``out_dir/<name>/``) and points the row's ``edited_path`` at it, recording how it was made in ``control_info``;
+other rows pass through.
 A benchmark can restrict controls to a subset (App. F.1 uses five instances per category) by setting the
 row's ``control_eligible`` column to false; such rows get ``control_skip`` and are left unrendered.
 """

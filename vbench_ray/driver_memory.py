@@ -10,8 +10,9 @@ def use_c_allocator() -> None:
 
     The driver's Arrow work is building the case table chunk by chunk and reading back hundreds of small
     shards: with Arrow's default (mimalloc) the driver's private memory grows to about twice what Arrow holds
-    (docs/performance.md, "Driver memory"), the C allocator's stays close to it. Buffers made before the switch are still freed by their own
-    pool. Speed is not at stake: the driver copies little (blocks arrive from the object store zero-copy)."""
+    (docs/performance.md, "Driver memory"), the C allocator's stays close to it. Buffers made before the switch
+    are still freed by their own pool. Speed is not at stake: the driver copies little (blocks arrive from the
+    object store zero-copy)."""
     if pa.default_memory_pool().backend_name != "system":
         pa.set_memory_pool(pa.system_memory_pool())
 

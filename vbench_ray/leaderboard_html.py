@@ -20,9 +20,11 @@ _EXTRA_CSS = """
 th.sortable { cursor: pointer; user-select: none; } th.sortable::after { content: " ⇅"; color: #9aa3b2; }
 td.sig { font-weight: 600; } .tag { display: inline-block; font-size: 11px; color: #7a4b00; background: #fff1cc;
   border-radius: 3px; padding: 0 4px; margin-left: 4px; }
-svg.forest text { font-size: 12px; fill: var(--fg); } svg.forest .tick { text-anchor: middle; fill: var(--muted); font-size: 11px; }
+svg.forest text { font-size: 12px; fill: var(--fg); }
+svg.forest .tick { text-anchor: middle; fill: var(--muted); font-size: 11px; }
 svg.forest .lab { text-anchor: end; }
-.warn { margin-top: 16px; padding: 10px 16px; border-left: 4px solid var(--warn); background: #fdecea; border-radius: 4px; }
+.warn { margin-top: 16px; padding: 10px 16px; border-left: 4px solid var(--warn); background: #fdecea;
+  border-radius: 4px; }
 """
 
 _SORT_JS = """
@@ -140,7 +142,8 @@ def _leaderboard(board: dict) -> str:
             f"{_esc(e['rank'] if e['rank'] is not None else NA)}"
             + (f" <small>[{rci[0]}–{rci[1]}]</small>" if rci else "")
             + "</td>",
-            f"<td data-v=\"{_esc(row['label'])}\" class=\"model\" title=\"{_esc(row['run_dir'])}\">{_esc(row['label'])}</td>",
+            f"<td data-v=\"{_esc(row['label'])}\" class=\"model\" title=\"{_esc(row['run_dir'])}\">"
+            f"{_esc(row['label'])}</td>",
             f"<td data-v=\"{_esc(row['judge'] or '')}\">{_esc(row['judge'] or NA)}</td>",
         ]
         for m in board["metrics"]:
@@ -222,7 +225,8 @@ def forest_svg(board: dict, metric: str) -> str:
     ]
     zx = _x(0.0, lo, hi, label_w, width)
     out.append(
-        f"<line x1=\"{zx:.1f}\" x2=\"{zx:.1f}\" y1=\"{top - 4}\" y2=\"{top + row_h * len(rows)}\" stroke=\"#888\" stroke-dasharray=\"3,3\"/>"
+        f"<line x1=\"{zx:.1f}\" x2=\"{zx:.1f}\" y1=\"{top - 4}\" y2=\"{top + row_h * len(rows)}\" "
+        "stroke=\"#888\" stroke-dasharray=\"3,3\"/>"
     )
     for i, r in enumerate(rows):
         y = top + row_h * i + row_h / 2
@@ -230,7 +234,8 @@ def forest_svg(board: dict, metric: str) -> str:
         if r["ci95"]:
             x1, x2 = (_x(c, lo, hi, label_w, width) for c in r["ci95"])
             out.append(
-                f"<line x1=\"{x1:.1f}\" x2=\"{x2:.1f}\" y1=\"{y:.1f}\" y2=\"{y:.1f}\" stroke=\"#4c78a8\" stroke-width=\"2\"/>"
+                f"<line x1=\"{x1:.1f}\" x2=\"{x2:.1f}\" y1=\"{y:.1f}\" y2=\"{y:.1f}\" "
+                "stroke=\"#4c78a8\" stroke-width=\"2\"/>"
             )
         x = _x(r["diff"], lo, hi, label_w, width)
         fill = "#4c78a8" if r["significant"] else "#fff"
@@ -258,7 +263,8 @@ def rank_svg(board: dict, metric: str) -> str:
     label_w, width, row_h, top = 190, 260, 24, 10
     h = top + row_h * len(rows) + 28
     out = [
-        f"<svg class=\"forest ranks\" data-metric=\"{_esc(metric)}\" width=\"{label_w + width + 40}\" height=\"{h}\" role=\"img\">"
+        f"<svg class=\"forest ranks\" data-metric=\"{_esc(metric)}\" width=\"{label_w + width + 40}\" "
+        f"height=\"{h}\" role=\"img\">"
     ]
     lo, hi = 0.5, n + 0.5
     for i, (label, e) in enumerate(sorted(rows, key=lambda t: t[1]["rank"])):
@@ -286,7 +292,8 @@ def _forest_section(board: dict) -> str:
         svg = forest_svg(board, m)
         if svg:
             figs.append(
-                f"<figure class=\"chart\"><figcaption>{_esc(m)}: model − {_esc(board['reference'])}</figcaption>{svg}</figure>"
+                f"<figure class=\"chart\"><figcaption>{_esc(m)}: model − {_esc(board['reference'])}</figcaption>"
+                f"{svg}</figure>"
             )
     if not figs:
         return ""
@@ -385,15 +392,18 @@ def _heatmap(corr: dict) -> str:
         return ""
     cell, left, top = 46, 70, 60
     out = [
-        f"<svg class=\"heatmap\" width=\"{left + cell * len(names) + 10}\" height=\"{top + cell * len(names) + 10}\" role=\"img\">"
+        f"<svg class=\"heatmap\" width=\"{left + cell * len(names) + 10}\" "
+        f"height=\"{top + cell * len(names) + 10}\" role=\"img\">"
     ]
     for j, m in enumerate(names):
         out.append(
-            f"<text x=\"{left + cell * j + cell / 2:.0f}\" y=\"{top - 8}\" text-anchor=\"middle\" font-size=\"12\">{_esc(m)}</text>"
+            f"<text x=\"{left + cell * j + cell / 2:.0f}\" y=\"{top - 8}\" text-anchor=\"middle\" "
+            f"font-size=\"12\">{_esc(m)}</text>"
         )
     for i, m in enumerate(names):
         out.append(
-            f"<text x=\"{left - 6}\" y=\"{top + cell * i + cell / 2 + 4:.0f}\" text-anchor=\"end\" font-size=\"12\">{_esc(m)}</text>"
+            f"<text x=\"{left - 6}\" y=\"{top + cell * i + cell / 2 + 4:.0f}\" text-anchor=\"end\" "
+            f"font-size=\"12\">{_esc(m)}</text>"
         )
         for j in range(len(names)):
             r = rho[i][j]
@@ -408,7 +418,8 @@ def _heatmap(corr: dict) -> str:
                 )
                 txt = f"{r:.2f}"
             out.append(
-                f"<rect x=\"{left + cell * j}\" y=\"{top + cell * i}\" width=\"{cell - 2}\" height=\"{cell - 2}\" fill=\"{color}\"/>"
+                f"<rect x=\"{left + cell * j}\" y=\"{top + cell * i}\" width=\"{cell - 2}\" height=\"{cell - 2}\" "
+                f"fill=\"{color}\"/>"
                 f"<text x=\"{left + cell * j + cell / 2 - 1:.0f}\" y=\"{top + cell * i + cell / 2 + 4:.0f}\" "
                 f"text-anchor=\"middle\" font-size=\"11\">{txt}</text>"
             )
@@ -422,7 +433,8 @@ def _breakdown_chart(name: str, block: dict) -> str:
         return ""
     left, width, top, height = 40, 60 * len(bins) + 40, 10, 140
     out = [
-        f"<svg class=\"breakdown\" data-attr=\"{_esc(name)}\" width=\"{left + width + 10}\" height=\"{top + height + 40}\" role=\"img\">"
+        f"<svg class=\"breakdown\" data-attr=\"{_esc(name)}\" width=\"{left + width + 10}\" "
+        f"height=\"{top + height + 40}\" role=\"img\">"
     ]
     for v in (0, 50, 100):
         y = top + height * (1 - v / 100)
@@ -451,7 +463,8 @@ def _breakdown_chart(name: str, block: dict) -> str:
             out.append(f"<polyline points=\"{' '.join(pts)}\" fill=\"none\" stroke=\"{color}\"/>")
     for i, b in enumerate(bins):
         out.append(
-            f"<text x=\"{left + step * (i + 0.5):.0f}\" y=\"{top + height + 16}\" text-anchor=\"middle\" font-size=\"10\">{_esc(b)}</text>"
+            f"<text x=\"{left + step * (i + 0.5):.0f}\" y=\"{top + height + 16}\" text-anchor=\"middle\" "
+            f"font-size=\"10\">{_esc(b)}</text>"
         )
     out.append("</svg>")
     return "".join(out)
@@ -529,7 +542,8 @@ def _analyses(board: dict) -> str:
         extra = "".join(f"<th>{_esc(s)}</th>" for s in sections)
         parts.append(
             f"<h3>{title}</h3><table id=\"judge-human\" class=\"num\"><thead><tr><th>run</th>"
-            f"<th>agreement</th><th>Cohen's κ</th><th>n</th><th>unmatched</th>{extra}</tr></thead><tbody>{rows}</tbody></table>"
+            f"<th>agreement</th><th>Cohen's κ</th><th>n</th><th>unmatched</th>{extra}</tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
         )
     st = a.get("judge_stability")
     if st:

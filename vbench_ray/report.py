@@ -332,7 +332,8 @@ def _sweep_charts(sweep: Any, by_variant: Any, scales: dict) -> str:
             )
         )
         blocks.setdefault(fig["axis"], []).append(
-            f'<figure class="chart" id="fig-{_esc(fig["id"])}"><figcaption>{_esc(fig["title"])}</figcaption>{svg}</figure>'
+            f'<figure class="chart" id="fig-{_esc(fig["id"])}"><figcaption>{_esc(fig["title"])}</figcaption>'
+            f"{svg}</figure>"
         )
     body = "".join(
         f'<h3>{_esc(axis)}</h3><div class="charts">{"".join(charts)}</div>' for axis, charts in blocks.items()

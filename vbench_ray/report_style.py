@@ -13,7 +13,8 @@ dl.meta div { display: flex; gap: 6px; }
 dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; font-weight: 600; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 18px; margin-top: 18px; }
 h2 { margin: 0 0 10px; font-size: 18px; } h3 { font-size: 15px; margin: 14px 0 6px; }
-.notes { margin-top: 16px; padding: 10px 16px; border-left: 4px solid #e0a100; background: #fff8e1; border-radius: 4px; }
+.notes { margin-top: 16px; padding: 10px 16px; border-left: 4px solid #e0a100; background: #fff8e1;
+  border-radius: 4px; }
 .notes ul { margin: 4px 0 0; padding-left: 20px; }
 table { border-collapse: collapse; width: auto; max-width: 100%; }
 th, td { padding: 5px 12px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }

@@ -580,7 +580,8 @@ def _repurpose_task(root: Path, seed: int, k: int) -> dict:
             "id": "F-RES",
             "pillar": "format",
             "weight": 2,
-            "text": f"Aspect ratio is {aspect}: width-to-height ratio between {lo_ar:.4f} and {hi_ar:.4f}, square pixels.",
+            "text": f"Aspect ratio is {aspect}: width-to-height ratio between {lo_ar:.4f} and {hi_ar:.4f}, "
+            "square pixels.",
             "check": {"type": "aspect_ratio", "target": aspect, "tolerance": 0.02},
         },
         {

@@ -41,10 +41,10 @@ What it enforces (``SandboxLimits`` holds the numbers):
   shows. Without root both still show.
 
 The inputs of a task are hard-linked (copied when linking is impossible, as into the root-only tmpfs, or
-the source is writable by others) into ``/sandbox/inputs``, owned by root and read-only to the agent; the agent writes its
-deliverables to ``/sandbox/outputs``. The harness reads files back only through :meth:`Sandbox.read_back`
-(and :meth:`Sandbox.copy_out`), which refuse symlinks, anything that resolves outside the sandbox and
-anything that is not a regular file (a FIFO would block the reader forever), and cap the size.
+the source is writable by others) into ``/sandbox/inputs``, owned by root and read-only to the agent; the
+agent writes its deliverables to ``/sandbox/outputs``. The harness reads files back only through
+:meth:`Sandbox.read_back` (and :meth:`Sandbox.copy_out`), which refuse symlinks, anything that resolves outside
+the sandbox and anything that is not a regular file (a FIFO would block the reader forever), and cap the size.
 The sandbox's folders are deleted only when their marker file (:data:`MARKER`, written by ``prepare``)
 says this class made them.
 
@@ -83,7 +83,8 @@ READ_CHUNK = 1 << 16
 
 FFPROBE_SHIM = r"""#!/bin/bash
 # vbench-ray ffprobe STAND-IN (no real ffprobe on the host): prints `ffmpeg -i` stream info and key=value lines.
-# Supported: `ffprobe FILE`, and duration queries such as `ffprobe -v error -show_entries format=duration -of csv=p=0 FILE`.
+# Supported: `ffprobe FILE`, and duration queries such as
+# `ffprobe -v error -show_entries format=duration -of csv=p=0 FILE`.
 file=""; only_duration=0
 for a in "$@"; do
   case "$a" in *duration*) only_duration=1 ;; esac
@@ -100,7 +101,9 @@ fi
 if [ "$only_duration" = 1 ]; then [ -n "$dur" ] && echo "$dur" && exit 0; echo "N/A"; exit 1; fi
 printf '%s\n' "$info" | grep -v "At least one output file"
 echo "duration=${dur:-N/A}"
-if [[ "$info" =~ Video:\ [^$'\n']*[\ ,]([0-9]{2,5})x([0-9]{2,5}) ]]; then echo "width=${BASH_REMATCH[1]}"; echo "height=${BASH_REMATCH[2]}"; fi
+if [[ "$info" =~ Video:\ [^$'\n']*[\ ,]([0-9]{2,5})x([0-9]{2,5}) ]]; then
+  echo "width=${BASH_REMATCH[1]}"; echo "height=${BASH_REMATCH[2]}"
+fi
 if [[ "$info" =~ ([0-9.]+)\ fps ]]; then echo "fps=${BASH_REMATCH[1]}"; fi
 [ -n "$dur" ]
 """
@@ -112,7 +115,9 @@ mount --make-rprivate /
 mount -t tmpfs -o size=16m,mode=755 vbr-root "$R"
 for d in $VBR_ROOT_DIRS; do
   if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$R/$d";
-  elif [ -d "/$d" ]; then mkdir "$R/$d"; mount --rbind "/$d" "$R/$d"; mount -o remount,bind,ro "$R/$d" 2>/dev/null || true; fi
+  elif [ -d "/$d" ]; then
+    mkdir "$R/$d"; mount --rbind "/$d" "$R/$d"; mount -o remount,bind,ro "$R/$d" 2>/dev/null || true
+  fi
 done
 mkdir -p "$R/etc" "$R/dev" "$R/proc" "$R/tmp" "$R/sandbox" "$R$VBR_TOOLS_DIR"
 for f in $VBR_ETC; do [ -f "/etc/$f" ] && cp "/etc/$f" "$R/etc/$f" || true; done

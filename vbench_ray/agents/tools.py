@@ -1,12 +1,14 @@
 """The agent's tool set (OpenAI function-calling schemas) and their implementations over a :class:`Sandbox`.
 
-| tool | what it does |
-|---|---|
-| ``shell`` | ``bash -c COMMAND`` in the sandbox (cwd ``/sandbox``; ``ffmpeg``, ``ffprobe`` on PATH; no network). Returns exit code, stdout, stderr (each truncated, head + tail). Every call is a fresh process tree: shell variables and ``cd`` do not persist between calls; files do. |
-| ``view_frames`` | Frames of a video in the sandbox, attached to the conversation as images (base64 ``data:image/jpeg`` URLs). ``times`` in seconds (negative: from the end), or ``count`` frames evenly spaced; ``sheet=true`` tiles them into one contact sheet. |
-| ``read_file`` | A text file in ``/sandbox`` (``max_bytes``, default 20000). |
-| ``write_file`` | Write text to a file in ``/sandbox`` (parents created), as the sandbox user. |
-| ``submit`` | End the rollout. The deliverables are the files in ``/sandbox/outputs``. |
+- ``shell``: ``bash -c COMMAND`` in the sandbox (cwd ``/sandbox``; ``ffmpeg``, ``ffprobe`` on PATH; no network).
+  Returns exit code, stdout, stderr (each truncated, head + tail). Every call is a fresh process tree: shell
+  variables and ``cd`` do not persist between calls; files do.
+- ``view_frames``: Frames of a video in the sandbox, attached to the conversation as images (base64
+  ``data:image/jpeg`` URLs). ``times`` in seconds (negative: from the end), or ``count`` frames evenly spaced;
+  ``sheet=true`` tiles them into one contact sheet.
+- ``read_file``: A text file in ``/sandbox`` (``max_bytes``, default 20000).
+- ``write_file``: Write text to a file in ``/sandbox`` (parents created), as the sandbox user.
+- ``submit``: End the rollout. The deliverables are the files in ``/sandbox/outputs``.
 
 Every tool answers with text (``ToolResult.text``); ``view_frames`` also returns images. A tool never
 raises for bad arguments: the error text goes back to the model.
@@ -85,7 +87,8 @@ TOOL_SCHEMAS: list[dict] = [
         "type": "function",
         "function": {
             "name": "write_file",
-            "description": "Write text to a file in the sandbox (e.g. outputs/solution.json); parent folders are created.",
+            "description": "Write text to a file in the sandbox (e.g. outputs/solution.json); "
+            "parent folders are created.",
             "parameters": {
                 "type": "object",
                 "properties": {"path": {"type": "string"}, "content": {"type": "string"}},

@@ -417,12 +417,10 @@ class AgenticBench(Benchmark):
         rollouts = rollout_rewards(rows, judged, cfg)
         seed, st = cfg.run.seed, cfg.stats
         tasks = task_means(rollouts)
-        stats = lambda values: describe(
-            values,
-            seed=seed,
-            n_resamples=st.bootstrap_samples,  # noqa: E731
-            confidence=st.confidence,
-        )
+
+        def stats(values):
+            return describe(values, seed=seed, n_resamples=st.bootstrap_samples, confidence=st.confidence)
+
         summary: dict[str, Any] = {
             "benchmark": "agentic",
             "n_cases": len(tasks),

@@ -69,8 +69,11 @@ NOT_ASKED = "not_asked"  # judgment status of a question of a type the official 
 class CoveScoreConfig:
     aggregation: str = "pooled"  # pooled (paper, official README) | per_task (official code, commit 31673ca)
     uas_unit: str = "group"  # group: one edit point (paper) | task: the whole task (official code)
-    missing_output: str = "wrong"  # edited video missing, misnamed or undecodable (not judged): wrong (all its questions wrong, Score-MCQ 1) | exclude
-    validity: str = "request"  # request: official, a request failing validation loses all its answers | question: each answer on its own
+    # edited video missing, misnamed or undecodable (not judged): wrong (all its questions wrong, Score-MCQ 1)
+    # | exclude
+    missing_output: str = "wrong"
+    # request: official, a request failing validation loses all its answers | question: each answer on its own
+    validity: str = "request"
     sem_questions: str = (
         "routed"  # routed: official, every question routed to SEM (TF: 0/1) | score_mcq: Score-MCQ only
     )

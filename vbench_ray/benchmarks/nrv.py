@@ -15,10 +15,10 @@ documents the format defined here (App. A lists the fields, §3.2 the constructi
   (Table 3's speed, App. E.6: mean of per-video generation frames per second).
 
 Pipeline: ``control`` stage (negative controls, :mod:`vbench_ray.controls`; a pass-through for real edits)
--> ``frames`` stage (:class:`~vbench_ray.benchmarks.nrv_media.NRVFrameStage`: decode source, edited video and masks once; the conventional
-metrics of Table 3 on App. E.5's scales; the judge's images: the mask-guided ROI frames for ``S_phy`` and
-the flow-evidence image of Eq. 4 for ``S_temp``) -> one judge phase per judge (``judges:``; §5, Table 2),
-each the three requests of :mod:`vbench_ray.benchmarks.nrv_scoring` per case.
+-> ``frames`` stage (:class:`~vbench_ray.benchmarks.nrv_media.NRVFrameStage`: decode source, edited video and
+masks once; the conventional metrics of Table 3 on App. E.5's scales; the judge's images: the mask-guided ROI
+frames for ``S_phy`` and the flow-evidence image of Eq. 4 for ``S_temp``) -> one judge phase per judge
+(``judges:``; §5, Table 2), each the three requests of :mod:`vbench_ray.benchmarks.nrv_scoring` per case.
 
 A per-case problem never stops the run: a malformed record, a missing video or mask, or a mask whose frame
 count or size differs from the source video's is recorded on the case (``error_load`` / ``error_frames``),

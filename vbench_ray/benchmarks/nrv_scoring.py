@@ -344,7 +344,8 @@ def build_requests(
     ]
     physics = ann.get("physics") or {}
     phy_question = physics.get("question") or (
-        f"Is the deformation of the edited region physically plausible for {CATEGORY_CRITERIA[ann['category']]['name']}?"
+        "Is the deformation of the edited region physically plausible for "
+        f"{CATEGORY_CRITERIA[ann['category']]['name']}?"
     )
     phy_content = [{"type": "text", "text": f"{len(media['roi'])} frames of the edited region, in temporal order:"}]
     phy_content += [_image(p) for p in media["roi"]]

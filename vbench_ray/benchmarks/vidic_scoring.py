@@ -14,7 +14,7 @@ columns), App. G.3 (prompt of the model under test), G.4 (judge protocol), G.5 (
   list, from 0). ``judge.parse`` (how an answer is read):
 
   - ``official`` (default; Table 2 was computed with it): the official chain exactly: a fenced
-    ```json block, then the whole text as JSON, then the regex ``answer\s*[:：]\s*(yes|no|unsure)``,
+    ```json block, then the whole text as JSON, then the regex ``answer\\s*[:：]\\s*(yes|no|unsure)``,
     else ``"error"``; no ``</think>`` stripping (the regex takes the first ``answer: X`` it meets) and
     no re-asks; the answer is compared literally, so ``"Yes."`` is wrong and JSON inside prose is
     ``"error"`` (wrong).
@@ -339,8 +339,8 @@ _OFFICIAL_ANSWER_RE = re.compile(r"answer\s*[:：]\s*(yes|no|unsure)", re.IGNORE
 
 def official_judge_answer(text: str | None) -> str:
     """The official ``parse_judge_response`` answer (NJU-LINK/ViDiC-1K b7aeefd ``judge/judge.py``): a ```json
-    block's ``answer``, else the whole text's (a JSON object), else the first ``answer: yes|no|unsure`` (lower-cased), else ``"error"``.
-    A JSON answer is kept literally (``"Yes."`` stays ``"Yes."``)."""
+    block's ``answer``, else the whole text's (a JSON object), else the first ``answer: yes|no|unsure``
+    (lower-cased), else ``"error"``. A JSON answer is kept literally (``"Yes."`` stays ``"Yes."``)."""
     if text is None:
         return "error"
     for candidate in ([m.group(1)] if (m := _OFFICIAL_FENCE.search(text)) else []) + [text]:

@@ -28,7 +28,8 @@ from vbench_ray.safepaths import unique_component, within
 
 @dataclass
 class EditorConfig:
-    name: str = "precomputed"  # precomputed (read data.edited_dir) | identity (copy the source: a control) | command | diffusers
+    # precomputed (read data.edited_dir) | identity (copy the source: a control) | command | diffusers
+    name: str = "precomputed"
     model: Optional[str] = None  # the model's name, for the record (configs/editors/<model>.yaml)
     output_dir: Optional[str] = None  # where edited videos go (null: RUN_DIR/edited)
     layout: str = "by_variant"  # by_variant: {output_dir}/{variant}/{id}.mp4 | flat: {output_dir}/{id}.mp4 (official)

@@ -18,8 +18,9 @@ or inside a stream's judge actor.
   run with ``judge.vllm.replicas`` replicas, or attached by name (``judge.vllm.serve_app``); every judge actor
   calls it through its deployment handle, which is what ``ray.data.llm.ServeDeploymentProcessorConfig`` does
   per row; re-asks go to the same deployment. Sampling travels in the chat request (``temperature``, ``top_p``,
-  ``max_tokens``, ``seed``, and ``top_k`` when set), which vLLM turns into its ``SamplingParams``. With ``serve: false`` the ``ray.data.llm`` processor of
-  ``vbench_ray.judges.backends.vllm`` runs after the stream instead, one engine per round (``streams = False``).
+  ``max_tokens``, ``seed``, and ``top_k`` when set), which vLLM turns into its ``SamplingParams``. With
+  ``serve: false`` the ``ray.data.llm`` processor of ``vbench_ray.judges.backends.vllm`` runs after the stream
+  instead, one engine per round (``streams = False``).
 
 Each engine replica appends one line to ``RUN_DIR/engines.jsonl`` when it loads (``pid``, ``node``,
 ``judge``), which is how a user (and the tests) can see that a model was loaded once per replica.

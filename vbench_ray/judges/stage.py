@@ -232,8 +232,9 @@ class JudgeStage:
     @staticmethod
     def _partial(request: JudgeRequest, records: list[dict], last: Any = None) -> Any:
         """The valid parts of a request's answers that never became valid as a whole (with
-        ``score.validity=question`` a checklist answer is valid per question, so valid sibling answers are kept): dict values merged over the
-        attempts in order, a later valid part replacing an earlier one, None never replacing anything."""
+        ``score.validity=question`` a checklist answer is valid per question, so valid sibling answers are
+        kept): dict values merged over the attempts in order, a later valid part replacing an earlier one,
+        None never replacing anything."""
         merged: Any = None
         values = [
             parse(request.parser, r["text"], request.expected).value

@@ -38,8 +38,8 @@ and is refused); a missing or reshaped key fails naming the config key (``base.l
 What was checked (against the official definition run side by side, random weights; not in the test suite,
 which has no official package): the same 188 state-dict entries and shapes (25,385,700
 parameters); float64 outputs equal to 1e-11 px; on an H100 in float32 at the official MF settings (16 frames,
-384x512, 10x10 grid, 6 updates) tracks within 3e-5 px and the same visible points (speed: docs/performance.md). Attention uses PyTorch's
-``scaled_dot_product_attention``, equal to the explicit softmax up to float rounding.
+384x512, 10x10 grid, 6 updates) tracks within 3e-5 px and the same visible points (speed: docs/performance.md).
+Attention uses PyTorch's ``scaled_dot_product_attention``, equal to the explicit softmax up to float rounding.
 """
 
 from __future__ import annotations

@@ -42,10 +42,10 @@ attn.fragment_position_bias_table, norm2, mlp.fc1, mlp.fc2}``, ``layers.<i>.down
 
 What was verified here: the architecture and key names against the official DOVER source (read, not copied),
 loading of a random state dict with the official key names, and the sampling and score arithmetic by tests.
-Not verified (it needs the official weights and a GPU): numerical agreement with the official implementation on real weights,
-and which revision of DOVER's score rescaling T2AV-Compass's copy (used by CoVEBench) carries: earlier DOVER
-revisions normalised the technical output with (r + 0.08285) / 0.03774 instead; set ``raw_mean: -0.08285,
-raw_std: 0.03774`` for that.
+Not verified (it needs the official weights and a GPU): numerical agreement with the official implementation on
+real weights, and which revision of DOVER's score rescaling T2AV-Compass's copy (used by CoVEBench) carries:
+earlier DOVER revisions normalised the technical output with (r + 0.08285) / 0.03774 instead; set
+``raw_mean: -0.08285, raw_std: 0.03774`` for that.
 """
 
 from __future__ import annotations

@@ -300,7 +300,10 @@ def _instruction_clause(edit: str, p: dict[str, Any]) -> str:
     if edit == "background":
         return f"Replace the {p['from']} background with a {p['to']}."
     if edit == "motion_reversal":
-        return f"Reverse the motion of the {p['kind']} so that it moves from {p['to_direction']} instead of from {p['from_direction']}."
+        return (
+            f"Reverse the motion of the {p['kind']} so that it moves from {p['to_direction']} "
+            f"instead of from {p['from_direction']}."
+        )
     if edit == "style":
         return f"Render the whole video with {p['text']}."
     if edit == "zoom":
@@ -396,7 +399,8 @@ def _edit_group(q: _Q, edit: str, p: dict[str, Any], final: Scene) -> dict[str, 
         k, c = p["kind"], p["color"]
         target, desc = (
             f"Removal of the {_cap(c)} {_cap(k)}",
-            f"Evaluation of whether the {c} {k} is completely removed and the area it crossed is filled with background.",
+            f"Evaluation of whether the {c} {k} is completely removed and the area it crossed is filled "
+            "with background.",
         )
         qs = [
             q.ab("Which of these objects can be seen in Video B?", f"The {primary}", f"The {k}"),
@@ -428,7 +432,8 @@ def _edit_group(q: _Q, edit: str, p: dict[str, Any], final: Scene) -> dict[str, 
             q.single(f"Is the {old} still visible in the background of Video B?", False),
             q.dual("Comparing Video A and Video B, is the background of Video B different from that of Video A?", True),
             q.single(
-                "In Video B, do the moving shapes have clean edges against the new background, without halos or smears?",
+                "In Video B, do the moving shapes have clean edges against the new background, "
+                "without halos or smears?",
                 True,
                 PL,
             ),
@@ -467,7 +472,8 @@ def _edit_group(q: _Q, edit: str, p: dict[str, Any], final: Scene) -> dict[str, 
             ),
             q.single("Does the camera zoom out in Video B?", False),
             q.dual(
-                "Comparing Video A and Video B, do the objects look larger at the end of Video B than at the end of Video A?",
+                "Comparing Video A and Video B, do the objects look larger at the end of Video B "
+                "than at the end of Video A?",
                 True,
             ),
             q.single("In Video B, is the zoom smooth and continuous, without sudden jumps in framing?", True, PL),
@@ -518,7 +524,8 @@ def _preservation_group(q: _Q, source: Scene, edits: list[tuple[str, dict[str, A
         qs.append(q.score("Comparing Video A and Video B, how well is the static camera framing preserved?"))
     return {
         "target_element": "Semantic Preservation of Unedited Elements",
-        "description": "Evaluation of whether the elements the instruction does not mention are preserved from Video A to Video B.",
+        "description": "Evaluation of whether the elements the instruction does not mention are preserved "
+        "from Video A to Video B.",
         "questions": qs,
     }
 

@@ -82,7 +82,10 @@ def scale_saturation(frames: np.ndarray, factor: float) -> np.ndarray:
 def resize_short_side(frames: np.ndarray, short_side: float) -> np.ndarray:
     h, w = frames.shape[1:3]
     scale = float(short_side) / min(h, w)
-    even = lambda x: max(2, int(np.floor(x * scale / 2 + 0.5)) * 2)  # nearest even size (h264), halves up
+
+    def even(x):  # nearest even size (h264), halves up
+        return max(2, int(np.floor(x * scale / 2 + 0.5)) * 2)
+
     new_w, new_h = even(w), even(h)
     interp = cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC
     return np.stack([cv2.resize(f, (new_w, new_h), interpolation=interp) for f in frames])

@@ -217,8 +217,9 @@ def envelope_correlation(
     Magnitude STFT grouped into ``bands`` log-spaced bands from 150 Hz to Nyquist; band envelopes cut
     into segments of ``segment`` STFT frames; the correlation between reference and estimate envelopes
     per band and segment, averaged over the (band, segment) units whose reference energy is within
-    ``silence_db`` of the strongest (near-silent units say nothing), clipped to [0, 1]. STOI proper adds clipping of the estimate, one-third-octave bands
-    and a 10 kHz resampling; this keeps the structure, not the calibration.
+    ``silence_db`` of the strongest (near-silent units say nothing), clipped to [0, 1]. STOI proper adds
+    clipping of the estimate, one-third-octave bands and a 10 kHz resampling; this keeps the structure, not
+    the calibration.
     """
     est, ref = _pair(est, ref)
     me, mr = np.sqrt(_power_spec(est, sr, nperseg)), np.sqrt(_power_spec(ref, sr, nperseg))

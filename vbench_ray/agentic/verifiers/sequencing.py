@@ -56,8 +56,11 @@ VIDEO_CHECKS = ("frames", "exists")
 @dataclass
 class SequencingConfig:
     score: str = "paper"  # paper: (1-ND)*LIS*ADJ (Eq. 2) | official_weighted: 0.4(1-ND)+0.3LIS+0.3ADJ
-    names: str = "exact"  # exact: official, str(entry) must be a clip's name as the key writes it | lenient: stems, paths, clip numbers
-    video: str = "frames"  # frames: official, each slot's segment must show its clip in solution.mp4 (SSIM >= 0.95) | exists: the file need only exist
+    # exact: official, str(entry) must be a clip's name as the key writes it | lenient: stems, paths, clip numbers
+    names: str = "exact"
+    # frames: official, each slot's segment must show its clip in solution.mp4 (SSIM >= 0.95)
+    # | exists: the file need only exist
+    video: str = "frames"
 
 
 def lis_length(seq: list[int]) -> int:
