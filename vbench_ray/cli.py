@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import sys
+import textwrap
 from pathlib import Path
 
 from vbench_ray.board_text import format_groups
@@ -309,9 +310,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _overview() -> str:
+    """The module docstring as ``--help``'s description, its command lines indented by four spaces (the
+    formatter keeps docstrings flush left)."""
+    head, _, commands = __doc__.partition("\n\n")
+    return f"{head}\n\n{textwrap.indent(commands, '    ')}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="vbench-ray", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="vbench-ray", description=_overview(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
