@@ -11,7 +11,10 @@ valid config: ``vbench-ray run`` accepts it once the ``???`` keys are set.
 from __future__ import annotations
 
 import inspect
+import io
 import re
+import textwrap
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,22 +111,36 @@ def _scalar(value: Any) -> str:
     return yaml.safe_dump([value], default_flow_style=True, width=10**6, allow_unicode=True).strip()[1:-1]
 
 
-_FIELD_LINE = re.compile(r"^\s+([A-Za-z_]\w*)\s*:[^=]+=(.*)$")
-
-
 def _field_comments(cls: Any) -> dict[str, str]:
-    """``{field: comment}`` of a config dataclass, from the comments on its field lines in the source."""
+    """``{field: comment}`` of a config dataclass, from its source: the comment lines right above a field, then
+    the comments on the field's own lines (its line, and the lines of a value wrapped in brackets)."""
     try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):
+        source = textwrap.dedent(inspect.getsource(cls))
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (OSError, TypeError, tokenize.TokenError, SyntaxError):
         return {}
-    out = {}
-    for line in source.splitlines():
-        match = _FIELD_LINE.match(line)
-        if match:
-            comment = _split_comment(match.group(2))[1]
-            if comment:
-                out[match.group(1)] = comment
+    out: dict[str, str] = {}
+    above: list[str] = []  # comment lines since the last statement
+    field, comments, depth = None, [], 0
+    for i, tok in enumerate(tokens):
+        if field is None:
+            if tok.type == tokenize.COMMENT and tok.line.strip().startswith("#"):
+                above.append(tok.string.lstrip("#").strip())
+            elif tok.type == tokenize.NAME and tok.start[1] == 4 and tokens[i + 1].string == ":":
+                field, comments, depth = tok.string, list(above), 0
+            elif tok.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+                above = []
+            continue
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+        elif tok.type == tokenize.COMMENT:
+            comments.append(tok.string.lstrip("#").strip())
+        elif tok.type == tokenize.NEWLINE and depth == 0:
+            if any(comments):
+                out[field] = " ".join(c for c in comments if c)
+            field, above = None, []
     return out
 
 
