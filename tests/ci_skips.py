@@ -14,8 +14,15 @@ import os
 import pytest
 
 # modules whose skips fail in CI: the agent sandbox and its escapes, secrets and hardening, the browser render
-MUST_RUN_IN_CI = ("test_agent_sandbox.py", "test_agent_loop.py", "test_security.py", "test_hardening.py",
-                  "test_hardening_editors.py", "test_hardening_exits.py", "test_report.py")
+MUST_RUN_IN_CI = (
+    "test_agent_sandbox.py",
+    "test_agent_loop.py",
+    "test_security.py",
+    "test_hardening.py",
+    "test_hardening_editors.py",
+    "test_hardening_exits.py",
+    "test_report.py",
+)
 MUST_IMPORT_IN_CI = ("could not import 'av'",)  # importorskip("av") anywhere
 
 

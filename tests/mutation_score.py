@@ -25,18 +25,43 @@ GOAL = 90.0
 # module -> the functions whose mutants count (mutmut names module-level functions ``x_<name>``)
 TARGETS: dict[str, tuple[str, ...]] = {
     "vbench_ray.benchmarks.cove_checklist": (
-        "gold_answer", "official_float", "score_answer", "row_value", "_scored", "_sem_rule", "case_units",
-        "metric_rows", "_value", "_swap", "aggregate", "by_category", "_question_categories"),
+        "gold_answer",
+        "official_float",
+        "score_answer",
+        "row_value",
+        "_scored",
+        "_sem_rule",
+        "case_units",
+        "metric_rows",
+        "_value",
+        "_swap",
+        "aggregate",
+        "by_category",
+        "_question_categories",
+    ),
     "vbench_ray.benchmarks.nrv_scoring": (
-        "normalize_rating", "lowest_score", "instr_score", "weights_of", "nrve_acc", "instance_scores",
-        "cross_judge_instances", "percent_rows", "cross_judge_stats"),
-    "vbench_ray.benchmarks.vidic_scoring": ("_correct", "accuracy", "section_metrics", "by_class",
-                                            "error_type_counts"),
+        "normalize_rating",
+        "lowest_score",
+        "instr_score",
+        "weights_of",
+        "nrve_acc",
+        "instance_scores",
+        "cross_judge_instances",
+        "percent_rows",
+        "cross_judge_stats",
+    ),
+    "vbench_ray.benchmarks.vidic_scoring": ("_correct", "accuracy", "section_metrics", "by_class", "error_type_counts"),
     "vbench_ray.agentic.verifiers.sequencing": ("lis_length", "sequencing_metrics"),
     "vbench_ray.agentic.verifiers.assembly": ("chance_adjusted",),
     "vbench_ray.metrics.fidelity": ("ssim_frames", "ssim_video"),
-    "vbench_ray.metrics.smoothness": ("_magnitudes", "motion_mask", "jitter_map", "paper_pair_jitter",
-                                      "official_pair_score", "msm_score"),
+    "vbench_ray.metrics.smoothness": (
+        "_magnitudes",
+        "motion_mask",
+        "jitter_map",
+        "paper_pair_jitter",
+        "official_pair_score",
+        "msm_score",
+    ),
     "vbench_ray.metrics.motion": ("summarize_tracks", "matching_cost", "motion_fidelity"),
     "vbench_ray.stats": ("finite", "bootstrap_ci", "describe", "ratio_ci"),
     "vbench_ray.safepaths": ("safe_id", "within", "component", "unique_component"),
@@ -85,8 +110,12 @@ def main() -> int:
     args = ap.parse_args()
     if not args.report:
         mutmut = Path(sys.executable).with_name("mutmut")
-        subprocess.run([str(mutmut), "run", "--max-children", args.max_children, *patterns()], cwd=REPO,
-                       check=False, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(mutmut), "run", "--max-children", args.max_children, *patterns()],
+            cwd=REPO,
+            check=False,
+            stdout=subprocess.DEVNULL,
+        )
     ok = report(REPO, args.survivors)
     print(f"goal: {GOAL:.0f} % of each module's mutants killed: {'met' if ok else 'NOT met'}")
     return 0 if ok else 1

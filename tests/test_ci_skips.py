@@ -10,10 +10,11 @@ TESTS = Path(__file__).resolve().parent
 CASES = {
     "test_security.py": "import pytest\n\ndef test_escape():\n    pytest.skip('user namespaces are restricted here')\n",
     "test_report.py": "import pytest\n\n@pytest.mark.skipif(True, reason='chromium is not installed')\n"
-                      "def test_render():\n    pass\n",
+    "def test_render():\n    pass\n",
     # importorskip's own words for a missing PyAV (which is installed here, so it cannot really be missing)
-    "test_video.py": "import pytest\n\ndef test_pyav():\n    pytest.skip(\"could not import 'av': No module named 'av'\")\n\n"
-                     "def test_decode():\n    pytest.importorskip('decord_not_here')\n",
+    "test_video.py": "import pytest\n\ndef test_pyav():\n"
+    "    pytest.skip(\"could not import 'av': No module named 'av'\")\n\n"
+    "def test_decode():\n    pytest.importorskip('decord_not_here')\n",
 }
 
 
@@ -24,9 +25,27 @@ def _pytest(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess:
     if ci is not None:
         env["CI"] = ci
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-ra", "-p", "ci_skips", "-p", "no:cacheprovider",
-                           "--rootdir", str(tmp_path), str(tmp_path)], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-ra",
+            "-p",
+            "ci_skips",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_outside_ci_every_skip_says_why(tmp_path):

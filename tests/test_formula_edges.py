@@ -42,17 +42,26 @@ def test_weights_may_be_zero_and_sum_to_one_within_1e_6():
 
 
 def _judged(case, judge, instr, phy, temp, invalid=0):
-    base = {"case_id": case, "variant": "base", "judge": judge, "method": "m", "instance_id": case,
-            "category": "LFS", "difficulty": "L1"}
-    return [{**base, "component": c, "score": s, "valid": i >= invalid}
-            for i, (c, s) in enumerate((("instr", instr), ("phy", phy), ("temp", temp)))]
+    base = {
+        "case_id": case,
+        "variant": "base",
+        "judge": judge,
+        "method": "m",
+        "instance_id": case,
+        "category": "LFS",
+        "difficulty": "L1",
+    }
+    return [
+        {**base, "component": c, "score": s, "valid": i >= invalid}
+        for i, (c, s) in enumerate((("instr", instr), ("phy", phy), ("temp", temp)))
+    ]
 
 
 def test_instance_scores_use_the_configured_weights_and_epsilon():
     cfg = SimpleNamespace(w_instr=0.5, w_phy=0.25, w_temp=0.25, epsilon=0.01)
     (row,) = nrv.instance_scores(_judged("1", "a", 1.0, 0.25, 1.0, invalid=1), cfg)
     # Eq. 1 by hand: 100 (1.01)^0.5 (0.26)^0.25 (1.01)^0.25
-    assert row["NRVE_Acc"] == pytest.approx(100 * 1.01 ** 0.5 * 0.26 ** 0.25 * 1.01 ** 0.25, rel=1e-12)
+    assert row["NRVE_Acc"] == pytest.approx(100 * 1.01**0.5 * 0.26**0.25 * 1.01**0.25, rel=1e-12)
     assert row["n_invalid"] == 1 and (row["S_instr"], row["S_phy"], row["S_temp"]) == (1.0, 0.25, 1.0)
 
 
@@ -151,19 +160,37 @@ def test_describe_defaults_are_seed_0_and_1000_resamples():
     from scipy.stats import bootstrap
 
     values = [0.1 * i + (i % 3) * 0.37 + (i % 7) * 0.013 for i in range(40)]  # 40 values: resampled means vary
-    res = bootstrap((np.array(values),), np.mean, n_resamples=1000, confidence_level=0.9, method="percentile",
-                    rng=np.random.default_rng(0), vectorized=True)
+    res = bootstrap(
+        (np.array(values),),
+        np.mean,
+        n_resamples=1000,
+        confidence_level=0.9,
+        method="percentile",
+        rng=np.random.default_rng(0),
+        vectorized=True,
+    )
     d = stats.describe(values, confidence=0.9)
-    assert d["ci95"] == [pytest.approx(res.confidence_interval.low, abs=1e-12),
-                         pytest.approx(res.confidence_interval.high, abs=1e-12)]
+    assert d["ci95"] == [
+        pytest.approx(res.confidence_interval.low, abs=1e-12),
+        pytest.approx(res.confidence_interval.high, abs=1e-12),
+    ]
     assert d["value"] == pytest.approx(np.mean(values)) and d["n"] == 40
     num = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
     den = np.array([4.0, 2.0, 5.0, 3.0, 5.0, 9.0, 7.0, 6.0])
-    res = bootstrap((num, den), lambda a, b, axis=-1: a.sum(axis=axis) / b.sum(axis=axis), paired=True,
-                    vectorized=True, n_resamples=1000, confidence_level=0.95, method="percentile",
-                    rng=np.random.default_rng(0))
-    assert stats.ratio_ci(num, den) == [pytest.approx(res.confidence_interval.low, abs=1e-12),
-                                        pytest.approx(res.confidence_interval.high, abs=1e-12)]
+    res = bootstrap(
+        (num, den),
+        lambda a, b, axis=-1: a.sum(axis=axis) / b.sum(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=1000,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
+    assert stats.ratio_ci(num, den) == [
+        pytest.approx(res.confidence_interval.low, abs=1e-12),
+        pytest.approx(res.confidence_interval.high, abs=1e-12),
+    ]
     assert stats.finite([1, None, float("nan"), 2]).dtype == np.float64
     assert stats.bootstrap_ci(np.array(values), confidence=0.9) == d["ci95"]  # its own default seed is 0 too
     assert stats.bootstrap_ci(np.array([2.0, 2.0, 2.0])) == [2.0, 2.0]  # every resample has the same mean

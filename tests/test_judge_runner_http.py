@@ -24,8 +24,12 @@ KEY_ENV = "VBR_TEST_RUNNER_JUDGE_KEY"
 
 
 def _answer(text: str) -> bytes:
-    return json.dumps({"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
+    return json.dumps(
+        {
+            "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+        }
+    ).encode()
 
 
 class Server:
@@ -64,8 +68,10 @@ class Server:
                 elif prompt == "echo":
                     auth = self.headers.get("Authorization", "")
                     key = auth.removeprefix("Bearer ")
-                    text = (f"[] key {key} upper {key.upper()} header-b64 "
-                            f"{base64.b64encode(auth.encode()).decode()} masked {key[:6]}...{key[-4:]}")
+                    text = (
+                        f"[] key {key} upper {key.upper()} header-b64 "
+                        f"{base64.b64encode(auth.encode()).decode()} masked {key[:6]}...{key[-4:]}"
+                    )
                     self._send(200, _answer(text))
                 else:
                     self._send(200, _answer("[]"))
@@ -91,16 +97,27 @@ def _engine(base_url: str, max_retries: int = 2):
     from vbench_ray.judges.base import JudgeConfig
     from vbench_ray.judges.engines import make_engine
 
-    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig()), {
-        "backend": "http", "model": "j", "http": {"base_url": base_url, "max_retries": max_retries,
-                                                  "retry_wait_s": 0.01, "timeout_s": 5, "api_key_env": KEY_ENV}})
+    cfg = OmegaConf.merge(
+        OmegaConf.structured(JudgeConfig()),
+        {
+            "backend": "http",
+            "model": "j",
+            "http": {
+                "base_url": base_url,
+                "max_retries": max_retries,
+                "retry_wait_s": 0.01,
+                "timeout_s": 5,
+                "api_key_env": KEY_ENV,
+            },
+        },
+    )
     return make_engine(cfg).start()
 
 
 def _ask(engine, prompt: str):
     from vbench_ray.judges.base import JudgeRequest
 
-    (response,), = list(engine.generate([JudgeRequest(f"r/{prompt}", [{"role": "user", "content": prompt}])]))
+    ((response,),) = list(engine.generate([JudgeRequest(f"r/{prompt}", [{"role": "user", "content": prompt}])]))
     return response
 
 

@@ -28,15 +28,36 @@ def tiny_vl(tmp_path_factory):
 
 
 def _args(cove_data, out, model, *extra):
-    return [sys.executable, "-m", "vbench_ray.cli", "run", str(COVE),
-            *cove_overrides(cove_data, out, "metrics.enabled=[IFS]", "run.limit=1", f"judge.model={model}",
-                            "judge.vllm.cpu=true", "judge.vllm.max_model_len=4096", "ray.num_cpus=4", *extra)]
+    return [
+        sys.executable,
+        "-m",
+        "vbench_ray.cli",
+        "run",
+        str(COVE),
+        *cove_overrides(
+            cove_data,
+            out,
+            "metrics.enabled=[IFS]",
+            "run.limit=1",
+            f"judge.model={model}",
+            "judge.vllm.cpu=true",
+            "judge.vllm.max_model_len=4096",
+            "ray.num_cpus=4",
+            *extra,
+        ),
+    ]
 
 
 def test_the_default_judge_as_installed_stops_up_front_naming_torchvision(cove_data, tiny_vl, tmp_path):
     t0 = time.monotonic()
-    done = subprocess.run(_args(cove_data, tmp_path / "run", tiny_vl), env=user_env(), capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        _args(cove_data, tmp_path / "run", tiny_vl),
+        env=user_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     took = time.monotonic() - t0
     out = done.stdout + done.stderr
     assert done.returncode == 2, out[-3000:]

@@ -8,8 +8,16 @@ from vbench_ray.benchmarks import vidic_scoring as scoring
 
 
 def row(case, section, cls, correct, status="ok", error_type=None, alt=None):
-    return {"case_id": case, "section": section, "class": cls, "correct": correct, "status": status,
-            "error_type": error_type, "parse": "official", "alt_correct": correct if alt is None else alt}
+    return {
+        "case_id": case,
+        "section": section,
+        "class": cls,
+        "correct": correct,
+        "status": status,
+        "error_type": error_type,
+        "parse": "official",
+        "alt_correct": correct if alt is None else alt,
+    }
 
 
 SIM, DIFF = "Similarities", "Differences"
@@ -17,10 +25,10 @@ ROWS = [
     row("a", SIM, "Subject", True),
     row("a", SIM, "Style", False, error_type="Hallucination"),
     row("a", DIFF, "Subject", True),
-    row("a", DIFF, "Motion", False),                           # wrong, its error type not analysed
+    row("a", DIFF, "Motion", False),  # wrong, its error type not analysed
     row("b", DIFF, "Motion", False, status="describe_error"),  # no description: counts wrong, never answered
-    row("b", SIM, "Camera", False, status="invalid"),          # no valid answer: counts wrong
-    row("b", DIFF, "Camera", True, alt=False),                 # right here, wrong under the other parse
+    row("b", SIM, "Camera", False, status="invalid"),  # no valid answer: counts wrong
+    row("b", DIFF, "Camera", True, alt=False),  # right here, wrong under the other parse
 ]
 ARGS = (0, 1000, 0.95)
 
@@ -64,10 +72,20 @@ def test_error_types_count_judged_wrong_answers_only():
     e = scoring.error_type_counts(ROWS)
     # wrong answers the judge gave: a/Style (Hallucination) and a/Motion (not analysed); b's two never answered
     assert (e["n_wrong"], e["n_analysed"], e["n_unanalysed"]) == (2, 1, 1)
-    assert e["counts"] == {"Hallucination": 1, "Missed Detection": 0, "Self-Contradiction": 0,
-                           "Vague / Imprecise": 0, "Reasoning Error": 0}
-    assert e["percent"] == {"Hallucination": 100.0, "Missed Detection": 0.0, "Self-Contradiction": 0.0,
-                            "Vague / Imprecise": 0.0, "Reasoning Error": 0.0}
+    assert e["counts"] == {
+        "Hallucination": 1,
+        "Missed Detection": 0,
+        "Self-Contradiction": 0,
+        "Vague / Imprecise": 0,
+        "Reasoning Error": 0,
+    }
+    assert e["percent"] == {
+        "Hallucination": 100.0,
+        "Missed Detection": 0.0,
+        "Self-Contradiction": 0.0,
+        "Vague / Imprecise": 0.0,
+        "Reasoning Error": 0.0,
+    }
     assert e["by_section"] == {"Sim": {**e["counts"]}, "Diff": dict.fromkeys(scoring.ERROR_TYPES, 0)}
     none = scoring.error_type_counts([r for r in ROWS if r["error_type"] is None])
     assert none["n_analysed"] == 0 and set(none["percent"].values()) == {None}
