@@ -352,8 +352,8 @@ def test_a_group_category_that_names_no_asked_question_still_has_its_uas_unit():
                                    "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"},
                                                 {"Question IDs": ["Q9"], "Level 1": "Camera"}],  # no Q9 asked
                                    "questions": [q("Q1", "Single-TF", "Execution Accuracy", "Yes")]}]}
-    rows = ck.judgment_rows(case(task, []), {"cove/13/base/checklist/Single-TF": JudgeResult("", OK, both({"Q1": "Yes"}))},
-                            "official")
+    results = {"cove/13/base/checklist/Single-TF": JudgeResult("", OK, both({"Q1": "Yes"}))}
+    rows = ck.judgment_rows(case(task, []), results, "official")
     cats = ck.by_category(rows, ["UAS", "IFS"], score_cfg(), 0, 50, 0.95)
     assert sorted(cats) == ["Camera", "Subject"]
     assert cats["Camera"]["UAS"]["value"] == 100.0 and cats["Camera"]["IFS"]["n"] == 0  # the unit, not the question
@@ -375,7 +375,8 @@ def test_row_value_and_answer_scoring_by_mode():
     assert ck.score_answer(tf, None, "official") == (None, None)  # never answered: dropped
     assert ck.score_answer(tf, None, "lenient") == (False, None)  # counted wrong
     assert ck.score_answer(tf, "maybe", "lenient") == (False, None)  # no Yes/No in it
-    assert ck.score_answer(tf, "True", "lenient") == (True, None) and ck.score_answer(tf, "True", "official") == (False, None)
+    assert ck.score_answer(tf, "True", "lenient") == (True, None)
+    assert ck.score_answer(tf, "True", "official") == (False, None)
     odd = {"type": "Quad-TF", "expected_answer": "Yes"}  # a type without a form: read as TF
     assert ck.score_answer(odd, "True", "lenient") == (True, None)
     score = {"type": "Score-MCQ", "expected_answer": "5"}
