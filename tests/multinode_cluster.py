@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 # Loopback only (docs/stack.md): Ray replaces 127.0.0.1 in an address it connects to with "the node's IP", which it
-# takes from the network unless this flag (meant for laptops) is off; then every process here, and the job's driver, uses
+# takes from the network unless this flag (meant for laptops) is off; then every process here, and the job's
+# driver, uses
 # 127.0.0.1. Set before Ray is imported: it is read at import.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 REPO = Path(__file__).resolve().parent.parent
@@ -70,8 +71,11 @@ def _shard_keys(run_dir: Path) -> list[tuple[str, str]]:
 def _node_column(run_dir: Path, column: str) -> list:
     import pyarrow.parquet as pq
 
-    return [v for shard in sorted((run_dir / "cases").glob("part-*.parquet"))
-            for v in pq.read_table(shard, columns=[column]).column(column).to_pylist()]
+    return [
+        v
+        for shard in sorted((run_dir / "cases").glob("part-*.parquet"))
+        for v in pq.read_table(shard, columns=[column]).column(column).to_pylist()
+    ]
 
 
 class SlowCpu:
@@ -98,22 +102,44 @@ class GpuPool:
 
 def scenario_job(address: str, data: dict, out: Path, env: dict) -> dict:
     run_dir = out / "job_run"
-    cmd = [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", str(REPO), "--",
-           "python", "jobs/cove.py", "configs/cove.yaml", f"data.checklist={data['checklist']}",
-           f"data.source_dir={data['source_dir']}", f"data.edited_dir={data['edited_dir']}",
-           f"output.dir={run_dir}", "wandb.mode=disabled", "report.enabled=false",
-           "metrics.enabled=[SSIM,MSM,MF]", "ray.batch_size=1"]
+    cmd = [
+        str(BIN / "ray"),
+        "job",
+        "submit",
+        "--address",
+        address,
+        "--working-dir",
+        str(REPO),
+        "--",
+        "python",
+        "jobs/cove.py",
+        "configs/cove.yaml",
+        f"data.checklist={data['checklist']}",
+        f"data.source_dir={data['source_dir']}",
+        f"data.edited_dir={data['edited_dir']}",
+        f"output.dir={run_dir}",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+        "metrics.enabled=[SSIM,MSM,MF]",
+        "ray.batch_size=1",
+    ]
     for _ in range(36):  # the job agent registers a few seconds after the head is up (longer on a busy machine)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
         if "No available agent" not in proc.stdout + proc.stderr:
             break
         time.sleep(5)
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
-    return {"returncode": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:], "run_dir": str(run_dir),
-            "summary_rows": summary.get("n_rows"), "failures": summary.get("failures", {}).get("count"),
-            "timing_stages": summary.get("timing", {}).get("stages"),
-            "stats_file": (run_dir / "ray_data_stats.txt").exists(),
-            "keys": _shard_keys(run_dir), "node_frames": _node_column(run_dir, "node_frames")}
+    return {
+        "returncode": proc.returncode,
+        "tail": (proc.stdout + proc.stderr)[-3000:],
+        "run_dir": str(run_dir),
+        "summary_rows": summary.get("n_rows"),
+        "failures": summary.get("failures", {}).get("count"),
+        "timing_stages": summary.get("timing", {}).get("stages"),
+        "stats_file": (run_dir / "ray_data_stats.txt").exists(),
+        "keys": _shard_keys(run_dir),
+        "node_frames": _node_column(run_dir, "node_frames"),
+    }
 
 
 def node_of(cluster, pid: int):
@@ -141,9 +167,19 @@ def scenario_gpu_pool(cluster, out: Path) -> dict:
     pid_dir.mkdir()
     rows = [{"case_id": f"c{i:03d}", "variant": "base", "i": i} for i in range(24)]
     schema = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("i", pa.int64())])
-    stages = [Stage(name="cpu", fn=SlowCpu, outputs={"cpu_value": "float"}, batch_size=1),
-              Stage(name="pool", fn=GpuPool, kind="pool", init_kwargs={"pid_dir": str(pid_dir)},
-                    outputs={"pool_value": "float"}, num_cpus=0.5, num_gpus=0.5, batch_size=1)]
+    stages = [
+        Stage(name="cpu", fn=SlowCpu, outputs={"cpu_value": "float"}, batch_size=1),
+        Stage(
+            name="pool",
+            fn=GpuPool,
+            kind="pool",
+            init_kwargs={"pid_dir": str(pid_dir)},
+            outputs={"pool_value": "float"},
+            num_cpus=0.5,
+            num_gpus=0.5,
+            batch_size=1,
+        ),
+    ]
     got, killed, events = [], [], {}
 
     def saboteur():  # a GPU node lost while the pool loads its model
@@ -158,8 +194,9 @@ def scenario_gpu_pool(cluster, out: Path) -> dict:
 
     thread = threading.Thread(target=saboteur, daemon=True)
     thread.start()
-    for block in build_dataset(rows, stages, schema, parallelism=len(rows)).iter_batches(batch_size=None,
-                                                                                         batch_format="pyarrow"):
+    for block in build_dataset(rows, stages, schema, parallelism=len(rows)).iter_batches(
+        batch_size=None, batch_format="pyarrow"
+    ):
         got += block.to_pylist()
         if len(got) >= 3 and not killed:  # then a pool actor dies mid-run (its process killed, as by the OOM killer)
             for f in pid_dir.glob("*.pid"):
@@ -169,11 +206,16 @@ def scenario_gpu_pool(cluster, out: Path) -> dict:
                     killed.append(int(f.stem))
                     break
     thread.join(timeout=5)
-    return {"keys": [(r["case_id"], r["variant"]) for r in got], "killed": killed, "events": events,
-            "pool_pids": sorted(int(f.stem) for f in pid_dir.glob("*.pid")),
-            "node_pool": [r["node_pool"] for r in got], "node_cpu": [r["node_cpu"] for r in got],
-            "pool_values_ok": all(r["pool_value"] == 2 * r["i"] for r in got),
-            "errors": [r.get("error_pool") or r.get("error_cpu") for r in got if r.get("error_pool") or r.get("error_cpu")]}
+    return {
+        "keys": [(r["case_id"], r["variant"]) for r in got],
+        "killed": killed,
+        "events": events,
+        "pool_pids": sorted(int(f.stem) for f in pid_dir.glob("*.pid")),
+        "node_pool": [r["node_pool"] for r in got],
+        "node_cpu": [r["node_cpu"] for r in got],
+        "pool_values_ok": all(r["pool_value"] == 2 * r["i"] for r in got),
+        "errors": [r.get("error_pool") or r.get("error_cpu") for r in got if r.get("error_pool") or r.get("error_cpu")],
+    }
 
 
 def scenario_faults(cluster, data: dict, judge: Path, out: Path) -> dict:
@@ -181,11 +223,23 @@ def scenario_faults(cluster, data: dict, judge: Path, out: Path) -> dict:
     from vbench_ray.runner import run
 
     run_dir = out / "fault_run"
-    cfg = load_config(REPO / "configs" / "cove.yaml", [
-        f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-        f"data.edited_dir={data['edited_dir']}", f"output.dir={run_dir}", "wandb.mode=disabled",
-        "report.enabled=false", "metrics.enabled=[SSIM,MSM,MF,UAS,IFS,VRS,SEM]", "ray.batch_size=1",
-        "ray.shard_rows=1", "ray.shard_seconds=0", "judge.include=judges/tiny_hf.yaml", f"judge.model={judge}"])
+    cfg = load_config(
+        REPO / "configs" / "cove.yaml",
+        [
+            f"data.checklist={data['checklist']}",
+            f"data.source_dir={data['source_dir']}",
+            f"data.edited_dir={data['edited_dir']}",
+            f"output.dir={run_dir}",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+            "metrics.enabled=[SSIM,MSM,MF,UAS,IFS,VRS,SEM]",
+            "ray.batch_size=1",
+            "ray.shard_rows=1",
+            "ray.shard_seconds=0",
+            "judge.include=judges/tiny_hf.yaml",
+            f"judge.model={judge}",
+        ],
+    )
     events: dict = {}
     done = threading.Event()
 
@@ -200,8 +254,11 @@ def scenario_faults(cluster, data: dict, judge: Path, out: Path) -> dict:
                 node = node_of(cluster, loads[-1]["pid"])  # the node the restarted replica (and its work) is on
                 if node is not None and node is not cluster.head_node:
                     cluster.remove_node(node, allow_graceful=False)
-                    events["node_removed"] = {"node": node.node_id, "at_s": round(time.time() - t0, 2),
-                                              "rows_on_disk": len(_shard_keys(run_dir))}
+                    events["node_removed"] = {
+                        "node": node.node_id,
+                        "at_s": round(time.time() - t0, 2),
+                        "rows_on_disk": len(_shard_keys(run_dir)),
+                    }
             time.sleep(0.1)
 
     logs = io.StringIO()  # the driver's log, as a job's log would show it
@@ -221,20 +278,31 @@ def scenario_faults(cluster, data: dict, judge: Path, out: Path) -> dict:
         done.set()
         thread.join(timeout=5)
         logging.getLogger().removeHandler(handler)
-    records = [json.loads(line) for line in (run_dir / "judge_log.jsonl").read_text().splitlines() if line.strip()] \
-        if (run_dir / "judge_log.jsonl").exists() else []
-    return {"error": error, "events": events, "summary_rows": summary.get("n_rows"),
-            "failures": summary.get("failures", {}).get("count"), "keys": _shard_keys(run_dir),
-            "judge_failed_attempts": [r.get("error") for r in records if r.get("error")][:5],
-            "judge_n_failed_attempts": sum(1 for r in records if r.get("error")),
-            "judge": summary.get("judge"),
-            "judge_unavailable": {m: s.get("unavailable") for m, s in summary.get("metrics", {}).items()
-                                  if s.get("unavailable")},
-            "engine_loads": len((run_dir / "engines.jsonl").read_text().splitlines())
-            if (run_dir / "engines.jsonl").exists() else 0,
-            "log_mentions_lost": [line for line in logs.getvalue().splitlines()
-                                  if "fail" in line.lower() or "died" in line.lower()][:10],
-            "seconds": round(time.time() - t0, 1)}
+    records = (
+        [json.loads(line) for line in (run_dir / "judge_log.jsonl").read_text().splitlines() if line.strip()]
+        if (run_dir / "judge_log.jsonl").exists()
+        else []
+    )
+    return {
+        "error": error,
+        "events": events,
+        "summary_rows": summary.get("n_rows"),
+        "failures": summary.get("failures", {}).get("count"),
+        "keys": _shard_keys(run_dir),
+        "judge_failed_attempts": [r.get("error") for r in records if r.get("error")][:5],
+        "judge_n_failed_attempts": sum(1 for r in records if r.get("error")),
+        "judge": summary.get("judge"),
+        "judge_unavailable": {
+            m: s.get("unavailable") for m, s in summary.get("metrics", {}).items() if s.get("unavailable")
+        },
+        "engine_loads": len((run_dir / "engines.jsonl").read_text().splitlines())
+        if (run_dir / "engines.jsonl").exists()
+        else 0,
+        "log_mentions_lost": [
+            line for line in logs.getvalue().splitlines() if "fail" in line.lower() or "died" in line.lower()
+        ][:10],
+        "seconds": round(time.time() - t0, 1),
+    }
 
 
 def main(out: Path) -> dict:
@@ -258,12 +326,25 @@ def main(out: Path) -> dict:
     dash, gcs_port, client_port = _free_ports(3)
     os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ['PATH']}"  # nodes (and the job's `python`) use this env
     # no fixed port: another Ray on the host may hold the dashboard agent's 52365 (every node here has an agent)
-    common = {"node_ip_address": "127.0.0.1", "object_store_memory": 200 * 1024 * 1024,
-              "dashboard_agent_listen_port": 0}
+    common = {
+        "node_ip_address": "127.0.0.1",
+        "object_store_memory": 200 * 1024 * 1024,
+        "dashboard_agent_listen_port": 0,
+    }
     t0 = time.time()
-    cluster = Cluster(initialize_head=True, head_node_args={
-        **common, "num_cpus": 0, "gcs_server_port": gcs_port, "include_dashboard": True, "dashboard_host": "127.0.0.1",
-        "dashboard_port": dash, "temp_dir": temp_dir, "ray_client_server_port": client_port})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            **common,
+            "num_cpus": 0,
+            "gcs_server_port": gcs_port,
+            "include_dashboard": True,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": dash,
+            "temp_dir": temp_dir,
+            "ray_client_server_port": client_port,
+        },
+    )
     facts: dict = {}
     try:
         cpu_node = cluster.add_node(**common, num_cpus=3)
@@ -275,10 +356,17 @@ def main(out: Path) -> dict:
         from ray._private.utils import write_ray_address
 
         write_ray_address(cluster.address, temp_dir)
-        ray.init(address=cluster.address, log_to_driver=False, _node_ip_address="127.0.0.1",
-                 runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
-        facts["nodes"] = {"head": cluster.head_node.node_id, "cpu": cpu_node.node_id,
-                          "gpu": [n.node_id for n in gpu_nodes]}
+        ray.init(
+            address=cluster.address,
+            log_to_driver=False,
+            _node_ip_address="127.0.0.1",
+            runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}},
+        )
+        facts["nodes"] = {
+            "head": cluster.head_node.node_id,
+            "cpu": cpu_node.node_id,
+            "gpu": [n.node_id for n in gpu_nodes],
+        }
         facts["cluster_up_s"] = round(time.time() - t0, 1)
         env = {**os.environ}
         env.pop("RAY_ADDRESS", None)

@@ -36,9 +36,13 @@ KEY_ENV = "VBR_TEST_AGENT_KEY"
 # a scripted policy behind a real OpenAI-compatible HTTP server
 # --------------------------------------------------------------------------------------------------------------
 
+
 def _call(cid: str, name: str, args) -> dict:
-    return {"id": cid, "type": "function",
-            "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+    return {
+        "id": cid,
+        "type": "function",
+        "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+    }
 
 
 def _decode(url: str) -> np.ndarray:
@@ -56,36 +60,57 @@ def sequencing_policy(messages: list[dict]) -> dict:
     tool_text = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
     clips = re.findall(r"^(\S+\.mp4)$", tool_text.get("ls", ""), flags=re.M)
     if turn == 0:
-        return {"role": "assistant", "content": "Listing the clips.",
-                "tool_calls": [_call("ls", "shell", {"command": "ls inputs/clips"})]}
+        return {
+            "role": "assistant",
+            "content": "Listing the clips.",
+            "tool_calls": [_call("ls", "shell", {"command": "ls inputs/clips"})],
+        }
     if turn == 1:
-        calls = [_call(f"v{i}", "view_frames", {"path": f"inputs/clips/{c}", "times": [0, -0.2, -0.01], "width": 128})
-                 for i, c in enumerate(clips)]
+        calls = [
+            _call(f"v{i}", "view_frames", {"path": f"inputs/clips/{c}", "times": [0, -0.2, -0.01], "width": 128})
+            for i, c in enumerate(clips)
+        ]
         calls += [_call("bad", "view_frames", "{not json"), _call("nope", "teleport", {})]
         return {"role": "assistant", "content": None, "tool_calls": calls}
     if turn == 2:
-        urls = [p["image_url"]["url"] for m in messages if m["role"] == "user" and isinstance(m["content"], list)
-                for p in m["content"] if p.get("type") == "image_url"]
+        urls = [
+            p["image_url"]["url"]
+            for m in messages
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for p in m["content"]
+            if p.get("type") == "image_url"
+        ]
         assert len(urls) == 3 * len(clips), (len(urls), len(clips))
-        frames = [np.stack([_decode(u) for u in urls[3 * i:3 * i + 3]]) for i in range(len(clips))]
+        frames = [np.stack([_decode(u) for u in urls[3 * i : 3 * i + 3]]) for i in range(len(clips))]
         order = [clips[i] for i in best_path(continuity_costs(frames))]
         listing = "".join(f"file '/sandbox/inputs/clips/{c}'\\n" for c in order)
-        cmd = (f"printf \"{listing}\" > list.txt && ffmpeg -hide_banner -loglevel error -f concat -safe 0 "
-               "-i list.txt -c copy -y outputs/solution.mp4 && ffprobe outputs/solution.mp4 | grep duration")
+        cmd = (
+            f"printf \"{listing}\" > list.txt && ffmpeg -hide_banner -loglevel error -f concat -safe 0 "
+            "-i list.txt -c copy -y outputs/solution.mp4 && ffprobe outputs/solution.mp4 | grep duration"
+        )
         # solution.json as the official harness writes it: each clip's place in solution.mp4 and in the clip
         # (the verifier's default checks the frames there), from the clips' durations
-        script = ("import itertools, json\n"
-                  "rows = [line.split() for line in open('durations.txt')]\n"
-                  "ends = list(itertools.accumulate(float(d) for _, d in rows))\n"
-                  "json.dump({'segments': [{'source': c, 'output': [ends[i] - float(d), ends[i]],\n"
-                  "                         'source_range': [0, float(d)]} for i, (c, d) in enumerate(rows)]},\n"
-                  "          open('outputs/solution.json', 'w'))\n")
-        durations = ("for c in " + " ".join(order) + "; do echo \"$c $(ffprobe -v error -show_entries "
-                     "format=duration -of csv=p=0 inputs/clips/$c)\"; done > durations.txt && python3 segments.py")
-        return {"role": "assistant", "content": "Rendering.", "tool_calls": [
-            _call("render", "shell", {"command": cmd}),
-            _call("write", "write_file", {"path": "segments.py", "content": script}),
-            _call("segments", "shell", {"command": durations})]}
+        script = (
+            "import itertools, json\n"
+            "rows = [line.split() for line in open('durations.txt')]\n"
+            "ends = list(itertools.accumulate(float(d) for _, d in rows))\n"
+            "json.dump({'segments': [{'source': c, 'output': [ends[i] - float(d), ends[i]],\n"
+            "                         'source_range': [0, float(d)]} for i, (c, d) in enumerate(rows)]},\n"
+            "          open('outputs/solution.json', 'w'))\n"
+        )
+        durations = (
+            "for c in " + " ".join(order) + "; do echo \"$c $(ffprobe -v error -show_entries "
+            "format=duration -of csv=p=0 inputs/clips/$c)\"; done > durations.txt && python3 segments.py"
+        )
+        return {
+            "role": "assistant",
+            "content": "Rendering.",
+            "tool_calls": [
+                _call("render", "shell", {"command": cmd}),
+                _call("write", "write_file", {"path": "segments.py", "content": script}),
+                _call("segments", "shell", {"command": durations}),
+            ],
+        }
     return {"role": "assistant", "content": "Done.", "tool_calls": [_call("submit", "submit", {"note": "ordered"})]}
 
 
@@ -114,10 +139,19 @@ class ScriptedServer:
                     message = {"role": "assistant", "content": "I like turtles."}
                 else:
                     message = sequencing_policy(body["messages"])
-                payload = {"id": "x", "object": "chat.completion", "model": model,
-                           "choices": [{"index": 0, "message": message,
-                                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-                           "usage": {"prompt_tokens": 100 + len(body["messages"]), "completion_tokens": 20}}
+                payload = {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": message,
+                            "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 100 + len(body["messages"]), "completion_tokens": 20},
+                }
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(200)
@@ -145,8 +179,15 @@ def scripted():
 def seq_tasks(tmp_path_factory):
     from vbench_ray.agentic.synth import synth_agentic
 
-    info = synth_agentic(tmp_path_factory.mktemp("agent_tasks"), seed=3, n_assembly=0, n_sequencing=1, n_repair=0,
-                         n_repurpose=0, sequencing_clips=(7, 9))
+    info = synth_agentic(
+        tmp_path_factory.mktemp("agent_tasks"),
+        seed=3,
+        n_assembly=0,
+        n_sequencing=1,
+        n_repair=0,
+        n_repurpose=0,
+        sequencing_clips=(7, 9),
+    )
     return Path(info["tasks_dir"])
 
 
@@ -158,12 +199,12 @@ def api_key(monkeypatch):
 
 
 @pytest.mark.ray
-def test_scripted_policy_solves_sequencing_and_resume_reruns_nothing(ray_local, scripted, seq_tasks, api_key,
-                                                                     tmp_path):
+def test_scripted_policy_solves_sequencing_and_resume_reruns_nothing(ray_local, scripted, seq_tasks, api_key, tmp_path):
     from vbench_ray.agents import AgentConfig, run_rollouts
 
-    cfg = AgentConfig(base_url=scripted.base_url, model="scripted", api_key_env=KEY_ENV, max_turns=8, wall_s=120,
-                      tool_timeout_s=60)
+    cfg = AgentConfig(
+        base_url=scripted.base_url, model="scripted", api_key_env=KEY_ENV, max_turns=8, wall_s=120, tool_timeout_s=60
+    )
     out = tmp_path / "run"
     t0 = time.perf_counter()
     summary = run_rollouts(seq_tasks, out, cfg, k=2)
@@ -218,8 +259,9 @@ def test_no_submit_and_timeouts_score_zero_and_are_counted(ray_local, scripted, 
     assert r["stop_reason"] == "wall_timeout" and r["reward"] == 0.0 and r["status"] == "missing"
     assert time.perf_counter() - t0 < 30
 
-    down = AgentConfig(base_url="http://127.0.0.1:9/v1", model="x", max_turns=5, wall_s=30, max_retries=1,
-                       retry_wait_s=0.1)
+    down = AgentConfig(
+        base_url="http://127.0.0.1:9/v1", model="x", max_turns=5, wall_s=30, max_retries=1, retry_wait_s=0.1
+    )
     summary = run_rollouts(seq_tasks, tmp_path / "down", down, k=1)
     (r,) = summary["rollouts"]
     assert r["stop_reason"] == "model_error" and r["reward"] == 0.0 and "after 2 attempt" in r["error"]
@@ -229,6 +271,7 @@ def test_no_submit_and_timeouts_score_zero_and_are_counted(ray_local, scripted, 
 # slow: a real vLLM OpenAI server (tiny random Qwen2-VL, tool-call parser on): the session's shared server,
 # conftest.tiny_vllm_server, which serves the model as "tiny-agent" too
 # --------------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_real_vllm_server_nonsense_model_is_survived(tiny_vllm_server, seq_tasks, tmp_path):
@@ -241,12 +284,23 @@ def test_real_vllm_server_nonsense_model_is_survived(tiny_vllm_server, seq_tasks
     task_dir = next(p for p in seq_tasks.iterdir() if p.is_dir())
     task = load_task(task_dir, with_truth=False)
     box = Sandbox(tmp_path / "rollout", key="tiny").prepare(task_dir / "inputs", task.instruction)
-    cfg = AgentConfig(base_url=tiny_vllm_server["base_url"], model="tiny-agent", max_turns=3, wall_s=90, max_tokens=24,
-                      temperature=1.0, seed=0, request_timeout_s=60, max_retries=0)
+    cfg = AgentConfig(
+        base_url=tiny_vllm_server["base_url"],
+        model="tiny-agent",
+        max_turns=3,
+        wall_s=90,
+        max_tokens=24,
+        temperature=1.0,
+        seed=0,
+        request_timeout_s=60,
+        max_retries=0,
+    )
     t0 = time.perf_counter()
     traj = run_agent(task.instruction, Tools(box, deliverables=DELIVERABLES["sequencing"]), cfg)
-    print(f"tiny-model rollout: {time.perf_counter() - t0:.1f} s, stop={traj['stop_reason']}, "
-          f"turns={traj['n_turns']}, usage={traj['usage']}, error={traj['error']}")
+    print(
+        f"tiny-model rollout: {time.perf_counter() - t0:.1f} s, stop={traj['stop_reason']}, "
+        f"turns={traj['n_turns']}, usage={traj['usage']}, error={traj['error']}"
+    )
     assert traj["stop_reason"] in ("max_turns", "submit", "wall_timeout")
     assert traj["n_turns"] >= 1 and traj["usage"]["completion_tokens"] > 0 and traj["usage"]["prompt_tokens"] > 0
     json.dumps(traj)  # JSON-ready
@@ -265,10 +319,22 @@ def test_agentic_job_with_agent_model_runs_rollouts_then_scores(ray_local, scrip
     from vbench_ray.configure import load_config
     from vbench_ray.runner import run
 
-    cfg = load_config(Path(__file__).resolve().parent.parent / "configs" / "agentic.yaml", [
-        f"data.tasks_dir={seq_tasks}", f"output.dir={tmp_path / 'run'}", "data.reps=2", "wandb.mode=disabled",
-        f"agent.base_url={scripted.base_url}", "agent.model=scripted", f"agent.api_key_env={KEY_ENV}",
-        "agent.max_turns=8", "agent.wall_s=120", "agent.tool_timeout_s=60", "repurpose.judge_enabled=false"])
+    cfg = load_config(
+        Path(__file__).resolve().parent.parent / "configs" / "agentic.yaml",
+        [
+            f"data.tasks_dir={seq_tasks}",
+            f"output.dir={tmp_path / 'run'}",
+            "data.reps=2",
+            "wandb.mode=disabled",
+            f"agent.base_url={scripted.base_url}",
+            "agent.model=scripted",
+            f"agent.api_key_env={KEY_ENV}",
+            "agent.max_turns=8",
+            "agent.wall_s=120",
+            "agent.tool_timeout_s=60",
+            "repurpose.judge_enabled=false",
+        ],
+    )
     s = run(cfg).summary
     assert s["metrics"]["sequencing"]["value"] > 0.9 and s["metrics"]["sequencing"]["n"] == 1
     assert s["agent"]["model"] == "scripted" and s["agent"]["analytics"]["overall"]["top_tool_share"] > 0

@@ -35,8 +35,7 @@ def bundle(tmp_path):
 
 @pytest.fixture
 def box(bundle, tmp_path):
-    sb = Sandbox(tmp_path / "rollout", key=f"test|{tmp_path}", limits=SandboxLimits(nproc=16, memory_mb=1024,
-                                                                                       cpu_s=30))
+    sb = Sandbox(tmp_path / "rollout", key=f"test|{tmp_path}", limits=SandboxLimits(nproc=16, memory_mb=1024, cpu_s=30))
     sb.prepare(bundle["task"] / "inputs", "the instruction")
     yield sb
     sb.cleanup()
@@ -50,15 +49,20 @@ def test_only_inputs_are_visible_and_outside_files_are_not(box, bundle):
     for path in (bundle["secret"], truth, bundle["task"] / "task.json"):
         r = box.run(f"cat {path}", timeout_s=30)
         assert r.exit_code != 0 and "No such file" in r.stderr, (path, r)
-    r = box.run("grep -rs HIDDEN-ANSWER / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr; "
-                "grep -rs TOP-SECRET / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr; echo done", timeout_s=60)
+    r = box.run(
+        "grep -rs HIDDEN-ANSWER / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr; "
+        "grep -rs TOP-SECRET / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr; echo done",
+        timeout_s=60,
+    )
     assert "HIDDEN-ANSWER" not in r.stdout and "TOP-SECRET" not in r.stdout and "done" in r.stdout
     assert not (box.work / "inputs" / "truth").exists() and not list(box.work.rglob("truth.json"))
 
 
 def test_only_the_sandbox_is_writable_and_inputs_are_read_only(box, bundle):
-    r = box.run("echo x > outputs/a.txt && echo ok; echo x > inputs/notes.txt; echo x > /usr/x; "
-                "echo x > /etc/x; id -u", timeout_s=30)
+    r = box.run(
+        "echo x > outputs/a.txt && echo ok; echo x > inputs/notes.txt; echo x > /usr/x; echo x > /etc/x; id -u",
+        timeout_s=30,
+    )
     assert "ok" in r.stdout and (box.work / "outputs" / "a.txt").read_text() == "x\n"
     assert r.stderr.count("Permission denied") + r.stderr.count("Read-only file system") >= 3, r.stderr
     assert (bundle["task"] / "inputs" / "notes.txt").read_text() == "public input\n"  # hard link untouched
@@ -84,18 +88,22 @@ def test_no_network_not_even_loopback(box):
 
         th = threading.Thread(target=accept, daemon=True)
         th.start()
-        r = box.run(f"echo hi > /dev/tcp/127.0.0.1/{port}; echo bash=$?; "
-                    f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\"; echo py=$?",
-                    timeout_s=30)
+        r = box.run(
+            f"echo hi > /dev/tcp/127.0.0.1/{port}; echo bash=$?; "
+            f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\"; echo py=$?",
+            timeout_s=30,
+        )
         th.join()
     assert not accepted, "the sandbox reached a listener on the host's loopback"
     assert "bash=1" in r.stdout and "py=1" in r.stdout and "unreachable" in r.stderr.lower(), r
 
 
 def test_fork_past_the_process_limit_fails(box):
-    script = ("import os, time\nn = 0\nfor i in range(64):\n    try:\n        pid = os.fork()\n"
-              "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(3)\n        os._exit(0)\n"
-              "    n += 1\nprint(n)\n")
+    script = (
+        "import os, time\nn = 0\nfor i in range(64):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(3)\n        os._exit(0)\n"
+        "    n += 1\nprint(n)\n"
+    )
     r = box.run(f"python3 -c '{script}'", timeout_s=30)
     assert r.exit_code == 0, r
     n = int(r.stdout.strip())
@@ -111,7 +119,9 @@ def test_memory_and_cpu_limits(box):
     tight = Sandbox(box.root, key=box.key, limits=SandboxLimits(cpu_s=1))
     t0 = time.monotonic()
     r = tight.run("python3 -c 'while True: pass'; echo rc=$?", timeout_s=30)
-    assert time.monotonic() - t0 < 15 and ("rc=152" in r.stdout or "rc=137" in r.stdout), r  # SIGXCPU or, at the hard limit, SIGKILL
+    assert time.monotonic() - t0 < 15 and ("rc=152" in r.stdout or "rc=137" in r.stdout), (
+        r
+    )  # SIGXCPU or, at the hard limit, SIGKILL
 
 
 def test_timeout_kills_the_whole_process_tree(box):
@@ -130,14 +140,21 @@ def test_timeout_kills_the_whole_process_tree(box):
 
 
 def test_harness_reads_refuse_symlinks_and_escapes(box, bundle):
-    r = box.run(f"ln -s {bundle['secret']} outputs/solution.json; ln -s /etc/passwd outputs/report.md; "
-                "ln -s / outputs/root; echo ok", timeout_s=30)
+    r = box.run(
+        f"ln -s {bundle['secret']} outputs/solution.json; ln -s /etc/passwd outputs/report.md; "
+        "ln -s / outputs/root; echo ok",
+        timeout_s=30,
+    )
     assert "ok" in r.stdout
     got = box.collect(["solution.json", "report.md"], box.root / "collected")
     assert got == [] and not list((box.root / "collected").iterdir())
     tools = Tools(box)
-    for args in ({"path": "outputs/solution.json"}, {"path": "outputs/root/etc/passwd"}, {"path": "/etc/passwd"},
-                 {"path": "../secret.txt"}):
+    for args in (
+        {"path": "outputs/solution.json"},
+        {"path": "outputs/root/etc/passwd"},
+        {"path": "/etc/passwd"},
+        {"path": "../secret.txt"},
+    ):
         res = tools.call("read_file", args)
         assert not res.ok and "TOP-SECRET" not in res.text and "root:" not in res.text, (args, res.text)
     res = tools.call("write_file", {"path": "inputs/notes.txt", "content": "overwritten"})
@@ -147,6 +164,7 @@ def test_harness_reads_refuse_symlinks_and_escapes(box, bundle):
 # --------------------------------------------------------------------------------------------------------------
 # limits the harness itself needs: no hang on FIFOs, a total disk quota, bounded output, no host paths
 # --------------------------------------------------------------------------------------------------------------
+
 
 def test_a_fifo_deliverable_neither_hangs_collect_nor_read_file(box):
     """A FIFO (or any non-regular file) at a deliverable's name is skipped at once; real files still come back."""
@@ -178,13 +196,18 @@ def test_sandbox_has_a_total_disk_and_inode_quota(bundle, tmp_path):
     sb.prepare(bundle["task"] / "inputs", "the instruction")
     try:
         assert os.path.ismount(sb.work)
-        r = sb.run("for i in 1 2 3; do head -c 16M /dev/zero > outputs/big$i || echo FAIL$i; done; "
-                   "du -sm outputs | cut -f1", timeout_s=60)
+        r = sb.run(
+            "for i in 1 2 3; do head -c 16M /dev/zero > outputs/big$i || echo FAIL$i; done; du -sm outputs | cut -f1",
+            timeout_s=60,
+        )
         assert "FAIL1" not in r.stdout and "FAIL2" not in r.stdout, r
         assert "FAIL3" in r.stdout and "No space left on device" in r.stderr, r
         assert int(r.stdout.split()[-1]) <= 42  # MiB, rounded up by du
-        r = sb.run("rm -f outputs/big*; n=0; for i in $(seq 1 1000); do : > outputs/f$i 2>/dev/null || break; "
-                   "n=$i; done; echo created=$n; cat inputs/notes.txt", timeout_s=60)
+        r = sb.run(
+            "rm -f outputs/big*; n=0; for i in $(seq 1 1000); do : > outputs/f$i 2>/dev/null || break; "
+            "n=$i; done; echo created=$n; cat inputs/notes.txt",
+            timeout_s=60,
+        )
         created = int(r.stdout.split("created=")[1].split()[0])
         assert 150 <= created < 250, r.stdout
         assert "public input" in r.stdout
@@ -200,8 +223,11 @@ def test_command_output_is_capped_while_it_streams(box):
 
     tracemalloc.start()
     try:
-        r = box.run("printf HEAD-MARK; head -c 200M /dev/zero | tr '\\0' x; printf TAIL-MARK; echo err >&2",
-                    timeout_s=120, max_output=64 * 1024)
+        r = box.run(
+            "printf HEAD-MARK; head -c 200M /dev/zero | tr '\\0' x; printf TAIL-MARK; echo err >&2",
+            timeout_s=120,
+            max_output=64 * 1024,
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

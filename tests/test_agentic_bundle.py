@@ -31,8 +31,15 @@ AGENTIC = REPO / "configs" / "agentic.yaml"
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """A small synthetic set: 1 assembly, 2 sequencing, 3 repair (colour, blur, repeated frames), 1 repurpose."""
-    return synth_agentic(tmp_path_factory.mktemp("agentic"), seed=1, n_assembly=1, n_sequencing=2, n_repair=3,
-                         n_repurpose=1, sequencing_clips=(7, 12))
+    return synth_agentic(
+        tmp_path_factory.mktemp("agentic"),
+        seed=1,
+        n_assembly=1,
+        n_sequencing=2,
+        n_repair=3,
+        n_repurpose=1,
+        sequencing_clips=(7, 12),
+    )
 
 
 def _task(data, task_id):
@@ -41,18 +48,32 @@ def _task(data, task_id):
 
 # ----------------------------------------------------------------------------- config
 
+
 def test_yaml_documents_the_agentic_defaults():
     documented = read_yaml(AGENTIC)  # with its `include`s resolved (judge: configs/judges/)
     schema = OmegaConf.structured(AgenticConfig)
     for section in ("data", "sequencing", "repair", "repurpose", "judge"):
         assert OmegaConf.to_container(documented[section]) == OmegaConf.to_container(schema[section]), section
-    assert set(OmegaConf.load(AGENTIC)) - {"extends"} == set(schema) - {"output", "run", "ray", "video", "stats", "wandb", "report"}
+    assert set(OmegaConf.load(AGENTIC)) - {"extends"} == set(schema) - {
+        "output",
+        "run",
+        "ray",
+        "video",
+        "stats",
+        "wandb",
+        "report",
+    }
 
 
 def test_config_choices_and_required_keys():
     cfg = load_config(AGENTIC, ["data.tasks_dir=/t", "data.agent=random", "output.dir=/tmp/x", "data.reps=2"])
     assert cfg.benchmark == "agentic" and cfg.repair.in_weight == 0.9 and cfg.judge.max_tokens == 1024
-    for bad in ("data.agent=gpt", "repurpose.invert_negative=sometimes", "sequencing.score=sum", "repair.range_score=x"):
+    for bad in (
+        "data.agent=gpt",
+        "repurpose.invert_negative=sometimes",
+        "sequencing.score=sum",
+        "repair.range_score=x",
+    ):
         with pytest.raises(ConfigError, match=bad.split("=")[0]):
             load_config(AGENTIC, ["data.tasks_dir=/t", "output.dir=/tmp/x", bad])
     with pytest.raises(ConfigError, match="data.tasks_dir"):
@@ -60,6 +81,7 @@ def test_config_choices_and_required_keys():
 
 
 # ----------------------------------------------------------------------------- bundles
+
 
 def test_bundle_validation_names_file_and_field(data, tmp_path):
     src = Path(data["tasks_dir"]) / "assembly_000"
@@ -102,6 +124,7 @@ def test_find_reps_layouts(tmp_path):
 
 # ----------------------------------------------------------------------------- synthetic tasks
 
+
 def test_synth_covers_all_families(data):
     assert data["by_family"] == {"assembly": 1, "sequencing": 2, "repair": 3, "repurpose": 1}
     assert [p.name for p in list_tasks(data["tasks_dir"])] == sorted(data["tasks"])
@@ -136,6 +159,7 @@ def test_synth_is_deterministic(tmp_path):
 
 
 # ----------------------------------------------------------------------------- baselines
+
 
 def test_continuity_baseline_recovers_the_synthetic_order(data, tmp_path):
     for k in range(2):
@@ -173,9 +197,19 @@ def test_heuristic_repair_undoes_the_visual_defects(data, tmp_path):
 
 # ----------------------------------------------------------------------------- the benchmark, in-process
 
+
 def _cfg(data, out, *extra):
-    return load_config(AGENTIC, [f"data.tasks_dir={data['tasks_dir']}", f"output.dir={out}", "wandb.mode=disabled",
-                                 "report.enabled=false", "stats.bootstrap_samples=100", *extra])
+    return load_config(
+        AGENTIC,
+        [
+            f"data.tasks_dir={data['tasks_dir']}",
+            f"output.dir={out}",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+            "stats.bootstrap_samples=100",
+            *extra,
+        ],
+    )
 
 
 def _run(bench, cfg):
@@ -197,8 +231,13 @@ def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
     (subs / "repair_002" / "a").mkdir(parents=True)
     shutil.copyfile(tasks / "repair_002" / "inputs" / "broken.mp4", subs / "repair_002" / "a" / "fixed.mp4")
     bench = AgenticBench()
-    cfg = _cfg(data, tmp_path / "run", f"data.submissions_dir={subs}", "data.families=[sequencing,repair]",
-               "repurpose.judge_enabled=false")
+    cfg = _cfg(
+        data,
+        tmp_path / "run",
+        f"data.submissions_dir={subs}",
+        "data.families=[sequencing,repair]",
+        "repurpose.judge_enabled=false",
+    )
     table, summary = _run(bench, cfg)
     rows = {r["case_id"]: r for r in table.to_pylist()}
     assert len(rows) == 5 * 3  # 2 sequencing + 3 repair tasks, K=3 each
@@ -207,12 +246,20 @@ def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
     assert rows["sequencing_000:missing0"]["status"] == "missing"
     assert rows["repair_002:a"]["status"] == "invalid" and "verbatim" in rows["repair_002:a"]["reason"]
     assert summary["by_task"]["sequencing_000"]["mean"] == pytest.approx(1 / 3)
-    assert summary["counts"]["sequencing"] == {**summary["counts"]["sequencing"], "tasks": 2, "rollouts": 6, "ok": 1,
-                                               "invalid": 1, "missing": 4, "failed": 0}
+    assert summary["counts"]["sequencing"] == {
+        **summary["counts"]["sequencing"],
+        "tasks": 2,
+        "rollouts": 6,
+        "ok": 1,
+        "invalid": 1,
+        "missing": 4,
+        "failed": 0,
+    }
     assert summary["counts"]["repair"]["invalid"] == 1 and summary["counts"]["repair"]["missing"] == 8
     assert summary["metrics"]["sequencing"]["value"] == pytest.approx((1 / 3 + 0) / 2)
-    assert summary["metrics"]["repair"]["value"] == 0.0 and summary["metrics"]["sequencing_strict"]["value"] == \
-        pytest.approx(1 / 6)
+    assert summary["metrics"]["repair"]["value"] == 0.0 and summary["metrics"]["sequencing_strict"][
+        "value"
+    ] == pytest.approx(1 / 6)
     assert set(summary["metrics"]) >= {"sequencing", "repair", "overall"} and "assembly" not in summary["metrics"]
 
 
@@ -222,9 +269,19 @@ def test_benchmark_failed_verification_is_counted(data, tmp_path):
     (tasks / "repair_000" / "truth" / "golden.mp4").unlink()  # a broken bundle: verification raises
     subs = tmp_path / "subs"
     (subs / "repair_000" / "0").mkdir(parents=True)
-    shutil.copyfile(Path(data["tasks_dir"]) / "repair_000" / "truth" / "golden.mp4", subs / "repair_000" / "0" / "fixed.mp4")
-    cfg = load_config(AGENTIC, [f"data.tasks_dir={tasks}", f"data.submissions_dir={subs}", f"output.dir={tmp_path / 'r'}",
-                                "data.reps=1", "stats.bootstrap_samples=100"])
+    shutil.copyfile(
+        Path(data["tasks_dir"]) / "repair_000" / "truth" / "golden.mp4", subs / "repair_000" / "0" / "fixed.mp4"
+    )
+    cfg = load_config(
+        AGENTIC,
+        [
+            f"data.tasks_dir={tasks}",
+            f"data.submissions_dir={subs}",
+            f"output.dir={tmp_path / 'r'}",
+            "data.reps=1",
+            "stats.bootstrap_samples=100",
+        ],
+    )
     table, summary = _run(AgenticBench(), cfg)
     row = table.to_pylist()[0]
     assert row["error_verify"] and "golden.mp4" in row["error_verify"]

@@ -83,15 +83,18 @@ def _seq_task(tmp_path: Path, clips: list[str]) -> TaskBundle:
     return TaskBundle(root=tmp_path, meta={"task_id": "s", "family": "sequencing"}, truth={"order": clips})
 
 
-@pytest.mark.parametrize("content, reason", [
-    (None, "solution.json is missing"),
-    ("{not json", "not valid JSON"),
-    (json.dumps({"order": "a,b,c"}), "expected"),
-    (json.dumps({"order": ["a.mp4", "b.mp4"]}), "not a permutation"),
-    (json.dumps({"order": ["a.mp4", "b.mp4", "b.mp4"]}), "more than once"),
-    (json.dumps({"order": ["a.mp4", "b.mp4", "zz.mp4"]}), "unknown clip"),
-    (json.dumps({"order": ["a.mp4", "b.mp4", "c.mp4", "d.mp4"]}), "unknown clip"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (None, "solution.json is missing"),
+        ("{not json", "not valid JSON"),
+        (json.dumps({"order": "a,b,c"}), "expected"),
+        (json.dumps({"order": ["a.mp4", "b.mp4"]}), "not a permutation"),
+        (json.dumps({"order": ["a.mp4", "b.mp4", "b.mp4"]}), "more than once"),
+        (json.dumps({"order": ["a.mp4", "b.mp4", "zz.mp4"]}), "unknown clip"),
+        (json.dumps({"order": ["a.mp4", "b.mp4", "c.mp4", "d.mp4"]}), "unknown clip"),
+    ],
+)
 def test_sequencing_invalid_submissions_score_zero_with_reason(tmp_path, content, reason):
     task = _seq_task(tmp_path, ["a.mp4", "b.mp4", "c.mp4"])
     sub = tmp_path / "sub"
@@ -125,13 +128,16 @@ def test_sequencing_accepts_stems_and_a_bare_list(tmp_path):
     official = sequencing.verify(task, sub)  # the official judge: names as the key writes them, else 0
     assert official.reward == 0.0 and "unknown clip" in official.details["reason"]
     (sub / "solution.json").write_text(json.dumps({"order": ["b", "a", "c"]}))
-    v = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient", video="exists"))
+    v = sequencing.verify(
+        task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient", video="exists")
+    )
     m = sequencing.sequencing_metrics(["b.mp4", "a.mp4", "c.mp4"], ["a.mp4", "b.mp4", "c.mp4"])
     assert v.reward == pytest.approx(m["weighted"]) and v.details["adjusted"] == pytest.approx(m["adjusted"])
 
 
-@pytest.mark.parametrize("sources", [["3", "1", "2", "4"], [3, 1, 2, 4],
-                                     ["clip_03.mp4", "clip_01", "2", "clip_04.mp4"]])
+@pytest.mark.parametrize(
+    "sources", [["3", "1", "2", "4"], [3, 1, 2, 4], ["clip_03.mp4", "clip_01", "2", "clip_04.mp4"]]
+)
 def test_sequencing_reads_the_official_segments_format(tmp_path, sources):
     """Issue 10 item 8: the official harness writes {"segments": [{"source": <clip number>, ...}]}."""
     clips = ["clip_03.mp4", "clip_01.mp4", "clip_04.mp4", "clip_02.mp4"]  # the true order
@@ -145,7 +151,9 @@ def test_sequencing_reads_the_official_segments_format(tmp_path, sources):
     assert v.status == "ok" and v.details["predicted"] == ["clip_03.mp4", "clip_01.mp4", "clip_02.mp4", "clip_04.mp4"]
     assert (v.details["nd"], v.details["lis"], v.details["adj"]) == pytest.approx((0.25, 0.75, 1 / 3))
     assert v.reward == pytest.approx(0.1875)
-    weighted = sequencing.verify(task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient", video="exists"))
+    weighted = sequencing.verify(
+        task, sub, sequencing.SequencingConfig(score="official_weighted", names="lenient", video="exists")
+    )
     assert weighted.reward == pytest.approx(0.4 * 0.75 + 0.3 * 0.75 + 0.3 / 3)  # 0.625
 
 
@@ -166,6 +174,7 @@ def test_sequencing_official_segments_perfect_and_malformed(tmp_path):
 
 # ----------------------------------------------------------------------------- assembly
 
+
 def test_chance_adjustment_by_hand():
     assert assembly.chance_adjusted(1.0, 1 / 3) == 1.0
     assert assembly.chance_adjusted(1 / 3, 1 / 3) == pytest.approx(0.0)  # chance level scores 0
@@ -175,8 +184,14 @@ def test_chance_adjustment_by_hand():
 
 
 def _asm_task(tmp_path: Path, k: int = 3, n: int = 4) -> TaskBundle:
-    slots = [{"slot": f"S{i + 1}", "golden": f"g{i}.mp4",
-              "candidates": [f"g{i}.mp4"] + [f"d{i}_{j}.mp4" for j in range(k - 1)]} for i in range(n)]
+    slots = [
+        {
+            "slot": f"S{i + 1}",
+            "golden": f"g{i}.mp4",
+            "candidates": [f"g{i}.mp4"] + [f"d{i}_{j}.mp4" for j in range(k - 1)],
+        }
+        for i in range(n)
+    ]
     return TaskBundle(root=tmp_path, meta={"task_id": "a", "family": "assembly"}, truth={"slots": slots})
 
 
@@ -213,11 +228,14 @@ def test_assembly_random_selection_is_chance():
     assert assembly.chance_adjusted(float(np.mean(rs)), 1 / k) == pytest.approx(0.0, abs=0.02)
 
 
-@pytest.mark.parametrize("content, reason", [
-    ("[1, 2", "not valid JSON"),
-    (json.dumps("S1=g0"), "expected"),
-    (json.dumps({"slots": [["S1", "g0"]]}), "slots[0]"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("[1, 2", "not valid JSON"),
+        (json.dumps("S1=g0"), "expected"),
+        (json.dumps({"slots": [["S1", "g0"]]}), "slots[0]"),
+    ],
+)
 def test_assembly_malformed_json_scores_zero(tmp_path, content, reason):
     v = assembly.verify(_asm_task(tmp_path), _asm_submit(tmp_path, content), SLOTS)
     assert v.reward == 0.0 and v.status == "invalid" and reason in v.details["reason"]
@@ -232,6 +250,7 @@ def test_assembly_missing_solution_is_a_missing_rollout(tmp_path):
 
 
 # ----------------------------------------------------------------------------- repair: rescaling and ranges
+
 
 def test_rescale_places_output_between_broken_and_golden():
     assert rescale(25.0, 20.0, 40.0) == pytest.approx(0.25)
@@ -260,10 +279,19 @@ def test_range_match_tolerance_and_no_reuse():
     assert sum(x["matched"] for x in m) == 1
 
 
-@pytest.mark.parametrize("solution", [
-    {"ranges": "1-2"}, {"ranges": [[2.0, 1.0]]}, {"ranges": [[0.5]]}, {"ranges": [[-1, 0.5]]},
-    {"ranges": [[0.5, 99.0]]}, {"ranges": [["a", "b"]]}, {"ranges": [[True, 2]]}, "ranges",
-])
+@pytest.mark.parametrize(
+    "solution",
+    [
+        {"ranges": "1-2"},
+        {"ranges": [[2.0, 1.0]]},
+        {"ranges": [[0.5]]},
+        {"ranges": [[-1, 0.5]]},
+        {"ranges": [[0.5, 99.0]]},
+        {"ranges": [["a", "b"]]},
+        {"ranges": [[True, 2]]},
+        "ranges",
+    ],
+)
 def test_malformed_ranges_are_rejected(solution):
     with pytest.raises(InvalidSubmission, match="malformed ranges"):
         parse_ranges(solution, duration=4.0, fps=12.0)
@@ -276,18 +304,19 @@ def test_ranges_forms():
 
 # ----------------------------------------------------------------------------- measures
 
+
 def test_measures_on_known_signals():
     a = np.full((8, 8, 3), 100, np.uint8)
     b = a.copy()
     b[0, 0, 0] = 110  # mse = 100 / 192
     assert psnr(a, a, cap=60) == 60.0
-    assert psnr(a, b) == pytest.approx(10 * np.log10(255 ** 2 / (100 / 192)))
+    assert psnr(a, b) == pytest.approx(10 * np.log10(255**2 / (100 / 192)))
     sr = 16000
     t = np.arange(sr) / sr
     x = np.sin(2 * np.pi * 440 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))
     noise = np.random.default_rng(0).normal(0, 0.1, sr)
     assert si_sdr(3 * x, x, cap=60) == 60.0  # scale-invariant
-    assert si_sdr(x + noise, x) == pytest.approx(10 * np.log10(np.sum(x ** 2) / np.sum(noise ** 2)), abs=0.2)
+    assert si_sdr(x + noise, x) == pytest.approx(10 * np.log10(np.sum(x**2) / np.sum(noise**2)), abs=0.2)
     assert lsd(x, x, sr) == pytest.approx(0.0, abs=1e-9)
     assert lsd(x + noise, x, sr) > 1.0
     assert envelope_correlation(x, x, sr) == pytest.approx(1.0)
@@ -315,20 +344,27 @@ def test_rubric_score_signed_weights_by_hand():
     # always: every negative item is a requirement: the present violation passes (no cost), the failed one costs
     assert rp.rubric_score(ITEMS, "always")["reward"] == pytest.approx((2 + 1 - 1) / 5)
     # clamped to [0, 1]
-    assert rp.rubric_score([{"weight": 1.0, "pass": False, "pillar": "v"},
-                            {"weight": -3.0, "pass": True, "pillar": "p"}])["reward"] == 0.0
+    assert (
+        rp.rubric_score([{"weight": 1.0, "pass": False, "pillar": "v"}, {"weight": -3.0, "pass": True, "pillar": "p"}])[
+            "reward"
+        ]
+        == 0.0
+    )
     assert rp.rubric_score([{"weight": 1.0, "pass": True, "pillar": "v"}])["reward"] == 1.0
 
 
-@pytest.mark.parametrize("text, ok, value", [
-    ('{"pass": true, "why": "the red circle is visible at t=1s"}', True, True),
-    ('Thinking...</think>```json\n{"pass": false, "why": "no"}\n```', True, False),
-    ('{"pass": "yes", "why": "x"}', True, True),
-    ('[{"pass": false, "why": "x"}]', True, False),
-    ('{"pass": "maybe", "why": "x"}', False, None),
-    ('{"verdict": true}', False, None),
-    ("I think it passes.", False, None),
-])
+@pytest.mark.parametrize(
+    "text, ok, value",
+    [
+        ('{"pass": true, "why": "the red circle is visible at t=1s"}', True, True),
+        ('Thinking...</think>```json\n{"pass": false, "why": "no"}\n```', True, False),
+        ('{"pass": "yes", "why": "x"}', True, True),
+        ('[{"pass": false, "why": "x"}]', True, False),
+        ('{"pass": "maybe", "why": "x"}', False, None),
+        ('{"verdict": true}', False, None),
+        ("I think it passes.", False, None),
+    ],
+)
 def test_rubric_item_parser(text, ok, value):
     parsed = rp.parse_rubric_item(text, {"item_id": "V1"})
     assert parsed.ok is ok

@@ -28,24 +28,50 @@ REPS = 2
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    return synth_agentic(tmp_path_factory.mktemp("agentic_job"), seed=11, n_assembly=1, n_sequencing=2, n_repair=4,
-                         n_repurpose=1, n_slots=3, sequencing_clips=(7, 10))
+    return synth_agentic(
+        tmp_path_factory.mktemp("agentic_job"),
+        seed=11,
+        n_assembly=1,
+        n_sequencing=2,
+        n_repair=4,
+        n_repurpose=1,
+        n_slots=3,
+        sequencing_clips=(7, 10),
+    )
 
 
 def _judge_answers(data, path: Path, reps: list[str]) -> Path:
     """A scripted judge: every judged rubric item passes, except the black-frames penalty (P1)."""
     task = load_task(Path(data["tasks_dir"]) / "repurpose_000")
-    lines = [json.dumps({"request_id": rp.request_id(f"repurpose_000:{rep}", "base", it["id"]),
-                         "text": json.dumps({"pass": it["id"] != "P1", "why": "scripted"})})
-             for rep in reps for it in rp.judged_items(task.rubric)]
+    lines = [
+        json.dumps(
+            {
+                "request_id": rp.request_id(f"repurpose_000:{rep}", "base", it["id"]),
+                "text": json.dumps({"pass": it["id"] != "P1", "why": "scripted"}),
+            }
+        )
+        for rep in reps
+        for it in rp.judged_items(task.rubric)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def _cfg(data, out, *extra):
-    return load_config(AGENTIC, [f"data.tasks_dir={data['tasks_dir']}", f"output.dir={out}", f"data.reps={REPS}",
-                                 "wandb.mode=disabled", "report.enabled=false", "stats.bootstrap_samples=200",
-                                 "judge.backend=replay", "judge.max_retries=0", *extra])
+    return load_config(
+        AGENTIC,
+        [
+            f"data.tasks_dir={data['tasks_dir']}",
+            f"output.dir={out}",
+            f"data.reps={REPS}",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+            "stats.bootstrap_samples=200",
+            "judge.backend=replay",
+            "judge.max_retries=0",
+            *extra,
+        ],
+    )
 
 
 def test_baseline_agents_end_to_end(data, tmp_path, ray_local):
@@ -60,8 +86,15 @@ def test_baseline_agents_end_to_end(data, tmp_path, ray_local):
         assert (subs / "repair_000" / "1" / "fixed.mp4").exists()
     h, r = results["heuristic"].summary, results["random"].summary
     for s in (h, r):
-        assert set(s["metrics"]) >= {"assembly", "sequencing", "repair", "repurpose", "overall", "sequencing_strict",
-                                     "repurpose_format"}
+        assert set(s["metrics"]) >= {
+            "assembly",
+            "sequencing",
+            "repair",
+            "repurpose",
+            "overall",
+            "sequencing_strict",
+            "repurpose_format",
+        }
         assert s["failures"]["count"] == 0 and all(c["failed"] == 0 for c in s["counts"].values())
         assert s["counts"]["repair"]["rollouts"] == 4 * REPS
     assert h["metrics"]["sequencing"]["value"] == 1.0 and h["metrics"]["sequencing_strict"]["value"] == 1.0
@@ -94,12 +127,25 @@ def test_adversarial_submissions(data, tmp_path, ray_local):
     (subs / "repair_000" / "0").mkdir(parents=True)
     shutil.copyfile(tasks / "repair_000" / "inputs" / "broken.mp4", subs / "repair_000" / "0" / "fixed.mp4")
     golden = read_media(tasks / "repair_000" / "truth" / "golden.mp4")
-    write_media(subs / "repair_000" / "1" / "fixed.mp4", golden.frames, golden.fps, golden.audio, golden.sample_rate,
-                video_codec="mpeg4")  # the right picture in the wrong codec
+    write_media(
+        subs / "repair_000" / "1" / "fixed.mp4",
+        golden.frames,
+        golden.fps,
+        golden.audio,
+        golden.sample_rate,
+        video_codec="mpeg4",
+    )  # the right picture in the wrong codec
     (subs / "repair_001" / "0").mkdir(parents=True)
     shutil.copyfile(tasks / "repair_001" / "truth" / "golden.mp4", subs / "repair_001" / "0" / "fixed.mp4")
-    result = run(_cfg(data, tmp_path / "run", f"data.submissions_dir={subs}", "repurpose.judge_enabled=false",
-                      "data.families=[sequencing,repair]"))
+    result = run(
+        _cfg(
+            data,
+            tmp_path / "run",
+            f"data.submissions_dir={subs}",
+            "repurpose.judge_enabled=false",
+            "data.families=[sequencing,repair]",
+        )
+    )
     s = result.summary
     rows = {r["case_id"]: r for r in pq.read_table(tmp_path / "run" / "cases").to_pylist()}
     assert rows["sequencing_000:r1"]["reward"] == 1.0
@@ -107,7 +153,13 @@ def test_adversarial_submissions(data, tmp_path, ray_local):
     assert rows["repair_000:0"]["status"] == "invalid" and "verbatim copy" in rows["repair_000:0"]["reason"]
     assert rows["repair_000:1"]["status"] == "invalid" and "video codec" in rows["repair_000:1"]["reason"]
     assert rows["repair_001:0"]["reward"] == 1.0 and rows["repair_001:missing0"]["status"] == "missing"
-    assert s["counts"]["sequencing"] == {**s["counts"]["sequencing"], "rollouts": 4, "ok": 1, "invalid": 1, "missing": 2}
+    assert s["counts"]["sequencing"] == {
+        **s["counts"]["sequencing"],
+        "rollouts": 4,
+        "ok": 1,
+        "invalid": 1,
+        "missing": 2,
+    }
     assert s["counts"]["repair"] == {**s["counts"]["repair"], "rollouts": 8, "ok": 1, "invalid": 2, "missing": 5}
     assert s["metrics"]["sequencing"]["value"] == pytest.approx((0.5 + 0.0) / 2)
     assert s["metrics"]["repair"]["value"] == pytest.approx((0.0 + 0.5 + 0.0 + 0.0) / 4)

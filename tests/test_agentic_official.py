@@ -24,13 +24,15 @@ from vbench_ray.agentic.verifiers import assembly, repair
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
-    info = synth_agentic(tmp_path_factory.mktemp("agentic_official"), seed=5, n_assembly=1, n_sequencing=0,
-                         n_repair=5, n_repurpose=0)
+    info = synth_agentic(
+        tmp_path_factory.mktemp("agentic_official"), seed=5, n_assembly=1, n_sequencing=0, n_repair=5, n_repurpose=0
+    )
     tasks = [load_task(Path(info["tasks_dir"]) / t) for t in info["tasks"]]
     return {t.subtype if t.family == "repair" else "assembly": t for t in tasks}
 
 
 # ----------------------------------------------------------------------------- assembly (items 1-4)
+
 
 def _golden(task) -> list[str]:
     return [s["golden"] for s in task.truth["slots"]]
@@ -82,8 +84,11 @@ def test_item2_the_official_shape_is_read_and_slots_alone_is_refused_with_its_re
     assert ours.reward == off["reward"] == 1.0
     slots_only = _asm_sub(task, tmp_path, "slots", solution=lambda s: {"slots": s["slots"]})
     ours, off = _both(task, slots_only)
-    assert ours.reward == 0.0 and ours.status == "invalid" and ours.details["reason"] == off["reason"] == \
-        "solution.json: segments not a list"
+    assert (
+        ours.reward == 0.0
+        and ours.status == "invalid"
+        and ours.details["reason"] == off["reason"] == "solution.json: segments not a list"
+    )
     # the project's reading stays a named option; it reads either shape, and says why when it reads neither
     slots = assembly.AssemblyConfig(scheme="slots")
     assert assembly.verify(task, slots_only, slots).reward == 1.0
@@ -99,7 +104,10 @@ def test_item3_slot_count(bundles, tmp_path):
     extra = _asm_sub(task, tmp_path, "extra", solution=lambda s: {"segments": s["segments"] + [s["segments"][0]]})
     ours, off = _both(task, extra)
     n = len(task.truth["slots"])
-    assert ours.reward == 0.0 and ours.details["reason"] == off["reason"] == f"slot count mismatch: expected {n}, got {n + 1}"
+    assert (
+        ours.reward == 0.0
+        and ours.details["reason"] == off["reason"] == f"slot count mismatch: expected {n}, got {n + 1}"
+    )
 
 
 def test_item4_chance_is_a_fixed_third(bundles, tmp_path):
@@ -117,11 +125,13 @@ def test_item4_chance_is_a_fixed_third(bundles, tmp_path):
     ours, off = _both(task, _asm_sub(task, tmp_path, "one_wrong", solution=one_wrong))
     p = (n - 1) / n
     assert ours.reward == pytest.approx(max(0.0, (p - 1 / 3) * 1.5), abs=1e-9)  # 3 of 4: 0.625
-    assert assembly.verify(task, tmp_path / "one_wrong", assembly.AssemblyConfig("slots")).reward == \
-        pytest.approx(max(0.0, (p - 0.5) / 0.5))  # the named option keeps 1/k: 0.5
+    assert assembly.verify(task, tmp_path / "one_wrong", assembly.AssemblyConfig("slots")).reward == pytest.approx(
+        max(0.0, (p - 0.5) / 0.5)
+    )  # the named option keeps 1/k: 0.5
 
 
 # ----------------------------------------------------------------------------- repair (items 5-10)
+
 
 def _profile(task) -> tuple[dict, str]:
     """The package's profile.json for a synthetic task, written out by hand (one scene: the whole clip)."""
@@ -130,17 +140,32 @@ def _profile(task) -> tuple[dict, str]:
     prof = {"format": {"duration_s": dur}, "narrative": {"scene_list": [{"index": 0, "start_s": 0.0, "end_s": dur}]}}
     if t["defect"] == "shot_swap":
         (a, b), (_, c) = t["segments"]
-        prof["injection"] = {"variant": "v03_scene_swap", "start_s": a, "end_s": c,
-                             "scene_1": {"group": "A", "broken_start_s": a + c - b, "broken_end_s": c},
-                             "scene_2": {"group": "B", "broken_start_s": a, "broken_end_s": a + c - b}}
+        prof["injection"] = {
+            "variant": "v03_scene_swap",
+            "start_s": a,
+            "end_s": c,
+            "scene_1": {"group": "A", "broken_start_s": a + c - b, "broken_end_s": c},
+            "scene_2": {"group": "B", "broken_start_s": a, "broken_end_s": a + c - b},
+        }
         return prof, "v03_scene_swap"
     if t["defect"] == "repeated_frames":
         s, e = t["ranges"][0]["range"]  # the duplicate copy, broken clip's time
-        prof["injection"] = {"variant": "v06_duplicate_segment", "start_s": s, "end_s": e, "duration_s": e - s,
-                             "target_scene_index": 0, "target_scene": {"start_s": 0.0, "end_s": dur}}
+        prof["injection"] = {
+            "variant": "v06_duplicate_segment",
+            "start_s": s,
+            "end_s": e,
+            "duration_s": e - s,
+            "target_scene_index": 0,
+            "target_scene": {"start_s": 0.0, "end_s": dur},
+        }
         return prof, "v06_duplicate_segment"
     variant = {"colour_shift": "v04_color_grade_shift", "audio_noise": "v05_noise_floor_spike"}[t["defect"]]
-    prof["injection"] = {"variant": variant, "start_s": t["window"][0], "end_s": t["window"][1], "target_scene_index": 0}
+    prof["injection"] = {
+        "variant": variant,
+        "start_s": t["window"][0],
+        "end_s": t["window"][1],
+        "target_scene_index": 0,
+    }
     return prof, variant
 
 
@@ -187,8 +212,9 @@ def test_item6_audio_resampled_to_48k(bundles, tmp_path):
     task = bundles["audio_noise"]
     golden = read_media(task.truth_file("golden.mp4"))
     audio441 = resample_poly(golden.audio, 441, 160).astype(np.float32)
-    ours, off = _side_by_side(task, _sub(tmp_path / "sr", golden.frames, audio441, sr=44100,
-                                          report=_report(*task.truth["window"])))
+    ours, off = _side_by_side(
+        task, _sub(tmp_path / "sr", golden.frames, audio441, sr=44100, report=_report(*task.truth["window"]))
+    )
     assert ours.details["official"]["format"]["items"]["audio_sample_rate"] is False
     assert off["edit"] > 55.0  # the same audio at another rate is the same audio
 
@@ -211,8 +237,10 @@ def test_item8_start_end_lines_anywhere_in_the_report(bundles, tmp_path):
 def test_item9_shot_swap_two_regions(bundles, tmp_path):
     task = bundles["shot_swap"]
     (a, b), (_, c) = task.truth["segments"]
-    two = (f"## Diagnosis\n- type: shot swap\n- start: {a}\n- end: {a + c - b}\n\n"
-           f"## Diagnosis\n- type: shot swap\n- start: {a + c - b}\n- end: {c}\n")
+    two = (
+        f"## Diagnosis\n- type: shot swap\n- start: {a}\n- end: {a + c - b}\n\n"
+        f"## Diagnosis\n- type: shot swap\n- start: {a + c - b}\n- end: {c}\n"
+    )
     ours, off = _side_by_side(task, _sub(tmp_path / "golden", copy=task.truth_file("golden.mp4"), report=two))
     assert off["localization"] == pytest.approx(35.0) and len(ours.details["official"]["localization"]["windows"]) == 2
     one = f"## Diagnosis\n- type: shot swap\n- start: {a}\n- end: {c}\n"  # one outer window: half credit each
@@ -239,10 +267,12 @@ def test_item10_repeated_frames_duplicate_copy_in_broken_time(bundles, tmp_path)
 
 # ----------------------------------------------------------------------------- repurpose's format pillar
 
+
 @pytest.fixture(scope="module")
 def repurpose_tasks(tmp_path_factory):
-    info = synth_agentic(tmp_path_factory.mktemp("agentic_official_rp"), seed=2, n_assembly=0, n_sequencing=0,
-                         n_repair=0, n_repurpose=2)
+    info = synth_agentic(
+        tmp_path_factory.mktemp("agentic_official_rp"), seed=2, n_assembly=0, n_sequencing=0, n_repair=0, n_repurpose=2
+    )
     return [load_task(Path(info["tasks_dir"]) / t) for t in info["tasks"]]
 
 
@@ -256,8 +286,12 @@ def test_repurpose_format_items_map_to_the_official_pillar0_checks(repurpose_tas
     for task in repurpose_tasks:
         spec = task.spec
         kinds = {it["id"]: O.format_kind(it) for it in task.rubric["items"] if it["pillar"] == "format"}
-        assert kinds == {"F-DUR": "duration", "F-RES": "resolution", "F-CONTAINER": "container",
-                         "AUDIO-PRESENT": "audio_present"}
+        assert kinds == {
+            "F-DUR": "duration",
+            "F-RES": "resolution",
+            "F-CONTAINER": "container",
+            "AUDIO-PRESENT": "audio_present",
+        }
         good = tmp_path / task.task_id / "good"
         solve("heuristic", task.root, good)
         fin = read_media(good / "final.mp4")
@@ -272,11 +306,11 @@ def test_repurpose_format_items_map_to_the_official_pillar0_checks(repurpose_tas
         inside = int(round((spec["runtime_s"] + spec["runtime_tolerance_s"] - 0.25) * fps))
         reps = int(np.ceil(over / len(fin.frames)))
         long_f, long_a = np.concatenate([fin.frames] * reps), np.concatenate([fin.audio] * reps)
-        variant("too_long", long_f[:over], long_a[:over * sr // int(fps)])
-        variant("long_within_tolerance", long_f[:inside], long_a[:inside * sr // int(fps)])
+        variant("too_long", long_f[:over], long_a[: over * sr // int(fps)])
+        variant("long_within_tolerance", long_f[:inside], long_a[: inside * sr // int(fps)])
         src = read_media(task.input("source.mp4"))  # 16:9: the wrong shape
         n = len(fin.frames)
-        variant("wide", src.frames[:n], src.audio[:n * sr // int(fps)])
+        variant("wide", src.frames[:n], src.audio[: n * sr // int(fps)])
         variant("silent", fin.frames, np.zeros_like(fin.audio))
         for name, sub in subs.items():
             _, rows = rp.evaluate_format(task, sub)

@@ -21,8 +21,9 @@ from vbench_ray.agentic.verify import verify_cli
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory):
     """The seven synthetic Repair tasks, by defect."""
-    info = synth_agentic(tmp_path_factory.mktemp("agentic_repair"), seed=3, n_assembly=0, n_sequencing=0,
-                         n_repair=7, n_repurpose=0)
+    info = synth_agentic(
+        tmp_path_factory.mktemp("agentic_repair"), seed=3, n_assembly=0, n_sequencing=0, n_repair=7, n_repurpose=0
+    )
     out = {}
     for task_id in info["tasks"]:
         task = load_task(Path(info["tasks_dir"]) / task_id)
@@ -44,8 +45,9 @@ def verify(task, sub, **cfg):
     return repair.verify(task, sub, repair.RepairConfig(**cfg))
 
 
-@pytest.mark.parametrize("defect", ["colour_shift", "blur", "repeated_frames", "shot_swap", "audio_noise",
-                                    "audio_echo", "audio_clipping"])
+@pytest.mark.parametrize(
+    "defect", ["colour_shift", "blur", "repeated_frames", "shot_swap", "audio_noise", "audio_echo", "audio_clipping"]
+)
 def test_golden_scores_one_and_a_perfect_fix_about_one(tasks, tmp_path, defect):
     task = tasks[defect]
     sub = tmp_path / "golden"
@@ -89,8 +91,12 @@ def test_format_gates(tasks, tmp_path):
     frames, audio = perfect_fix(broken, golden, task.truth)
     cases = {
         "video codec": dict(video_codec="mpeg4"),
-        "sample rate": dict(sr=22050, audio=np.interp(np.linspace(0, len(audio) - 1, int(len(audio) * 22050 / 16000)),
-                                                     np.arange(len(audio)), audio).astype(np.float32)),
+        "sample rate": dict(
+            sr=22050,
+            audio=np.interp(
+                np.linspace(0, len(audio) - 1, int(len(audio) * 22050 / 16000)), np.arange(len(audio)), audio
+            ).astype(np.float32),
+        ),
         "no audio stream": dict(audio=None),
         "duration": dict(frames=frames[:40]),
         "frame size": dict(frames=np.ascontiguousarray(frames[:, ::2, ::2])),
@@ -121,7 +127,7 @@ def test_visual_window_split(tasks, tmp_path):
     broken, golden = media(task)
     a, b = (int(round(x * 12)) for x in task.truth["window"])
     half = broken.frames.copy()
-    half[a:(a + b) // 2] = golden.frames[a:(a + b) // 2]  # fix half the window
+    half[a : (a + b) // 2] = golden.frames[a : (a + b) // 2]  # fix half the window
     v = verify(task, submit(tmp_path / "half", half, broken.audio))
     assert 0.25 < v.details["s_in"] < 0.75 and v.details["s_out"] > 0.95
     assert v.reward == pytest.approx(0.9 * v.details["s_in"] + 0.1 * v.details["s_out"])
@@ -140,7 +146,7 @@ def test_audio_window_split(tasks, tmp_path):
     broken, golden = media(task)
     sa, sb = (int(round(x * 16000)) for x in task.truth["window"])
     half = broken.audio.copy()
-    half[sa:(sa + sb) // 2] = golden.audio[sa:(sa + sb) // 2]
+    half[sa : (sa + sb) // 2] = golden.audio[sa : (sa + sb) // 2]
     sub = submit(tmp_path / "half", broken.frames, half)
     v = verify(task, sub, measures="substitute")  # the numpy stand-ins, a named fallback
     assert 0.2 < v.details["s_in"] < 0.8 and v.details["s_out"] > 0.9
@@ -148,8 +154,13 @@ def test_audio_window_split(tasks, tmp_path):
     assert v.details["measures_used"]["substitutes"] == ["lsd", "env_corr"]
     v = verify(task, sub)  # default: the paper's PESQ-WB, STOI and SI-SDR; half a noisy window stays poor
     assert set(v.details["measures"]) == {"pesq_wb", "stoi", "si_sdr"}
-    assert v.details["measures_used"] == {"scheme": "paper", "measure_set": "paper", "visual": [],
-                                          "audio": ["pesq_wb", "stoi", "si_sdr"], "substitutes": []}
+    assert v.details["measures_used"] == {
+        "scheme": "paper",
+        "measure_set": "paper",
+        "visual": [],
+        "audio": ["pesq_wb", "stoi", "si_sdr"],
+        "substitutes": [],
+    }
     assert 0.0 < v.details["s_in"] < 0.5 and v.details["s_out"] > 0.9
 
 
@@ -202,8 +213,14 @@ def test_timeline_range_match_honesty_and_audio_gates(tasks, tmp_path):
     v = _timeline(task, tmp_path, "dishonest", [[s, e]], [far])
     assert v.reward == 0.0 and not v.details["honesty"]["passed"] and v.details["range_score"] == 1.0
     # right ranges, right picture, wrong sound (the audio check fails)
-    v = _timeline(task, tmp_path, "bad_audio", [[s, e]], [[s, e]],
-                  audio_override=lambda a: np.random.default_rng(0).normal(0, 0.1, len(a)).astype(np.float32))
+    v = _timeline(
+        task,
+        tmp_path,
+        "bad_audio",
+        [[s, e]],
+        [[s, e]],
+        audio_override=lambda a: np.random.default_rng(0).normal(0, 0.1, len(a)).astype(np.float32),
+    )
     assert v.reward == 0.0 and v.details["honesty"]["passed"] and not v.details["audio_check"]["passed"]
     # an extra (honestly rendered) range: the paper's recall ignores it, the official F1 does not
     extra = [[s, e], [0.0, 0.25]]
@@ -239,6 +256,7 @@ def test_verify_cli_writes_reward_json(tasks, tmp_path):
 
 # ----------------------------------------------------------------------------- issue 10, item 9: real measures
 
+
 def _speechlike(seconds=3.0, sr=16000, fm=4.0, seed=0):
     """Noise carrier amplitude-modulated at ``fm`` Hz (speech's syllabic rate is ~4 Hz)."""
     rng = np.random.default_rng(seed)
@@ -266,8 +284,9 @@ def test_srmr_follows_falk_2010():
     from vbench_ray.agentic.verifiers import measures as M
 
     # modulation filterbank: 8 centres log-spaced from 4 to 128 Hz: 4 * 32 ** (k / 7)
-    assert M.srmr_modulation_cfs() == pytest.approx([4.0, 6.5627, 10.7672, 17.6654, 28.9832, 47.5518, 78.0169, 128.0],
-                                                    abs=1e-3)
+    assert M.srmr_modulation_cfs() == pytest.approx(
+        [4.0, 6.5627, 10.7672, 17.6654, 28.9832, 47.5518, 78.0169, 128.0], abs=1e-3
+    )
     # cochlear filterbank: 23 ERB-spaced channels (Slaney's ERBSpace) from 125 Hz up to below 8 kHz
     e = 9.26449 * 24.7
     top = -e + np.exp((np.log(125 + e) - np.log(8000 + e)) / 23) * (8000 + e)
@@ -281,7 +300,7 @@ def test_srmr_follows_falk_2010():
     # reverberation (an exponentially decaying noise tail, T60 ~ 1 s) smears the envelope: SRMR drops
     rng = np.random.default_rng(2)
     tail = rng.normal(size=12000) * np.exp(-np.arange(12000) / 2300.0)
-    reverberant = np.convolve(slow, tail)[:len(slow)]
+    reverberant = np.convolve(slow, tail)[: len(slow)]
     assert M.srmr(reverberant) < 0.5 * M.srmr(slow)
 
 
@@ -292,7 +311,7 @@ def test_measure_sets_and_reward_json(tasks, tmp_path):
     broken, golden = media(task)
     sa, sb = (int(round(x * 16000)) for x in task.truth["window"])
     half = broken.audio.copy()
-    half[sa:(sa + sb) // 2] = golden.audio[sa:(sa + sb) // 2]
+    half[sa : (sa + sb) // 2] = golden.audio[sa : (sa + sb) // 2]
     sub = submit(tmp_path / "half_fixed", broken.frames, half)
     paper = verify(task, sub)
     assert set(paper.details["measures"]) == {"pesq_wb", "srmr", "si_sdr"}  # echo: SRMR for intelligibility
@@ -300,9 +319,13 @@ def test_measure_sets_and_reward_json(tasks, tmp_path):
     sub_v = verify(task, sub, measures="substitute")
     assert set(sub_v.details["measures"]) == {"si_sdr", "lsd", "env_corr"}
     out = verify_cli(task.root, sub, tmp_path / "reward.json", settings={"repair": {"measures": "substitute"}})
-    assert out["details"]["measures_used"] == {"scheme": "paper", "measure_set": "substitute", "visual": [],
-                                               "audio": ["si_sdr", "lsd", "env_corr"],
-                                               "substitutes": ["lsd", "env_corr"]}
+    assert out["details"]["measures_used"] == {
+        "scheme": "paper",
+        "measure_set": "substitute",
+        "visual": [],
+        "audio": ["si_sdr", "lsd", "env_corr"],
+        "substitutes": ["lsd", "env_corr"],
+    }
     with pytest.raises(ValueError, match="substitute"):
         verify(task, sub, audio_metrics=["pesq_wb", "lsd"])  # a stand-in never sneaks into the paper set
     with pytest.raises(ValueError, match="measures"):
@@ -314,12 +337,16 @@ def test_measure_sets_and_reward_json(tasks, tmp_path):
 
 # ----------------------------------------------------------------------------- item 10: the official scheme
 
+
 def test_official_localisation_formulas(tmp_path):
     from vbench_ray.agentic.verifiers import repair_official as RO
 
     report = tmp_path / "report.md"
-    report.write_text("# Report\n\n## Diagnosis\n- type: colour shift\n- start: 00:01.500\n- end: 2.4\n\n"
-                      "## Repair trajectory\n- start: 9\n", encoding="utf-8")
+    report.write_text(
+        "# Report\n\n## Diagnosis\n- type: colour shift\n- start: 00:01.500\n- end: 2.4\n\n"
+        "## Repair trajectory\n- start: 9\n",
+        encoding="utf-8",
+    )
     prof = RO.official_profile({"group": "visual", "defect": "colour_shift", "window": [1.5, 2.5]}, 4.0)
     loc = RO.localization_score(report, prof)
     # hit 5 + start 10 exp(-3 * 0) + end 10 exp(-3 * 0.1) + IoU 10 * (0.9 / 1.0)
@@ -363,6 +390,7 @@ def test_official_scheme_scores_format_localisation_and_edit(tasks, tmp_path):
 
 # ----------------------------------------------------------------------------- item 11: streaming
 
+
 class _Task:
     def __init__(self, root: Path, truth: dict, spec: dict):
         self.root, self.truth, self.spec = root, truth, spec
@@ -385,8 +413,13 @@ def _long_task(root: Path, seconds: int) -> _Task:
     write_media(root / "truth" / "golden.mp4", frames, fps, audio, sr)
     write_media(root / "inputs" / "broken.mp4", broken, fps, audio, sr)
     write_media(root / "fixed" / "fixed.mp4", frames, fps, audio, sr, crf=30)
-    truth = {"group": "visual", "defect": "colour_shift", "broken": "broken.mp4", "golden": "golden.mp4",
-             "window": [1.0, 2.0]}
+    truth = {
+        "group": "visual",
+        "defect": "colour_shift",
+        "broken": "broken.mp4",
+        "golden": "golden.mp4",
+        "window": [1.0, 2.0],
+    }
     return _Task(root, truth, {"container": "mp4", "video_codec": "h264", "audio_codec": "aac", "sample_rate": sr})
 
 

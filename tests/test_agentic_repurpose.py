@@ -19,8 +19,9 @@ from vbench_ray.agentic.verify import verify_cli
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
-    info = synth_agentic(tmp_path_factory.mktemp("agentic_repurpose"), seed=5, n_assembly=0, n_sequencing=0,
-                         n_repair=0, n_repurpose=1)
+    info = synth_agentic(
+        tmp_path_factory.mktemp("agentic_repurpose"), seed=5, n_assembly=0, n_sequencing=0, n_repair=0, n_repurpose=1
+    )
     return load_task(Path(info["tasks_dir"]) / "repurpose_000")
 
 
@@ -39,8 +40,12 @@ def _items(task, pillar):
 def test_rubric_has_all_pillars_and_a_flagged_penalty(task):
     pillars = {it["pillar"] for it in task.rubric["items"]}
     assert pillars == {"format", "visual", "narrative", "sound", "penalty"}
-    assert {it["check"]["type"] for it in _items(task, "format")} == {"runtime", "aspect_ratio", "container",
-                                                                      "audio_present"}
+    assert {it["check"]["type"] for it in _items(task, "format")} == {
+        "runtime",
+        "aspect_ratio",
+        "container",
+        "audio_present",
+    }
     assert any(it["weight"] < 0 and it.get("narrative_essential") for it in task.rubric["items"])
     assert "Hard requirements" in (task.root / "inputs" / "brief.md").read_text()
 
@@ -63,8 +68,12 @@ def test_format_pillar_is_programmatic(task, good, tmp_path):
         check_of = {it["id"]: it["check"]["type"] for it in _items(task, "format")}
         assert name in {check_of[i] for i in failed}, (name, fmt)
     _, fmt = rp.evaluate_format(task, tmp_path / "runtime")
-    assert {check_of[it["item_id"]]: it["pass"] for it in fmt} == {"runtime": False, "aspect_ratio": False,
-                                                                   "container": True, "audio_present": True}
+    assert {check_of[it["item_id"]]: it["pass"] for it in fmt} == {
+        "runtime": False,
+        "aspect_ratio": False,
+        "container": True,
+        "audio_present": True,
+    }
     mkv = tmp_path / "mkv"
     write_media(mkv / "final.mkv", src.frames[:n], src.fps, src.audio[: n * 16000 // 12], 16000)
     (mkv / "final.mkv").rename(mkv / "final.mp4")
@@ -111,13 +120,19 @@ def test_verify_cli_with_a_replayed_judge(task, good, tmp_path):
     # paper (never): 6 format + V1 2 + V2 1 + N1 2 + N2 2 + S1 1 + P2 -2 = 12 of 14 positive points
     assert out["reward"] == pytest.approx(12 / 14) and out["details"]["rubric_judged"] is True
     assert json.loads((tmp_path / "never.json").read_text()) == out
-    official = verify_cli(task.root, good, tmp_path / "official.json", judge=judge,
-                          settings={"repurpose": {"invert_negative": "narrative_essential"}})
+    official = verify_cli(
+        task.root,
+        good,
+        tmp_path / "official.json",
+        judge=judge,
+        settings={"repurpose": {"invert_negative": "narrative_essential"}},
+    )
     assert official["reward"] == pytest.approx(1.0)  # the flagged item passing costs nothing
     # a present violation (P1) costs its weight; an unusable answer fails its item
     answers = _answers(tmp_path / "b.jsonl", case, task, {"P1": True, "V1": "no JSON here"})
-    out = verify_cli(task.root, good, tmp_path / "b.json", judge=["backend=replay", f"replay_path={answers}",
-                                                                  "max_retries=0"])
+    out = verify_cli(
+        task.root, good, tmp_path / "b.json", judge=["backend=replay", f"replay_path={answers}", "max_retries=0"]
+    )
     assert out["reward"] == pytest.approx((12 - 2 - 2) / 14)
     statuses = {it["item_id"]: it["status"] for it in out["details"]["items"]}
     assert statuses["V1"] == "invalid" and statuses["F-DUR"] == "programmatic"

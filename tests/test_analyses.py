@@ -51,17 +51,31 @@ def test_preference_alignment_on_a_constructed_example():
 
 
 def _run(label, judgments=None, units=None, metrics=None):
-    return SimpleNamespace(label=label, path=Path(label), judgments=judgments, units=units or {},
-                           summary={"run_name": label, "metrics": metrics or {}})
+    return SimpleNamespace(
+        label=label,
+        path=Path(label),
+        judgments=judgments,
+        units=units or {},
+        summary={"run_name": label, "metrics": metrics or {}},
+    )
 
 
 def test_human_alignment_reads_the_preference_file(tmp_path):
-    runs = {"x": _run("x", units={"UAS": {"1": (100.0, 1.0), "2": (0.0, 1.0)}}),
-            "y": _run("y", units={"UAS": {"1": (0.0, 1.0), "2": (0.0, 1.0)}})}
+    runs = {
+        "x": _run("x", units={"UAS": {"1": (100.0, 1.0), "2": (0.0, 1.0)}}),
+        "y": _run("y", units={"UAS": {"1": (0.0, 1.0), "2": (0.0, 1.0)}}),
+    }
     prefs = tmp_path / "prefs.jsonl"
-    prefs.write_text("\n".join(json.dumps(r) for r in [
-        {"case_id": "1", "model_a": "x", "model_b": "y", "preference": "A"},
-        {"case_id": "2", "model_a": "x", "model_b": "y", "preference": "tie", "metric": "UAS"}]) + "\n")
+    prefs.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"case_id": "1", "model_a": "x", "model_b": "y", "preference": "A"},
+                {"case_id": "2", "model_a": "x", "model_b": "y", "preference": "tie", "metric": "UAS"},
+            ]
+        )
+        + "\n"
+    )
     out = human_alignment(runs, prefs)
     # tie share 1/2 -> tau = median of |100|, |0| = 50; case 2 differs by 0 <= 50
     assert out["UAS"]["tau"] == pytest.approx(50.0) and out["UAS"]["agreement"] == 1.0
@@ -71,16 +85,26 @@ def test_human_alignment_reads_the_preference_file(tmp_path):
 
 
 def _judgments(answers: dict[str, str], types: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({"case_id": "1", "question_id": list(answers), "answer": list(answers.values()),
-                         "type": [types[q] for q in answers]})
+    return pd.DataFrame(
+        {
+            "case_id": "1",
+            "question_id": list(answers),
+            "answer": list(answers.values()),
+            "type": [types[q] for q in answers],
+        }
+    )
 
 
 def test_judge_human_accuracy_and_kappa(tmp_path):
     types = {"Q1": "Single-TF", "Q2": "Single-TF", "Q3": "AB-MCQ", "Q4": "AB-MCQ", "Q5": "Score-MCQ"}
     runs = {"m": _run("m", judgments=_judgments({"Q1": "Yes", "Q2": "No", "Q3": "A", "Q4": "B", "Q5": "7"}, types))}
     human = tmp_path / "answers.jsonl"
-    human.write_text("\n".join(json.dumps({"model": "m", "case_id": "1", "question_id": q, "answer": a})
-                               for q, a in [("Q1", "yes"), ("Q2", "Yes"), ("Q3", "A"), ("Q4", "B"), ("Q5", "7")]))
+    human.write_text(
+        "\n".join(
+            json.dumps({"model": "m", "case_id": "1", "question_id": q, "answer": a})
+            for q, a in [("Q1", "yes"), ("Q2", "Yes"), ("Q3", "A"), ("Q4", "B"), ("Q5", "7")]
+        )
+    )
     out = judge_human_agreement(runs, human)["m"]
     # pairs (yes,yes) (no,yes) (a,a) (b,b): p_o 3/4; p_e = 1/4*2/4 + 1/4*1/4 + 1/4*1/4 = 1/4 -> kappa 2/3
     assert out["n"] == 4 and out["n_unmatched"] == 1  # the Score-MCQ is not an objective question
@@ -89,11 +113,15 @@ def test_judge_human_accuracy_and_kappa(tmp_path):
 
 def test_judge_stability_agreement_and_fleiss():
     types = {q: "Single-TF" for q in ("Q1", "Q2", "Q3", "Q4")}
-    answers = [{"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
-               {"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
-               {"Q1": "yes", "Q2": "yes", "Q3": "A", "Q4": "no"}]
-    runs = [_run(f"s{i}", judgments=_judgments(a, types), metrics={"IFS": {"value": v}})
-            for i, (a, v) in enumerate(zip(answers, [80.0, 80.0, 75.0]))]
+    answers = [
+        {"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
+        {"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
+        {"Q1": "yes", "Q2": "yes", "Q3": "A", "Q4": "no"},
+    ]
+    runs = [
+        _run(f"s{i}", judgments=_judgments(a, types), metrics={"IFS": {"value": v}})
+        for i, (a, v) in enumerate(zip(answers, [80.0, 80.0, 75.0]))
+    ]
     out = judge_stability(runs)
     # counts per question over (a, no, yes): [0,0,3] [0,2,1] [3,0,0] [0,3,0]: P_bar 5/6, P_e 50/144
     assert out["agreement"] == pytest.approx(3 / 4)
@@ -108,16 +136,24 @@ def test_judge_stability_leaves_vqr_frame_rows_out():
     from vbench_ray.judges.stage import JudgeResult
 
     types = {q: "Single-TF" for q in ("Q1", "Q2", "Q3", "Q4")}
-    answers = [{"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
-               {"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
-               {"Q1": "yes", "Q2": "yes", "Q3": "A", "Q4": "no"}]
-    case = {"case_id": "1", "variant": "base", "categories": ["Subject"],
-            "vqr_frames": json.dumps([f"/run/vqr_frames/base/1/frame_{i:06d}.jpg" for i in (0, 5, 11)])}
+    answers = [
+        {"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
+        {"Q1": "yes", "Q2": "no", "Q3": "A", "Q4": "no"},
+        {"Q1": "yes", "Q2": "yes", "Q3": "A", "Q4": "no"},
+    ]
+    case = {
+        "case_id": "1",
+        "variant": "base",
+        "categories": ["Subject"],
+        "vqr_frames": json.dumps([f"/run/vqr_frames/base/1/frame_{i:06d}.jpg" for i in (0, 5, 11)]),
+    }
     runs = []
     for i, a in enumerate(answers):
         requests = vqr.build_requests(case)
-        results = {r.request_id: JudgeResult(r.request_id, "ok", {"score": 1.0 + i + k, "answer": f"{1.0 + i + k:.2f}"})
-                   for k, r in enumerate(requests)}  # every run scores every frame differently
+        results = {
+            r.request_id: JudgeResult(r.request_id, "ok", {"score": 1.0 + i + k, "answer": f"{1.0 + i + k:.2f}"})
+            for k, r in enumerate(requests)
+        }  # every run scores every frame differently
         frames = pd.DataFrame(vqr.frame_rows(case, results))
         assert set(frames["type"]) == {"VQR"} and frames["answer"].nunique() == 3
         j = pd.concat([_judgments(a, types), frames[["case_id", "question_id", "answer", "type"]]], ignore_index=True)

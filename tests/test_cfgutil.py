@@ -23,8 +23,13 @@ class Judge:
 
 def test_get_reads_a_dotted_key_from_every_kind_of_container():
     as_dict = {"judge": {"http": {"base_url": "http://x", "retries": 0}, "model": None}}
-    containers = [as_dict, OmegaConf.create(as_dict), OmegaConf.structured({"judge": Judge()}),
-                  {"judge": Judge()}, SimpleNamespace(judge=SimpleNamespace(http=Http(), model=None))]
+    containers = [
+        as_dict,
+        OmegaConf.create(as_dict),
+        OmegaConf.structured({"judge": Judge()}),
+        {"judge": Judge()},
+        SimpleNamespace(judge=SimpleNamespace(http=Http(), model=None)),
+    ]
     for cfg in containers:
         assert cfgutil.get(cfg, "judge.http.base_url") == "http://x"
         assert cfgutil.get(cfg, "judge.http.retries", 5) == 0  # a falsy value is a value, not absent
@@ -53,9 +58,13 @@ def test_one_file_per_metric_family():
     from vbench_ray.metrics import METRICS
 
     modules = {name: METRICS[name].__module__ for name in ("BG_PSNR", "BG_MSE", "BG_SSIM", "NIQE", "MotionScore")}
-    assert modules == {"BG_PSNR": "vbench_ray.metrics.background", "BG_MSE": "vbench_ray.metrics.background",
-                       "BG_SSIM": "vbench_ray.metrics.background", "NIQE": "vbench_ray.metrics.niqe",
-                       "MotionScore": "vbench_ray.metrics.motion_score"}
+    assert modules == {
+        "BG_PSNR": "vbench_ray.metrics.background",
+        "BG_MSE": "vbench_ray.metrics.background",
+        "BG_SSIM": "vbench_ray.metrics.background",
+        "NIQE": "vbench_ray.metrics.niqe",
+        "MotionScore": "vbench_ray.metrics.motion_score",
+    }
 
 
 def test_one_definition_of_each_config_reader():

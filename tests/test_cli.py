@@ -25,9 +25,18 @@ def test_config_errors_are_one_line_messages(tmp_path, capsys):
 
 
 def test_data_errors_are_one_line_messages(tmp_path, capsys):
-    code = main(["run", "configs/cove.yaml", f"data.checklist={tmp_path}/none.json", f"data.source_dir={tmp_path}",
-                 f"data.edited_dir={tmp_path}", f"output.dir={tmp_path}/run", "wandb.mode=disabled",
-                 "metrics.enabled=[SSIM]"])  # (no judge: an unset judge.model is caught before the data is read)
+    code = main(
+        [
+            "run",
+            "configs/cove.yaml",
+            f"data.checklist={tmp_path}/none.json",
+            f"data.source_dir={tmp_path}",
+            f"data.edited_dir={tmp_path}",
+            f"output.dir={tmp_path}/run",
+            "wandb.mode=disabled",
+            "metrics.enabled=[SSIM]",
+        ]
+    )  # (no judge: an unset judge.model is caught before the data is read)
     assert code == 2
     assert "data.checklist not found" in capsys.readouterr().err
 
@@ -47,6 +56,7 @@ def test_verify_agentic_writes_reward_json(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------- discovery (issue 26, items 1 and 5)
+
 
 def _help(argv: list[str], capsys) -> str:
     import pytest
@@ -72,8 +82,23 @@ def test_list_prints_one_line_per_entry_with_section_scale_and_needs(capsys):
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
     for heading in ("benchmarks (4):", "metrics (32):", "judges (4):", "editors (4):"):  # 15 frame metrics + 17
         assert heading in out
-    assert {"cove", "vidic", "nrv", "agentic", "SSIM", "AES", "BG_LPIPS", "vllm", "http", "hf", "replay",
-            "precomputed", "identity", "command", "diffusers"} <= set(lines)
+    assert {
+        "cove",
+        "vidic",
+        "nrv",
+        "agentic",
+        "SSIM",
+        "AES",
+        "BG_LPIPS",
+        "vllm",
+        "http",
+        "hf",
+        "replay",
+        "precomputed",
+        "identity",
+        "command",
+        "diffusers",
+    } <= set(lines)
     assert "CoVEBench App. F.3" in lines["SSIM"] and "scale [0,1]" in lines["SSIM"]
     assert "needs: CPU only" in lines["SSIM"]
     assert "needs: weights (metrics.AES.encoder, metrics.AES.weights), GPU optional" in lines["AES"]
@@ -94,13 +119,19 @@ def test_a_toy_of_each_registers_and_is_listed(monkeypatch, capsys):
     from vbench_ray.judges.backends import BACKENDS
     from vbench_ray.metrics import METRICS, FrameMetric
 
-    toy_metric = type("ToyMetric", (FrameMetric,), {"name": "ToyMetric", "paper": "Toy §9", "scale": "[0,7]",
-                                                      "weights_from": {"weights": "toy/toy-weights"}})
+    toy_metric = type(
+        "ToyMetric",
+        (FrameMetric,),
+        {"name": "ToyMetric", "paper": "Toy §9", "scale": "[0,7]", "weights_from": {"weights": "toy/toy-weights"}},
+    )
     toy_bench = type("ToyBench", (Benchmark,), {"name": "toybench", "paper": "ToyBench §2", "needs": "a toy judge"})
     toy_editor = type("ToyEditor", (Editor,), {"name": "toyedit", "paper": "toy editing", "needs": "GPU"})
-    for registry, name, obj in ((METRICS, "ToyMetric", toy_metric), (BENCHMARKS, "toybench", toy_bench),
-                                (EDITORS, "toyedit", toy_editor),
-                                (BACKENDS, "toyjudge", "vbench_ray.judges.backends.replay:ReplayBackend")):
+    for registry, name, obj in (
+        (METRICS, "ToyMetric", toy_metric),
+        (BENCHMARKS, "toybench", toy_bench),
+        (EDITORS, "toyedit", toy_editor),
+        (BACKENDS, "toyjudge", "vbench_ray.judges.backends.replay:ReplayBackend"),
+    ):
         monkeypatch.setitem(registry, name, obj)  # the registration, undone after the test
     assert main(["list"]) == 0
     out = capsys.readouterr().out
@@ -110,7 +141,6 @@ def test_a_toy_of_each_registers_and_is_listed(monkeypatch, capsys):
     assert "ToyBench §2" in lines["toybench"] and "needs: a toy judge" in lines["toybench"]
     assert "toy editing" in lines["toyedit"] and "needs: GPU" in lines["toyedit"]
     assert "toyjudge" in lines
-
 
 
 def test_a_toy_benchmark_is_one_module_its_preflight_and_synth_hooks_run(tmp_path, monkeypatch, capsys):
@@ -158,13 +188,19 @@ def test_a_toy_benchmark_is_one_module_its_preflight_and_synth_hooks_run(tmp_pat
     assert main(["synth", "toybench", "--out", str(tmp_path / "data"), "--n", "3", "--seed", "5"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == {"answers": str(tmp_path / "data" / "answers.jsonl"), "n": "3"}
-    assert [json.loads(line) for line in Path(printed["answers"]).read_text().splitlines()] == \
-        [{"id": i, "seed": 5} for i in range(3)]
+    assert [json.loads(line) for line in Path(printed["answers"]).read_text().splitlines()] == [
+        {"id": i, "seed": 5} for i in range(3)
+    ]
 
-    cfg = OmegaConf.create({"benchmark": "toybench", "output": {"dir": str(tmp_path / "run")},
-                            "data": {"answers": printed["answers"]},
-                            "grader": {"backend": "replay", "replay_path": printed["answers"]},
-                            "metrics": {"enabled": ["ToyCount"], "ToyCount": {"weights": "w.bin"}}})
+    cfg = OmegaConf.create(
+        {
+            "benchmark": "toybench",
+            "output": {"dir": str(tmp_path / "run")},
+            "data": {"answers": printed["answers"]},
+            "grader": {"backend": "replay", "replay_path": printed["answers"]},
+            "metrics": {"enabled": ["ToyCount"], "ToyCount": {"weights": "w.bin"}},
+        }
+    )
     preflight.check(cfg)  # the synthetic data, its metric's weights named, a known judge backend: nothing to say
     cfg.data.answers = str(tmp_path / "nowhere.jsonl")
     cfg.grader.backend = "nosuch"
@@ -192,7 +228,7 @@ def test_config_prints_the_composed_config_with_comments(tmp_path, capsys):
     # base.yaml's
     assert "  bootstrap_samples: 1000  # resamples for the 95% percentile bootstrap CIs in summary.json" in lines
     assert "  limit: 3  # evaluate only the first N cases (smoke runs)" in lines  # the override, base.yaml's comment
-    judge = lines[lines.index("judge:"):]
+    judge = lines[lines.index("judge:") :]
     assert any(line.startswith("  backend: vllm  # vllm (a Ray Serve LLM") for line in judge)  # included files
     # a key no YAML comments takes its dataclass field's comment
     assert any(line.startswith("    grounding_dino: null  # local Grounding DINO dir") for line in lines)
@@ -200,8 +236,9 @@ def test_config_prints_the_composed_config_with_comments(tmp_path, capsys):
     saved = tmp_path / "cove_full.yaml"
     saved.write_text(out)
     again = load_config(saved, require_all=False)
-    assert OmegaConf.to_container(again) == OmegaConf.to_container(load_config("configs/cove.yaml", ["run.limit=3"],
-                                                                                require_all=False))
+    assert OmegaConf.to_container(again) == OmegaConf.to_container(
+        load_config("configs/cove.yaml", ["run.limit=3"], require_all=False)
+    )
     # a file an override puts at a node (editor=vace: configs/editors/vace.yaml) brings its comments there
     assert main(["config", "cove", "editor=vace"]) == 0
     assert "  weights: null  # the local Wan2.1-VACE-14B-diffusers folder" in capsys.readouterr().out
@@ -252,8 +289,13 @@ def test_weights_check_says_where_every_official_weight_is_published(capsys):
     """Every model-backed metric of CoVEBench and NRVBench, the editor and every judge: each missing one is named by
     its key with where its official weights (or the paper's judge) are published."""
     cases = {
-        ("cove", "metrics.enabled=[SSIM,MSM,MF,SRC,AES,TQ,UAS,VQR]", "metrics.MSM.flow=raft",
-         "metrics.MF.tracker=cotracker", "editor=vace"): 11,  # MSM 1, MF 1, SRC 3, AES 2, TQ 1, editor, judge, vqr
+        (
+            "cove",
+            "metrics.enabled=[SSIM,MSM,MF,SRC,AES,TQ,UAS,VQR]",
+            "metrics.MSM.flow=raft",
+            "metrics.MF.tracker=cotracker",
+            "editor=vace",
+        ): 11,  # MSM 1, MF 1, SRC 3, AES 2, TQ 1, editor, judge, vqr
         ("nrv", "metrics.enabled=[NRVE_Acc,BG_LPIPS,StructDist,CLIP_S,CLIP_E,NIQE]"): 6,  # 5 metrics and the judge
         ("vidic",): 2,  # the model under test and the judge
     }

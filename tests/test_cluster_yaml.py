@@ -78,8 +78,12 @@ def test_start_commands_and_documented_job_path(raw: dict):
     assert any("ray start --head" in c and "--dashboard-port=8265" in c for c in raw["head_start_ray_commands"])
     assert any("ray start --address=$RAY_HEAD_IP:6379" in c for c in raw["worker_start_ray_commands"])
     text = CLUSTER_YAML.read_text()
-    for line in ("ray up cluster.yaml", "ray dashboard cluster.yaml",
-                 "ray job submit --address http://127.0.0.1:8265 --working-dir . --", "python jobs/cove.py"):
+    for line in (
+        "ray up cluster.yaml",
+        "ray dashboard cluster.yaml",
+        "ray job submit --address http://127.0.0.1:8265 --working-dir . --",
+        "python jobs/cove.py",
+    ):
         assert line in text, line
 
 

@@ -19,32 +19,75 @@ from vbench_ray.compare import CompareError, compare, write_outputs
 
 # ----------------------------------------------------------------------------- hand-made run directories
 
-def fake_run(root: Path, name: str, ssim: dict[str, float], ifs: dict[str, list[bool]], benchmark: str = "cove",
-             score: dict | None = None, summary_override: dict | None = None) -> Path:
+
+def fake_run(
+    root: Path,
+    name: str,
+    ssim: dict[str, float],
+    ifs: dict[str, list[bool]],
+    benchmark: str = "cove",
+    score: dict | None = None,
+    summary_override: dict | None = None,
+) -> Path:
     """A minimal finished CoVEBench run: SSIM per case in cases/, IFS questions in judgments.parquet."""
     run = root / name
     (run / "cases").mkdir(parents=True)
-    config = {"benchmark": benchmark, "run": {"name": None, "seed": 0}, "stats": {"confidence": 0.95},
-              "score": score or {"aggregation": "pooled", "uas_unit": "group"},
-              "judge": {"backend": "replay", "model": "/models/judge-x", "name": None, "temperature": 0.0,
-                        "max_tokens": 100, "video": {"fps": 2.0}},
-              "metrics": {"enabled": ["SSIM", "IFS"], "SSIM": {"frames": 10, "size": 224, "device": "cpu"},
-                          "exclude": {"SSIM": {"categories": ["Background"]}}},
-              "output": {"dir": str(run)}}
+    config = {
+        "benchmark": benchmark,
+        "run": {"name": None, "seed": 0},
+        "stats": {"confidence": 0.95},
+        "score": score or {"aggregation": "pooled", "uas_unit": "group"},
+        "judge": {
+            "backend": "replay",
+            "model": "/models/judge-x",
+            "name": None,
+            "temperature": 0.0,
+            "max_tokens": 100,
+            "video": {"fps": 2.0},
+        },
+        "metrics": {
+            "enabled": ["SSIM", "IFS"],
+            "SSIM": {"frames": 10, "size": 224, "device": "cpu"},
+            "exclude": {"SSIM": {"categories": ["Background"]}},
+        },
+        "output": {"dir": str(run)},
+    }
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     cases = sorted(set(ssim) | set(ifs), key=int)
     pd.DataFrame({"case_id": cases, "variant": "base", "SSIM": [ssim.get(c) for c in cases]}).to_parquet(
-        run / "cases" / "part-00000.parquet")
-    rows = [{"case_id": c, "variant": "base", "group": 0, "question_id": f"Q{k + 1}", "metric": "IFS",
-             "correct": ok, "score": None, "status": "ok"} for c, oks in ifs.items() for k, ok in enumerate(oks)]
+        run / "cases" / "part-00000.parquet"
+    )
+    rows = [
+        {
+            "case_id": c,
+            "variant": "base",
+            "group": 0,
+            "question_id": f"Q{k + 1}",
+            "metric": "IFS",
+            "correct": ok,
+            "score": None,
+            "status": "ok",
+        }
+        for c, oks in ifs.items()
+        for k, ok in enumerate(oks)
+    ]
     pd.DataFrame(rows).to_parquet(run / "judgments.parquet")
     n_ok = sum(sum(v) for v in ifs.values())
     n_q = sum(len(v) for v in ifs.values())
-    summary = {"benchmark": benchmark, "run_name": name, "n_cases": len(cases),
-               "metrics": {"SSIM": {"value": float(np.mean(list(ssim.values()))), "ci95": [0.0, 1.0], "n": len(ssim),
-                                    "higher_is_better": True},
-                           "IFS": {"value": 100.0 * n_ok / n_q, "ci95": [0.0, 100.0], "n": n_q,
-                                   "higher_is_better": True}}}
+    summary = {
+        "benchmark": benchmark,
+        "run_name": name,
+        "n_cases": len(cases),
+        "metrics": {
+            "SSIM": {
+                "value": float(np.mean(list(ssim.values()))),
+                "ci95": [0.0, 1.0],
+                "n": len(ssim),
+                "higher_is_better": True,
+            },
+            "IFS": {"value": 100.0 * n_ok / n_q, "ci95": [0.0, 100.0], "n": n_q, "higher_is_better": True},
+        },
+    }
     for k, v in (summary_override or {}).items():
         summary["metrics"][k].update(v)
     (run / "summary.json").write_text(json.dumps(summary))
@@ -101,8 +144,14 @@ def test_a_run_against_its_copy_is_never_significant(tmp_path):
 
 def test_mixed_scoring_options_are_refused_unless_allowed(tmp_path):
     a = fake_run(tmp_path, "A", SSIM_A, IFS_A)
-    b = fake_run(tmp_path, "B", SSIM_B, IFS_B, score={"aggregation": "per_task", "uas_unit": "group"},
-                 summary_override={"IFS": {"value": 100 * np.mean([0.5, 1 / 3, 0, 0.5, 0, 1])}})
+    b = fake_run(
+        tmp_path,
+        "B",
+        SSIM_B,
+        IFS_B,
+        score={"aggregation": "per_task", "uas_unit": "group"},
+        summary_override={"IFS": {"value": 100 * np.mean([0.5, 1 / 3, 0, 0.5, 0, 1])}},
+    )
     with pytest.raises(CompareError, match=r"score\.aggregation: A=\"pooled\", B=\"per_task\""):
         compare([a, b])
     board = compare([a, b], allow_mixed=True, n_resamples=50)
@@ -146,6 +195,7 @@ def test_refusals_and_consistency_check(tmp_path):
 
 
 # ----------------------------------------------------------------------------- end to end
+
 
 class _Rows(HTMLParser):
     """data-model of each row of table#leaderboard, and the forest-plot markers per metric."""
@@ -219,7 +269,9 @@ def _judge_file(cfg, data: dict, path: Path) -> None:
                     items.append({"id": qid, "reasoning": "r", "final_score": 10})
                 else:
                     ok = edited or q.get("dimension") != "Execution Accuracy"
-                    items.append({"id": qid, "reasoning": "r", "final_answer": q["expected_answer"] if ok else _wrong(q)})
+                    items.append(
+                        {"id": qid, "reasoning": "r", "final_answer": q["expected_answer"] if ok else _wrong(q)}
+                    )
             lines.append(json.dumps({"request_id": request.request_id, "text": json.dumps(items)}))
     path.write_text("\n".join(lines) + "\n")
 
@@ -244,8 +296,20 @@ def test_three_models_rank_in_quality_order_and_the_page_renders(cove_data, tmp_
         runs.append(out)
 
     board_dir = tmp_path / "board"
-    rc = main(["compare", str(runs[2]), str(runs[0]), str(runs[1]), "--out", str(board_dir),
-               "--reference", "identity", "--wandb-mode", "offline"])
+    rc = main(
+        [
+            "compare",
+            str(runs[2]),
+            str(runs[0]),
+            str(runs[1]),
+            "--out",
+            str(board_dir),
+            "--reference",
+            "identity",
+            "--wandb-mode",
+            "offline",
+        ]
+    )
     assert rc == 0
     board = json.loads((board_dir / "leaderboard.json").read_text())
     assert board["rank_by"] == "UAS" and board["reference"] == "identity" and board["checks"] == []
@@ -265,7 +329,10 @@ def test_three_models_rank_in_quality_order_and_the_page_renders(cove_data, tmp_
     assert {r["label"]: r["metrics"]["SSIM"]["rank"] for r in board["rows"]}["identity"] == 1
     # CoVEBench analyses: Table 8 levels and Figure 4 bins follow the same order
     levels = board["analyses"]["category_levels"]
-    assert levels["oracle"]["level1"]["Subject"]["value"] == 100.0 and levels["identity"]["level1"]["Subject"]["value"] == 0.0
+    assert (
+        levels["oracle"]["level1"]["Subject"]["value"] == 100.0
+        and levels["identity"]["level1"]["Subject"]["value"] == 0.0
+    )
     edit_bins = board["analyses"]["breakdowns"]["edit_points"]["runs"]
     assert edit_bins["oracle"][0]["value"] > edit_bins["half"][0]["value"] > edit_bins["identity"][0]["value"]
     csv_rows = (board_dir / "leaderboard.csv").read_text().splitlines()
@@ -281,8 +348,14 @@ def test_three_models_rank_in_quality_order_and_the_page_renders(cove_data, tmp_
     assert sorted(doc.markers["UAS"]) == ["half", "oracle"]  # each model minus the reference
     assert 'id="analyses"' in dom.stdout and 'class="heatmap"' in dom.stdout
     shot = tmp_path / "board.png"
-    res = _run_chromium(exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,1400",
-                        "--hide-scrollbars", (board_dir / "leaderboard.html").resolve().as_uri())
+    res = _run_chromium(
+        exe,
+        tmp_path / "profile-shot",
+        f"--screenshot={shot}",
+        "--window-size=1200,1400",
+        "--hide-scrollbars",
+        (board_dir / "leaderboard.html").resolve().as_uri(),
+    )
     assert res.returncode == 0 and shot.stat().st_size > 10_000
 
 
@@ -296,8 +369,19 @@ def test_terminal_prints_the_whole_table_and_ranks_by_a_metric_the_runs_have(tmp
         s = json.loads((run / "summary.json").read_text())
         s["metrics"] = {"UAS": {"value": None, "ci95": None, "n": 0}, **s["metrics"]}
         (run / "summary.json").write_text(json.dumps(s))
-    rc = main(["compare", str(a), str(b), "--out", str(tmp_path / "board"), "--n-resamples", "200",
-               "--wandb-mode", "disabled"])
+    rc = main(
+        [
+            "compare",
+            str(a),
+            str(b),
+            "--out",
+            str(tmp_path / "board"),
+            "--n-resamples",
+            "200",
+            "--wandb-mode",
+            "disabled",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     board = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
@@ -322,11 +406,18 @@ def test_terminal_marks_a_significant_difference_from_the_reference():
     from vbench_ray.board_text import format_board
 
     entry = {"value": 0.5, "ci95": [0.4, 0.6], "rank": 2, "rank_ci95": [2, 2], "n_missing": 0}
-    board = {"benchmark": "cove", "rank_by": "SSIM", "metrics": ["SSIM"], "reference": "A", "checks": [],
-             "settings": {"alpha": 0.05},
-             "rows": [{"label": "A", "metrics": {"SSIM": {**entry, "value": 0.9, "rank": 1, "rank_ci95": [1, 1]}}},
-                      {"label": "B", "metrics": {"SSIM": entry}}],
-             "pairs": [{"metric": "SSIM", "a": "A", "b": "B", "significant": True,
-                        "mcnemar": {"significant": True}}]}
+    board = {
+        "benchmark": "cove",
+        "rank_by": "SSIM",
+        "metrics": ["SSIM"],
+        "reference": "A",
+        "checks": [],
+        "settings": {"alpha": 0.05},
+        "rows": [
+            {"label": "A", "metrics": {"SSIM": {**entry, "value": 0.9, "rank": 1, "rank_ci95": [1, 1]}}},
+            {"label": "B", "metrics": {"SSIM": entry}},
+        ],
+        "pairs": [{"metric": "SSIM", "a": "A", "b": "B", "significant": True, "mcnemar": {"significant": True}}],
+    }
     text = format_board(board)
     assert [line.split()[2] for line in text.splitlines() if line.split()[1:2] in (["A"], ["B"])] == ["0.9", "0.5*^"]

@@ -29,6 +29,7 @@ def _write(path: Path, text: str) -> Path:
 
 # ----------------------------------------------------------------------------- configs/judges/
 
+
 def test_default_judge_yaml_documents_every_judge_default():
     """configs/judges/default.yaml is JudgeConfig, key for key: every benchmark's judge blocks start from it."""
     documented = OmegaConf.load(JUDGES / "default.yaml")
@@ -51,14 +52,19 @@ def test_judge_profiles():
     assert OmegaConf.to_container(paper) == OmegaConf.to_container(OmegaConf.structured(CoveConfig).judge)
     assert (paper.backend, paper.temperature, paper.top_p, paper.max_tokens) == ("vllm", 0.0, 1.0, 16384)
     api = read_yaml(JUDGES / "gpt5_mini_http.yaml")
-    assert (api.backend, api.model, api.http.send_sampling, api.http.api_key_env) == \
-        ("http", "gpt-5-mini", False, "OPENAI_API_KEY")
+    assert (api.backend, api.model, api.http.send_sampling, api.http.api_key_env) == (
+        "http",
+        "gpt-5-mini",
+        False,
+        "OPENAI_API_KEY",
+    )
     tiny = read_yaml(JUDGES / "tiny_hf.yaml")
     assert tiny.backend == "hf" and tiny.video.max_frames == 4 and tiny.video.fps == 2.0  # the rest from default
 
 
 def test_no_schema_key_is_named_include_or_extends():
     """`include` (and `extends`) are consumed by the loader, so no config key may carry those names."""
+
     def walk(node, where):
         for key in node:
             assert key not in ("include", "extends"), f"{where}.{key}"
@@ -72,16 +78,24 @@ def test_no_schema_key_is_named_include_or_extends():
 
 # ----------------------------------------------------------------------------- include in YAML files
 
+
 def test_keys_beside_include_override_and_includes_nest(tmp_path):
     _write(tmp_path / "parts" / "leaf.yaml", "a: 1\nb: {x: 1, y: 2}\nlist: [1, 2]\n")
     _write(tmp_path / "parts" / "mid.yaml", "include: leaf.yaml\nb: {y: 20}\nc: 3\n")  # relative to parts/
     _write(tmp_path / "parts" / "extra.yaml", "z: 9\n")
-    main = _write(tmp_path / "main.yaml",
-                  "node:\n  include: parts/mid.yaml\n  a: 100\n  list: [7]\n  deeper: {include: parts/extra.yaml}\n"
-                  "items:\n  - {include: parts/extra.yaml, name: one}\n  - plain\nother: ${node.a}\n")
+    main = _write(
+        tmp_path / "main.yaml",
+        "node:\n  include: parts/mid.yaml\n  a: 100\n  list: [7]\n  deeper: {include: parts/extra.yaml}\n"
+        "items:\n  - {include: parts/extra.yaml, name: one}\n  - plain\nother: ${node.a}\n",
+    )
     cfg = read_yaml(main)
-    assert OmegaConf.to_container(cfg.node) == {"a": 100, "b": {"x": 1, "y": 20}, "list": [7], "c": 3,
-                                                "deeper": {"z": 9}}
+    assert OmegaConf.to_container(cfg.node) == {
+        "a": 100,
+        "b": {"x": 1, "y": 20},
+        "list": [7],
+        "c": 3,
+        "deeper": {"z": 9},
+    }
     assert OmegaConf.to_container(cfg["items"]) == [{"z": 9, "name": "one"}, "plain"]
     assert cfg.other == 100  # plain interpolations survive composition
 
@@ -127,8 +141,9 @@ def test_include_cycles_are_refused(tmp_path):
 def test_user_yaml_anywhere_points_a_benchmark_at_another_judge(tmp_path):
     """The documented recipe: `extends: cove.yaml` and `judge: {include: judges/x.yaml}` from any folder
     (looked up next to the file, then in configs/); a file next to the user's YAML wins."""
-    mine = _write(tmp_path / "mine.yaml", "extends: cove.yaml\njudge:\n  include: judges/gpt5_mini_http.yaml\n"
-                                          "  max_tokens: 99\n")
+    mine = _write(
+        tmp_path / "mine.yaml", "extends: cove.yaml\njudge:\n  include: judges/gpt5_mini_http.yaml\n  max_tokens: 99\n"
+    )
     cfg = load_config(mine, COVE_REQ)
     assert cfg.judge.backend == "http" and cfg.judge.http.send_sampling is False and cfg.judge.max_tokens == 99
     assert cfg.metrics.SSIM.frames == 10  # the rest of cove.yaml
@@ -157,10 +172,13 @@ def test_resolvers_in_included_files_are_refused_naming_the_file(tmp_path, monke
 
 # ----------------------------------------------------------------------------- KEY.include=FILE overrides
 
+
 def test_include_override_switches_a_whole_judge_block():
     base = load_config(CONFIGS / "vidic.yaml", VIDIC_REQ)
-    for order in (["judge.include=judges/gpt5_mini_http.yaml", "judge.http.concurrency=2"],
-                  ["judge.http.concurrency=2", "judge.include=judges/gpt5_mini_http.yaml"]):
+    for order in (
+        ["judge.include=judges/gpt5_mini_http.yaml", "judge.http.concurrency=2"],
+        ["judge.http.concurrency=2", "judge.include=judges/gpt5_mini_http.yaml"],
+    ):
         cfg = load_config(CONFIGS / "vidic.yaml", [*VIDIC_REQ, *order])
         assert cfg.judge.backend == "http" and cfg.judge.model == "gpt-5-mini"
         assert cfg.judge.http.send_sampling is False and cfg.judge.http.concurrency == 2  # other overrides win
@@ -172,8 +190,15 @@ def test_include_override_switches_a_whole_judge_block():
 
 def test_include_override_reproduces_the_demo_judge():
     """`judge.include=judges/tiny_hf.yaml` is exactly the demo's judge overrides (vbench_ray/cli.py cmd_demo)."""
-    demo = ["judge.backend=hf", "judge.model=/m/tiny", "judge.name=tiny-random-judge", "judge.max_tokens=48",
-            "judge.max_retries=1", "judge.video.max_frames=4", "judge.max_invalid_fraction=1.0"]
+    demo = [
+        "judge.backend=hf",
+        "judge.model=/m/tiny",
+        "judge.name=tiny-random-judge",
+        "judge.max_tokens=48",
+        "judge.max_retries=1",
+        "judge.video.max_frames=4",
+        "judge.max_invalid_fraction=1.0",
+    ]
     a = load_config(CONFIGS / "cove.yaml", [*COVE_REQ, *demo])
     b = load_config(CONFIGS / "cove.yaml", [*COVE_REQ, "judge.include=judges/tiny_hf.yaml", "judge.model=/m/tiny"])
     assert OmegaConf.to_container(a) == OmegaConf.to_container(b)
@@ -204,10 +229,12 @@ def test_readme_nrv_block_composes_two_judges_from_included_files():
     words = shlex.split(block.replace("\\\n", " "), comments=True)
     run_at = words.index("run")
     assert words[run_at - 1] == "vbench-ray" and words[run_at + 1] == "configs/nrv.yaml"
-    overrides = [w for w in words[run_at + 2:] if "=" in w]
+    overrides = [w for w in words[run_at + 2 :] if "=" in w]
     assert any(w.startswith("judges=") for w in overrides)
     cfg = load_config(REPO / words[run_at + 1], overrides)
     assert cfg.judge.max_invalid_fraction == 0.05 and cfg.judge.backend == "vllm"  # nrv.yaml's own judge
     specs = BENCHMARKS["nrv"]().judge_specs(cfg)
     assert [(label, s.backend, s.max_invalid_fraction, s.max_tokens, s.model) for label, s in specs] == [
-        ("tiny-a", "hf", 1.0, 48, "runs/demo/tiny-judge"), ("tiny-b", "hf", 1.0, 32, "runs/demo/tiny-judge")]
+        ("tiny-a", "hf", 1.0, 48, "runs/demo/tiny-judge"),
+        ("tiny-b", "hf", 1.0, 32, "runs/demo/tiny-judge"),
+    ]

@@ -15,9 +15,17 @@ from torch import nn
 
 from conftest import moving_square_video
 from vbench_ray.metrics.base import MissingWeightsError, VideoTooShortError
-from vbench_ray.metrics.cotracker3 import (CoTracker3Offline, fourier_encode, grid_queries, load_cotracker3,
-                                           patch_offsets, query_patches, save_random_cotracker3, sincos_time_embedding,
-                                           track_points)
+from vbench_ray.metrics.cotracker3 import (
+    CoTracker3Offline,
+    fourier_encode,
+    grid_queries,
+    load_cotracker3,
+    patch_offsets,
+    query_patches,
+    save_random_cotracker3,
+    sincos_time_embedding,
+    track_points,
+)
 from vbench_ray.metrics.motion import MF, MFConfig, grid_points
 from vbench_ray.video.encode import write_video
 from vbench_ray.video.flow import rgb_resize
@@ -98,8 +106,9 @@ def test_predictor_resizes_lays_the_grid_and_scales_tracks_back():
     # model column 10 is video column 10 * 63 / 95
     assert net.video[0, 0, 0, 5, 10].item() == pytest.approx(2 * 10 * 63 / 95, abs=1e-4)
     # grid on the 32x96 model frame: inset 96 / 64 = 1.5
-    torch.testing.assert_close(net.queries[0], torch.tensor([[0, 1.5, 1.5], [0, 94.5, 1.5], [0, 1.5, 30.5],
-                                                             [0, 94.5, 30.5]]))
+    torch.testing.assert_close(
+        net.queries[0], torch.tensor([[0, 1.5, 1.5], [0, 94.5, 1.5], [0, 1.5, 30.5], [0, 94.5, 30.5]])
+    )
     # back to the video: x * (64-1)/(96-1), y * (48-1)/(32-1); frame 0 is the query itself, visible
     assert tracks.shape == (1, 3, 4, 2)
     torch.testing.assert_close(tracks[0, 0, 1], torch.tensor([94.5 * 63 / 95, 1.5 * 47 / 31]))
@@ -128,9 +137,9 @@ def test_motion_and_time_encodings_by_hand():
     enc = fourier_encode(torch.tensor([[0.25, -1.0, 0.0, 3.0]]))
     assert enc.shape == (1, 84)  # 4 + 4 * 10 sines + 4 * 10 cosines
     assert enc[0, 0].item() == 0.25
-    assert enc[0, 4].item() == pytest.approx(math.sin(0.25))        # frequency 2^0, first component
+    assert enc[0, 4].item() == pytest.approx(math.sin(0.25))  # frequency 2^0, first component
     assert enc[0, 4 + 4 + 1].item() == pytest.approx(math.sin(-2.0))  # frequency 2^1, second component
-    assert enc[0, 44 + 36 + 3].item() == pytest.approx(math.cos(3.0 * 2 ** 9))  # last cosine
+    assert enc[0, 44 + 36 + 3].item() == pytest.approx(math.cos(3.0 * 2**9))  # last cosine
     emb = sincos_time_embedding(60)
     assert emb.shape == (1, 60, 1110)
     assert emb[0, 1, 0].item() == pytest.approx(math.sin(1.0)) and emb[0, 1, 555].item() == pytest.approx(math.cos(1.0))
@@ -142,13 +151,19 @@ def test_loader_names_the_config_key_for_a_renamed_or_reshaped_entry(checkpoint,
     renamed = dict(state)
     renamed["updateformer.virtual_tracks"] = renamed.pop("updateformer.virual_tracks")
     torch.save({"model": renamed}, tmp_path / "renamed.pth")  # the {"model": ...} wrapper is unwrapped first
-    with pytest.raises(ValueError, match=rf"{KEY}=.*renamed.pth: not a CoTracker3 offline checkpoint.*"
-                                         r"\(missing updateformer.virual_tracks\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{KEY}=.*renamed.pth: not a CoTracker3 offline checkpoint.*"
+        r"\(missing updateformer.virual_tracks\)",
+    ):
         load_cotracker3(tmp_path / "renamed.pth")
     online = dict(state, time_emb=state["time_emb"][:, :16])  # scaled_online.pth has a 16-frame window
     torch.save(online, tmp_path / "online.pth")
-    with pytest.raises(ValueError, match=rf"{KEY}=.*needs time_emb of shape \(1, 60, 1110\), the file has "
-                                         r"\(1, 16, 1110\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{KEY}=.*needs time_emb of shape \(1, 60, 1110\), the file has "
+        r"\(1, 16, 1110\)",
+    ):
         MF(MFConfig(tracker="cotracker", cotracker_weights=str(tmp_path / "online.pth"))).setup()
     (tmp_path / "empty.pth").write_bytes(b"")
     with pytest.raises(ValueError, match=rf"{KEY}=.*not a readable checkpoint"):
@@ -175,8 +190,16 @@ def test_mf_with_cotracker_end_to_end_on_real_videos(checkpoint, tmp_path, monke
     src = decoded(write_video(tmp_path / "src.mp4", moving_square_video(t=12, step=2, seed=0)), 3)
     edit = decoded(write_video(tmp_path / "edit.mp4", moving_square_video(t=12, step=-2, seed=1)), 3)
     assert src.shape == (3, 48, 64, 3)
-    mf = MF(MFConfig(tracker="cotracker", cotracker_weights=str(checkpoint), frames=3, size=64, grid_size=2,
-                     cotracker_resolution=[32, 48]))
+    mf = MF(
+        MFConfig(
+            tracker="cotracker",
+            cotracker_weights=str(checkpoint),
+            frames=3,
+            size=64,
+            grid_size=2,
+            cotracker_resolution=[32, 48],
+        )
+    )
     assert mf.in_pool() and mf.resources() == {}
     mf.setup()  # once per pool actor
     tracks, visible = mf.tracker.track(rgb_resize(src, 64))

@@ -29,8 +29,12 @@ def tiny_models(tmp_path_factory):
     from vbench_ray.metrics.tq_net import save_tiny_dover
 
     d = tmp_path_factory.mktemp("all_metrics_models")
-    return {"aes": save_tiny_aes(d / "aes"), "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth")),
-            "src": build_tiny_src_models(d / "src"), "judge": str(build_tiny_judge(d / "tiny-judge", seed=0))}
+    return {
+        "aes": save_tiny_aes(d / "aes"),
+        "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth")),
+        "src": build_tiny_src_models(d / "src"),
+        "judge": str(build_tiny_judge(d / "tiny-judge", seed=0)),
+    }
 
 
 def test_a_run_with_all_eleven_metrics(cove_data, ray_local, tiny_models, tmp_path):
@@ -40,18 +44,32 @@ def test_a_run_with_all_eleven_metrics(cove_data, ray_local, tiny_models, tmp_pa
     out = tmp_path / "run"
     m = tiny_models
     overrides = cove_overrides(
-        cove_data, out, f"metrics.enabled=[{','.join(ELEVEN)}]",
-        f"metrics.AES.encoder={m['aes']['encoder']}", f"metrics.AES.weights={m['aes']['weights']}",
-        f"metrics.TQ.weights={m['tq']}", *[f"metrics.TQ.{k}={v}" for k, v in TINY_TQ.items()],
-        *[f"metrics.SRC.{k}={v}" for k, v in m["src"].items()], "metrics.SRC.max_frames=3",
+        cove_data,
+        out,
+        f"metrics.enabled=[{','.join(ELEVEN)}]",
+        f"metrics.AES.encoder={m['aes']['encoder']}",
+        f"metrics.AES.weights={m['aes']['weights']}",
+        f"metrics.TQ.weights={m['tq']}",
+        *[f"metrics.TQ.{k}={v}" for k, v in TINY_TQ.items()],
+        *[f"metrics.SRC.{k}={v}" for k, v in m["src"].items()],
+        "metrics.SRC.max_frames=3",
         # a random Grounding DINO's boxes: accept any, so SRC reaches SAM2 and DINOv2
-        "metrics.SRC.box_threshold=0.0", "metrics.SRC.text_threshold=0.0", "metrics.SRC.min_score=0.0",
-        "metrics.SRC.max_box_area=1.0", "metrics.SRC.min_mask_pixels=1",
+        "metrics.SRC.box_threshold=0.0",
+        "metrics.SRC.text_threshold=0.0",
+        "metrics.SRC.min_score=0.0",
+        "metrics.SRC.max_box_area=1.0",
+        "metrics.SRC.min_mask_pixels=1",
         # batches of 3 cases: the 8 cases make full and partial pool batches
         *[f"metrics.{p}.pool_batch=3" for p in POOLS],
-        "judge.include=judges/tiny_hf.yaml", f"judge.model={m['judge']}", "judge.parse=lenient",
-        "vqr.include=judges/tiny_hf.yaml", f"vqr.model={m['judge']}", "vqr.max_tokens=8", "vqr.max_retries=0",
-        "stats.bootstrap_samples=200")
+        "judge.include=judges/tiny_hf.yaml",
+        f"judge.model={m['judge']}",
+        "judge.parse=lenient",
+        "vqr.include=judges/tiny_hf.yaml",
+        f"vqr.model={m['judge']}",
+        "vqr.max_tokens=8",
+        "vqr.max_retries=0",
+        "stats.bootstrap_samples=200",
+    )
     result = run(load_config(REPO / "configs" / "cove.yaml", overrides))
     assert result.n_computed == 8
 

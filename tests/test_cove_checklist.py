@@ -10,31 +10,74 @@ from vbench_ray.judges.stage import JudgeResult
 
 
 def q(qid, qtype, dim, expected, **extra):
-    return {"id": qid, "type": qtype, "dimension": dim, "question": f"question {qid}?", "expected_answer": expected, **extra}
+    return {
+        "id": qid,
+        "type": qtype,
+        "dimension": dim,
+        "question": f"question {qid}?",
+        "expected_answer": expected,
+        **extra,
+    }
 
 
 OPTS = {"options": {"A": "red", "B": "blue"}}
-TASK1 = {"id": 1, "editing_instruction": "edit one", "videoA_path": "data/a.mp4", "category": [{"Level 1": "Subject"}],
-         "evaluation_groups": [
-             {"target_element": "recolour", "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"}],
-              "questions": [q("Q1", "AB-MCQ", "Execution Accuracy", "B", **OPTS),
-                            q("Q2", "Single-TF", "Execution Accuracy", "No"),
-                            q("Q3", "Single-TF", "Physical Logic", "Yes")]},
-             {"target_element": "camera", "category": [{"Question IDs": ["Q4"], "Level 1": "Camera"}],
-              "questions": [q("Q4", "Dual-TF", "Execution Accuracy", "Yes")]},
-             {"target_element": "preserve", "questions": [q("Q5", "Score-MCQ", "Semantic Preservation", "5"),
-                                                          q("Q6", "Score-MCQ", "Semantic Preservation", "5")]}]}
-TASK2 = {"id": 2, "editing_instruction": "edit two", "videoA_path": "data/b.mp4", "category": [{"Level 1": "Background"}],
-         "evaluation_groups": [
-             {"target_element": "bg", "questions": [q("Q1", "AB-MCQ", "Execution Accuracy", "A", **OPTS),
-                                                    q("Q2", "Single-TF", "Physical Logic", "No")]},
-             {"target_element": "preserve", "questions": [q("Q3", "Score-MCQ", "Semantic Preservation", "5")]}]}
+TASK1 = {
+    "id": 1,
+    "editing_instruction": "edit one",
+    "videoA_path": "data/a.mp4",
+    "category": [{"Level 1": "Subject"}],
+    "evaluation_groups": [
+        {
+            "target_element": "recolour",
+            "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"}],
+            "questions": [
+                q("Q1", "AB-MCQ", "Execution Accuracy", "B", **OPTS),
+                q("Q2", "Single-TF", "Execution Accuracy", "No"),
+                q("Q3", "Single-TF", "Physical Logic", "Yes"),
+            ],
+        },
+        {
+            "target_element": "camera",
+            "category": [{"Question IDs": ["Q4"], "Level 1": "Camera"}],
+            "questions": [q("Q4", "Dual-TF", "Execution Accuracy", "Yes")],
+        },
+        {
+            "target_element": "preserve",
+            "questions": [
+                q("Q5", "Score-MCQ", "Semantic Preservation", "5"),
+                q("Q6", "Score-MCQ", "Semantic Preservation", "5"),
+            ],
+        },
+    ],
+}
+TASK2 = {
+    "id": 2,
+    "editing_instruction": "edit two",
+    "videoA_path": "data/b.mp4",
+    "category": [{"Level 1": "Background"}],
+    "evaluation_groups": [
+        {
+            "target_element": "bg",
+            "questions": [
+                q("Q1", "AB-MCQ", "Execution Accuracy", "A", **OPTS),
+                q("Q2", "Single-TF", "Physical Logic", "No"),
+            ],
+        },
+        {"target_element": "preserve", "questions": [q("Q3", "Score-MCQ", "Semantic Preservation", "5")]},
+    ],
+}
 
 
 def case(task, cats):
-    return {"case_id": str(task["id"]), "variant": "base", "annotations": json.dumps(task), "categories": cats,
-            "instruction": task["editing_instruction"], "source_path": f"/data/src{task['id']}.mp4",
-            "edited_path": f"/data/ed{task['id']}.mp4"}
+    return {
+        "case_id": str(task["id"]),
+        "variant": "base",
+        "annotations": json.dumps(task),
+        "categories": cats,
+        "instruction": task["editing_instruction"],
+        "source_path": f"/data/src{task['id']}.mp4",
+        "edited_path": f"/data/ed{task['id']}.mp4",
+    }
 
 
 CASES = [case(TASK1, ["Subject", "Camera"]), case(TASK2, ["Background"])]
@@ -65,8 +108,9 @@ def score_cfg(aggregation="pooled", uas_unit="group"):
 
 
 def value(metric, rows=None, **kw):
-    return ck.aggregate(ROWS if rows is None else rows, metric, score_cfg(**kw), seed=0, n_resamples=200,
-                        confidence=0.95)
+    return ck.aggregate(
+        ROWS if rows is None else rows, metric, score_cfg(**kw), seed=0, n_resamples=200, confidence=0.95
+    )
 
 
 def test_requests_follow_the_official_layout():
@@ -74,8 +118,10 @@ def test_requests_follow_the_official_layout():
     assert {r.parser for r in reqs.values()} == {"checklist_official"}  # judge.parse default
     assert sorted(reqs) == ["AB-MCQ", "Dual-TF", "Score-MCQ", "Single-TF"]
     assert reqs["AB-MCQ"].request_id == "cove/1/base/checklist/AB-MCQ"
-    videos = {g: [p["video_url"]["url"] for p in r.messages[1]["content"] if p["type"] == "video_url"]
-              for g, r in reqs.items()}
+    videos = {
+        g: [p["video_url"]["url"] for p in r.messages[1]["content"] if p["type"] == "video_url"]
+        for g, r in reqs.items()
+    }
     assert videos["AB-MCQ"] == videos["Single-TF"] == ["file:///data/ed1.mp4"]  # Video B only
     assert videos["Dual-TF"] == videos["Score-MCQ"] == ["file:///data/src1.mp4", "file:///data/ed1.mp4"]  # A then B
     texts = [p["text"] for p in reqs["AB-MCQ"].messages[1]["content"] if p["type"] == "text"]
@@ -138,6 +184,7 @@ def test_pooled_ci_resamples_cases():
 
 # ------------------------------------------------------------------ issue 10: parse modes, validity, routing
 
+
 class Scripted:
     """A judge backend answering every attempt of a request with the same text."""
 
@@ -153,19 +200,37 @@ class Scripted:
         yield [JudgeResponse(r.request_id, text=self.texts[r.group]) for r in requests]
 
 
-TF_TASK = {"id": 7, "editing_instruction": "edit", "videoA_path": "data/a.mp4", "category": [],
-           "evaluation_groups": [{"target_element": "x", "questions": [
-               q("Q1", "Single-TF", "Execution Accuracy", "Yes"), q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
-               q("Q3", "Single-TF", "Execution Accuracy", "Yes"), q("Q4", "Single-TF", "Execution Accuracy", "Yes"),
-               q("Q5", "Score-MCQ", "Semantic Preservation", "5"), q("Q6", "Score-MCQ", "Semantic Preservation", "5"),
-               q("Q7", "Score-MCQ", "Semantic Preservation", "5")]}]}
+TF_TASK = {
+    "id": 7,
+    "editing_instruction": "edit",
+    "videoA_path": "data/a.mp4",
+    "category": [],
+    "evaluation_groups": [
+        {
+            "target_element": "x",
+            "questions": [
+                q("Q1", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q3", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q4", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q5", "Score-MCQ", "Semantic Preservation", "5"),
+                q("Q6", "Score-MCQ", "Semantic Preservation", "5"),
+                q("Q7", "Score-MCQ", "Semantic Preservation", "5"),
+            ],
+        }
+    ],
+}
 # Q1 "Yes." and Q2 "True": literal official answers that score wrong, normalised to Yes by the lenient parse;
 # Q3 lacks the "reasoning" key the official validator requires; Q4 is plain right.
 # Scores: 7.5 and 11 are off the paper's 1-10 integer scale (invalid for that question only); 8 is fine.
-TF_TEXT = ('[{"id": "Q1", "reasoning": "r", "final_answer": "Yes."}, {"id": "Q2", "reasoning": "r", "final_answer": "True"},'
-           ' {"id": "Q3", "final_answer": "Yes"}, {"id": "Q4", "reasoning": "r", "final_answer": "Yes"}]')
-SCORE_TEXT = ('[{"id": "Q5", "reasoning": "r", "final_score": 7.5}, {"id": "Q6", "reasoning": "r", "final_score": "11"},'
-              ' {"id": "Q7", "reasoning": "r", "final_score": 8}]')
+TF_TEXT = (
+    '[{"id": "Q1", "reasoning": "r", "final_answer": "Yes."}, {"id": "Q2", "reasoning": "r", "final_answer": "True"},'
+    ' {"id": "Q3", "final_answer": "Yes"}, {"id": "Q4", "reasoning": "r", "final_answer": "Yes"}]'
+)
+SCORE_TEXT = (
+    '[{"id": "Q5", "reasoning": "r", "final_score": 7.5}, {"id": "Q6", "reasoning": "r", "final_score": "11"},'
+    ' {"id": "Q7", "reasoning": "r", "final_score": 8}]'
+)
 
 
 def judged_rows(tmp_path, parse, validity="question"):
@@ -173,8 +238,11 @@ def judged_rows(tmp_path, parse, validity="question"):
     from vbench_ray.judges.stage import JudgeStage
 
     c = case(TF_TASK, [])
-    stage = JudgeStage(Scripted({"Single-TF": TF_TEXT, "Score-MCQ": SCORE_TEXT}),
-                       JudgeLog(tmp_path / f"{parse}-{validity}"), max_retries=1)
+    stage = JudgeStage(
+        Scripted({"Single-TF": TF_TEXT, "Score-MCQ": SCORE_TEXT}),
+        JudgeLog(tmp_path / f"{parse}-{validity}"),
+        max_retries=1,
+    )
     results = stage.run(ck.build_requests(c, parse, validity))
     return results, ck.judgment_rows(c, results, parse, validity=validity)
 
@@ -225,22 +293,31 @@ def test_official_extraction_is_greedy_and_tolerates_no_second_chance():
     lenient = parse("checklist_lenient", text, tf)
     assert lenient.ok and lenient.value == {"Q1": {"official": None, "lenient": "Yes"}}
     # "Option A" is kept literally by the official parse (and scores wrong), normalised to A by the lenient one
-    ab = parse("checklist_official", '[{"id": "Q1", "reasoning": "r", "final_answer": "Option A"}]',
-               {"ids": ["Q1"], "form": "AB"})
+    ab = parse(
+        "checklist_official",
+        '[{"id": "Q1", "reasoning": "r", "final_answer": "Option A"}]',
+        {"ids": ["Q1"], "form": "AB"},
+    )
     assert ab.ok and ab.value == {"Q1": {"official": "Option A", "lenient": "A"}}
     question = q("Q1", "AB-MCQ", "Execution Accuracy", "A")
     assert ck.score_answer(question, "Option A", "official") == (False, None)
     assert ck.score_answer(question, "A", "lenient") == (True, None)
 
 
-PER_TASK = {"id": 3, "editing_instruction": "e", "videoA_path": "data/c.mp4", "category": [],
-            "evaluation_groups": [{"target_element": "only EA", "questions": [q("Q1", "AB-MCQ", "Execution Accuracy", "A")]}]}
+PER_TASK = {
+    "id": 3,
+    "editing_instruction": "e",
+    "videoA_path": "data/c.mp4",
+    "category": [],
+    "evaluation_groups": [{"target_element": "only EA", "questions": [q("Q1", "AB-MCQ", "Execution Accuracy", "A")]}],
+}
 
 
 def test_per_task_uas_skips_tasks_without_both_ifs_and_vrs():
     """Item 4: the official per-task code gives no UAS to a task lacking IFS or VRS questions."""
-    rows = ROWS + ck.judgment_rows(case(PER_TASK, []), {"cove/3/base/checklist/AB-MCQ": JudgeResult("", OK, both({"Q1": "A"}))},
-                                   "lenient")
+    rows = ROWS + ck.judgment_rows(
+        case(PER_TASK, []), {"cove/3/base/checklist/AB-MCQ": JudgeResult("", OK, both({"Q1": "A"}))}, "lenient"
+    )
     # per task: T1 groups 0 and 1 -> 1/2, T2 0/1, T3 (IFS only) no UAS -> (50 + 0) / 2
     per_task = value("UAS", rows, aggregation="per_task")
     assert per_task["value"] == pytest.approx(25.0) and per_task["n_cases"] == 2
@@ -250,17 +327,20 @@ def test_per_task_uas_skips_tasks_without_both_ifs_and_vrs():
     assert value("UAS", rows)["value"] == pytest.approx(50.0)
 
 
-@pytest.mark.parametrize("question,group,metric", [
-    ({"type": "Single-TF", "dimension": "physical logic"}, {}, "VRS"),  # case-insensitive dimension
-    ({"type": "Single-TF", "tags": ["Physics check"]}, {}, "VRS"),
-    ({"type": "Dual-TF"}, {"category": [{"Question IDs": ["Q1"], "Level 1": "Artifacts"}]}, "VRS"),
-    ({"type": "Single-TF", "category": "Unchanged regions"}, {}, "SEM"),
-    ({"type": "AB-MCQ", "dimension": "Instruction compliance"}, {}, "IFS"),
-    ({"type": "AB-MCQ"}, {"target_element": "physics"}, "IFS"),  # target_element is not a routing field
-    ({"type": "Single-TF"}, {}, "IFS"),
-    ({"type": "Score-MCQ", "tags": ["physics"]}, {}, "SEM"),  # Score-MCQ goes to SEM before keywords
-    ({"type": "Ranking"}, {}, None),
-])
+@pytest.mark.parametrize(
+    "question,group,metric",
+    [
+        ({"type": "Single-TF", "dimension": "physical logic"}, {}, "VRS"),  # case-insensitive dimension
+        ({"type": "Single-TF", "tags": ["Physics check"]}, {}, "VRS"),
+        ({"type": "Dual-TF"}, {"category": [{"Question IDs": ["Q1"], "Level 1": "Artifacts"}]}, "VRS"),
+        ({"type": "Single-TF", "category": "Unchanged regions"}, {}, "SEM"),
+        ({"type": "AB-MCQ", "dimension": "Instruction compliance"}, {}, "IFS"),
+        ({"type": "AB-MCQ"}, {"target_element": "physics"}, "IFS"),  # target_element is not a routing field
+        ({"type": "Single-TF"}, {}, "IFS"),
+        ({"type": "Score-MCQ", "tags": ["physics"]}, {}, "SEM"),  # Score-MCQ goes to SEM before keywords
+        ({"type": "Ranking"}, {}, None),
+    ],
+)
 def test_questions_without_dimension_route_by_the_official_keywords(question, group, metric):
     """Item 5: no (known) dimension -> SEM words, then VRS words, then IFS words, then the type."""
     assert ck.route(question, group) == metric
@@ -269,22 +349,45 @@ def test_questions_without_dimension_route_by_the_official_keywords(question, gr
 # ------------------------------------------------------------------ issue 29, item 4: categories that differ
 # Group 0 of task 11 names Q1 "Subject" and Q2 "Motion" (Level 1): its UAS unit belongs to both categories, while
 # its questions belong to one each (Q3, named by no entry, to both). Wrong, invalid and dropped answers mixed in.
-MIXED_TASK = {"id": 11, "editing_instruction": "e", "videoA_path": "data/m.mp4", "category": [{"Level 1": "Style"}],
-              "evaluation_groups": [
-                  {"target_element": "mixed", "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"},
-                                                           {"Question IDs": ["Q2"], "Level 1": "Motion"}],
-                   "questions": [q("Q1", "AB-MCQ", "Execution Accuracy", "A", **OPTS),
-                                 q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
-                                 q("Q3", "Single-TF", "Physical Logic", "No")]},
-                  {"target_element": "cam", "category": [{"Question IDs": ["Q4"], "Level 1": "Camera"}],
-                   "questions": [q("Q4", "Dual-TF", "Execution Accuracy", "No"),
-                                 q("Q5", "Dual-TF", "Physical Logic", "Yes")]},
-                  {"target_element": "keep", "questions": [q("Q6", "Score-MCQ", "Semantic Preservation", "5")]}]}
-MOTION_TASK = {"id": 12, "editing_instruction": "e", "videoA_path": "data/n.mp4", "category": [{"Level 1": "Motion"}],
-               "evaluation_groups": [
-                   {"target_element": "move", "category": [{"Question IDs": ["Q1"], "Level 1": "Motion"}],
-                    "questions": [q("Q1", "Single-TF", "Execution Accuracy", "Yes"),
-                                  q("Q2", "Single-TF", "Physical Logic", "Yes")]}]}
+MIXED_TASK = {
+    "id": 11,
+    "editing_instruction": "e",
+    "videoA_path": "data/m.mp4",
+    "category": [{"Level 1": "Style"}],
+    "evaluation_groups": [
+        {
+            "target_element": "mixed",
+            "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"}, {"Question IDs": ["Q2"], "Level 1": "Motion"}],
+            "questions": [
+                q("Q1", "AB-MCQ", "Execution Accuracy", "A", **OPTS),
+                q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q3", "Single-TF", "Physical Logic", "No"),
+            ],
+        },
+        {
+            "target_element": "cam",
+            "category": [{"Question IDs": ["Q4"], "Level 1": "Camera"}],
+            "questions": [q("Q4", "Dual-TF", "Execution Accuracy", "No"), q("Q5", "Dual-TF", "Physical Logic", "Yes")],
+        },
+        {"target_element": "keep", "questions": [q("Q6", "Score-MCQ", "Semantic Preservation", "5")]},
+    ],
+}
+MOTION_TASK = {
+    "id": 12,
+    "editing_instruction": "e",
+    "videoA_path": "data/n.mp4",
+    "category": [{"Level 1": "Motion"}],
+    "evaluation_groups": [
+        {
+            "target_element": "move",
+            "category": [{"Question IDs": ["Q1"], "Level 1": "Motion"}],
+            "questions": [
+                q("Q1", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q2", "Single-TF", "Physical Logic", "Yes"),
+            ],
+        }
+    ],
+}
 MIXED_RESULTS = {
     "cove/11/base/checklist/AB-MCQ": JudgeResult("", OK, both({"Q1": "B"})),  # wrong
     "cove/11/base/checklist/Single-TF": JudgeResult("", OK, both({"Q2": "Yes", "Q3": "No"})),  # both right
@@ -347,11 +450,22 @@ def test_gold_answer_falls_back_to_the_last_key_as_the_official_or_chain():
 
 
 def test_a_group_category_that_names_no_asked_question_still_has_its_uas_unit():
-    task = {"id": 13, "editing_instruction": "e", "videoA_path": "data/o.mp4", "category": [],
-            "evaluation_groups": [{"target_element": "x",
-                                   "category": [{"Question IDs": ["Q1"], "Level 1": "Subject"},
-                                                {"Question IDs": ["Q9"], "Level 1": "Camera"}],  # no Q9 asked
-                                   "questions": [q("Q1", "Single-TF", "Execution Accuracy", "Yes")]}]}
+    task = {
+        "id": 13,
+        "editing_instruction": "e",
+        "videoA_path": "data/o.mp4",
+        "category": [],
+        "evaluation_groups": [
+            {
+                "target_element": "x",
+                "category": [
+                    {"Question IDs": ["Q1"], "Level 1": "Subject"},
+                    {"Question IDs": ["Q9"], "Level 1": "Camera"},
+                ],  # no Q9 asked
+                "questions": [q("Q1", "Single-TF", "Execution Accuracy", "Yes")],
+            }
+        ],
+    }
     results = {"cove/13/base/checklist/Single-TF": JudgeResult("", OK, both({"Q1": "Yes"}))}
     rows = ck.judgment_rows(case(task, []), results, "official")
     cats = ck.by_category(rows, ["UAS", "IFS"], score_cfg(), 0, 50, 0.95)
@@ -396,14 +510,31 @@ def test_aggregate_reports_every_field_by_hand():
     # IFS: 11/Q1 wrong, 11/Q2 right, 12/Q1 right; 11/Q4 dropped (official), wrong under lenient -> 2 of 4
     # CI over the two cases: 11 alone 50, 12 alone 100
     assert value("IFS", rows) == {
-        "value": pytest.approx(200 / 3), "ci95": [50.0, 100.0], "n": 3, "n_cases": 2, "n_invalid": 1,
-        "n_dropped": 1, "n_fallback": 0, "n_missing_output": 0, "scale": "percent", "parse": "official",
-        "n_scored_differently": 1, "other_parse": {"parse": "lenient", "value": 50.0}}
+        "value": pytest.approx(200 / 3),
+        "ci95": [50.0, 100.0],
+        "n": 3,
+        "n_cases": 2,
+        "n_invalid": 1,
+        "n_dropped": 1,
+        "n_fallback": 0,
+        "n_missing_output": 0,
+        "scale": "percent",
+        "parse": "official",
+        "n_scored_differently": 1,
+        "other_parse": {"parse": "lenient", "value": 50.0},
+    }
     sem = value("SEM", rows)
-    assert (sem["value"], sem["scale"], sem["ci95"], sem["other_parse"]) == (70.0, "0-100", None,
-                                                                             {"parse": "lenient", "value": 70.0})
-    lenient = [r for c in (case(MIXED_TASK, ["Style"]), case(MOTION_TASK, ["Motion"]))
-               for r in ck.judgment_rows(c, MIXED_RESULTS, "lenient")]
+    assert (sem["value"], sem["scale"], sem["ci95"], sem["other_parse"]) == (
+        70.0,
+        "0-100",
+        None,
+        {"parse": "lenient", "value": 70.0},
+    )
+    lenient = [
+        r
+        for c in (case(MIXED_TASK, ["Style"]), case(MOTION_TASK, ["Motion"]))
+        for r in ck.judgment_rows(c, MIXED_RESULTS, "lenient")
+    ]
     assert value("IFS", lenient)["n_fallback"] == 1 and value("IFS", lenient)["value"] == 50.0  # 11/Q4 counted wrong
     assert [r["question_id"] for r in ck.metric_rows(rows, "SEM", "score_mcq")] == ["Q6"]
     assert len(ck.metric_rows(rows, "IFS", "score_mcq")) == 4  # the Score-MCQ-only rule is SEM's alone

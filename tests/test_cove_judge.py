@@ -30,8 +30,10 @@ def perfect_answers(data, path: Path, break_one: str | None = None) -> list[str]
         expected = {q["id"]: q["expected_answer"] for g in task["evaluation_groups"] for q in g["questions"]}
         for request in build_requests(case):
             key = "final_score" if request.group == "Score-MCQ" else "final_answer"
-            items = [{"id": i, "reasoning": "seen", key: 10 if key == "final_score" else expected[i]}
-                     for i in request.expected["ids"]]
+            items = [
+                {"id": i, "reasoning": "seen", key: 10 if key == "final_score" else expected[i]}
+                for i in request.expected["ids"]
+            ]
             text = "I refuse." if request.request_id == break_one else "```json\n" + json.dumps(items) + "\n```"
             lines.append(json.dumps({"request_id": request.request_id, "text": text}))
             ids.append(request.request_id)
@@ -65,7 +67,9 @@ def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path
     mode = f"judge.parse={parse}"
     # one broken request of a tiny run is more than judge.max_invalid_fraction's 5%: keep the metrics anyway
     mode = (mode, "judge.max_invalid_fraction=1")
-    first = run(_cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=2", *mode))
+    first = run(
+        _cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=2", *mode)
+    )
     judged = [r for r in pq.read_table(out / "judgments.parquet").to_pylist() if r["request_id"] == broken]
     dropped = parse == "official"
     assert judged and all(r["status"] == "invalid" and r["correct"] is (None if dropped else False) for r in judged)
@@ -84,8 +88,16 @@ def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path
     assert [r["attempt"] for r in log if r["request_id"] == broken] == [0, 1, 2]
 
     # re-score from the run's own judge log, in a new directory and in the same one
-    again = run(_cfg(cove_data, tmp_path / "rescored", "judge.backend=replay", f"judge.replay_path={out}",
-                     "judge.max_retries=2", *mode))
+    again = run(
+        _cfg(
+            cove_data,
+            tmp_path / "rescored",
+            "judge.backend=replay",
+            f"judge.replay_path={out}",
+            "judge.max_retries=2",
+            *mode,
+        )
+    )
     same = run(_cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={out}", "judge.max_retries=2", *mode))
     assert again.summary["metrics"] == first.summary["metrics"] == same.summary["metrics"]
     assert again.summary["by_category"] == first.summary["by_category"]
@@ -95,8 +107,13 @@ def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path
 def test_per_task_aggregation_option_changes_only_the_pooling(cove_data, tmp_path):
     answers = tmp_path / "answers.jsonl"
     perfect_answers(cove_data, answers, break_one="cove/2/base/checklist/AB-MCQ")
-    args = ("judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=0", "judge.max_invalid_fraction=1",
-            "judge.parse=lenient")  # the broken request counts wrong (official would drop it)
+    args = (
+        "judge.backend=replay",
+        f"judge.replay_path={answers}",
+        "judge.max_retries=0",
+        "judge.max_invalid_fraction=1",
+        "judge.parse=lenient",
+    )  # the broken request counts wrong (official would drop it)
     pooled = run(_cfg(cove_data, tmp_path / "a", *args)).summary["metrics"]["IFS"]
     per_task = run(_cfg(cove_data, tmp_path / "a", *args, "score.aggregation=per_task")).summary["metrics"]["IFS"]
     assert pooled["n"] == per_task["n"] and pooled["value"] != per_task["value"]

@@ -8,8 +8,14 @@ import pytest
 
 from conftest import cove_overrides
 from vbench_ray.benchmarks.base import DataError
-from vbench_ray.benchmarks.cove import (CoveBench, exclusion_reason, index_edited_videos, resolve_under,
-                                        task_id_from_name, validate_task)
+from vbench_ray.benchmarks.cove import (
+    CoveBench,
+    exclusion_reason,
+    index_edited_videos,
+    resolve_under,
+    task_id_from_name,
+    validate_task,
+)
 from vbench_ray.configure import load_config
 
 COVE = Path(__file__).resolve().parent.parent / "configs" / "cove.yaml"
@@ -20,10 +26,18 @@ def _load(data, tmp_path, *extra):
     return {r["case_id"]: r for r in CoveBench().load_cases(cfg)}
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("17", "17"), ("task_17_output", "17"), ("model_output_id17_final", "17"), ("video_17", "17"),
-    ("video-017", "17"), ("kiwi_run3_17", "17"), ("no_number", None),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("17", "17"),
+        ("task_17_output", "17"),
+        ("model_output_id17_final", "17"),
+        ("video_17", "17"),
+        ("video-017", "17"),
+        ("kiwi_run3_17", "17"),
+        ("no_number", None),
+    ],
+)
 def test_official_edited_name_patterns(name, expected):
     assert task_id_from_name(name) == expected
 
@@ -45,9 +59,19 @@ def test_paths_may_not_escape_the_data_root(tmp_path):
 
 
 def test_validation_names_the_field():
-    task = {"id": 5, "editing_instruction": "x", "videoA_path": "data/1.mp4", "evaluation_groups": [
-        {"questions": [{"id": "Q1", "type": "Multi-TF", "dimension": "Execution Accuracy", "expected_answer": "Yes"},
-                       {"id": "Q1", "type": "AB-MCQ", "dimension": "Vibes", "expected_answer": "A"}]}]}
+    task = {
+        "id": 5,
+        "editing_instruction": "x",
+        "videoA_path": "data/1.mp4",
+        "evaluation_groups": [
+            {
+                "questions": [
+                    {"id": "Q1", "type": "Multi-TF", "dimension": "Execution Accuracy", "expected_answer": "Yes"},
+                    {"id": "Q1", "type": "AB-MCQ", "dimension": "Vibes", "expected_answer": "A"},
+                ]
+            }
+        ],
+    }
     errors = validate_task(task, "checklist.json: task[4]")
     # issue 24: an unknown type or dimension is no load error (skipped / routed as the official code does)
     assert errors == ["checklist.json: task[4].evaluation_groups[0].questions[1].id: duplicate question id 'Q1'"]
@@ -84,8 +108,10 @@ def test_explicit_id_lists_replace_the_category_rule(cove_data, tmp_path):
     assert {k for k, r in rows.items() if r["excluded_SSIM"]} == {"1", "3"}
     assert {k for k, r in rows.items() if r["excluded_MSM"]} == {"2"}
     assert exclusion_reason("7", ["Background"], [], (None, ["Background/Scene Change"])) is None
-    assert exclusion_reason("7", ["Background"], ["Background/Scene Change"],
-                            (None, ["Background/Scene Change"])) == "category:Background/Scene Change"
+    assert (
+        exclusion_reason("7", ["Background"], ["Background/Scene Change"], (None, ["Background/Scene Change"]))
+        == "category:Background/Scene Change"
+    )
 
 
 def test_bad_cases_are_recorded_not_fatal(cove_copy, tmp_path):

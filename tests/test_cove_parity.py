@@ -5,7 +5,6 @@ side runs its real judge stage, parse and scoring (``cove_messy.run_project``). 
 replies (first ask and re-asks); both aggregation modes must agree to 1e-9.
 """
 
-import json
 import random
 from types import SimpleNamespace
 
@@ -50,6 +49,7 @@ def test_a_fixed_messy_set_matches_in_both_modes():
 
 # ----------------------------------------------------------------------------- the issue's numbered items
 
+
 def q(qid, qtype, dim, expected=None, **extra):
     out = {"id": qid, "type": qtype, "question": f"{qid}?", **extra}
     if dim is not None:
@@ -77,9 +77,19 @@ def test_item1_unknown_dimension_and_other_gold_key_are_scored():
     ``correct_answer`` is found; the task is scored, not failed."""
     from vbench_ray.benchmarks.cove import validate_task
 
-    task = {"id": 1, "editing_instruction": "e", "videoA_path": "a.mp4", "evaluation_groups": [{"questions": [
-        q("Q1", "Single-TF", "physical_logic", None, correct_answer="No"),
-        q("Q2", "Single-TF", "Execution Accuracy", "Yes")]}]}
+    task = {
+        "id": 1,
+        "editing_instruction": "e",
+        "videoA_path": "a.mp4",
+        "evaluation_groups": [
+            {
+                "questions": [
+                    q("Q1", "Single-TF", "physical_logic", None, correct_answer="No"),
+                    q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
+                ]
+            }
+        ],
+    }
     assert validate_task(task, "t") == []
     rows = _rows(task, {"cove/1/base/checklist/Single-TF": JudgeResult("", "ok", _answered({"Q1": "no", "Q2": "Yes"}))})
     by = {r["question_id"]: r for r in rows}
@@ -88,8 +98,12 @@ def test_item1_unknown_dimension_and_other_gold_key_are_scored():
 
 
 def test_item1_unknown_question_type_is_skipped_not_fatal():
-    task = {"id": 1, "evaluation_groups": [{"questions": [q("Q1", "Ranking", None, "1"),
-                                                          q("Q2", "AB-MCQ", "Execution Accuracy", "A")]}]}
+    task = {
+        "id": 1,
+        "evaluation_groups": [
+            {"questions": [q("Q1", "Ranking", None, "1"), q("Q2", "AB-MCQ", "Execution Accuracy", "A")]}
+        ],
+    }
     reqs = ck.build_requests(case_of(task))
     assert [r.group for r in reqs] == ["AB-MCQ"]  # the official code never asks a Ranking question
     rows = _rows(task, {"cove/1/base/checklist/AB-MCQ": JudgeResult("", "ok", _answered({"Q2": "A"}))})
@@ -100,9 +114,18 @@ def test_item1_unknown_question_type_is_skipped_not_fatal():
     assert stats["n_invalid"] == 0
 
 
-TF_TASK = {"id": 1, "evaluation_groups": [{"questions": [
-    q("Q1", "Single-TF", "Execution Accuracy", "Yes"), q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
-    q("Q6", "Single-TF", "Execution Accuracy", "Yes")]}]}
+TF_TASK = {
+    "id": 1,
+    "evaluation_groups": [
+        {
+            "questions": [
+                q("Q1", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q2", "Single-TF", "Execution Accuracy", "Yes"),
+                q("Q6", "Single-TF", "Execution Accuracy", "Yes"),
+            ]
+        }
+    ],
+}
 
 
 def _judge(tmp_path, task, texts, validity="request"):
@@ -118,8 +141,10 @@ def _judge(tmp_path, task, texts, validity="request"):
 def test_item2_one_item_without_reasoning_voids_the_whole_request(tmp_path):
     """Official: after its re-asks the request is invalid and none of its answers count; the project's
     per-question validity keeps the valid siblings (``score.validity=question``)."""
-    text = ('[{"id": "Q1", "reasoning": "r", "final_answer": "Yes"}, {"id": "Q2", "final_answer": "Yes"},'
-            ' {"id": "Q6", "reasoning": "r", "final_answer": "Yes"}]')
+    text = (
+        '[{"id": "Q1", "reasoning": "r", "final_answer": "Yes"}, {"id": "Q2", "final_answer": "Yes"},'
+        ' {"id": "Q6", "reasoning": "r", "final_answer": "Yes"}]'
+    )
     results, rows = _judge(tmp_path, TF_TASK, {(1, "Single-TF"): [text]})
     assert results["cove/1/base/checklist/Single-TF"].attempts == 4  # the first ask and 3 re-asks
     assert all(r["correct"] is None for r in rows) and _value(rows, "IFS") is None
@@ -128,16 +153,20 @@ def test_item2_one_item_without_reasoning_voids_the_whole_request(tmp_path):
 
 
 def test_item2_out_of_set_answers_are_accepted_and_scored_wrong(tmp_path):
-    text = ('[{"id": "Q1", "reasoning": "r", "final_answer": "Unclear"}, {"id": "Q2", "reasoning": "r", '
-            '"final_answer": "Yes"}, {"id": "Q6", "reasoning": "r", "final_answer": "C"}]')
+    text = (
+        '[{"id": "Q1", "reasoning": "r", "final_answer": "Unclear"}, {"id": "Q2", "reasoning": "r", '
+        '"final_answer": "Yes"}, {"id": "Q6", "reasoning": "r", "final_answer": "C"}]'
+    )
     results, rows = _judge(tmp_path, TF_TASK, {(1, "Single-TF"): [text, "never asked again"]})
     assert results["cove/1/base/checklist/Single-TF"].attempts == 1  # no re-ask
     assert _value(rows, "IFS") == pytest.approx(100 / 3)
 
 
 def test_item3_an_id_with_spaces_is_a_missing_id(tmp_path):
-    text = ('[{"id": "Q1", "reasoning": "r", "final_answer": "Yes"}, {"id": "Q2", "reasoning": "r", '
-            '"final_answer": "Yes"}, {"id": " Q6 ", "reasoning": "r", "final_answer": "Yes"}]')
+    text = (
+        '[{"id": "Q1", "reasoning": "r", "final_answer": "Yes"}, {"id": "Q2", "reasoning": "r", '
+        '"final_answer": "Yes"}, {"id": " Q6 ", "reasoning": "r", "final_answer": "Yes"}]'
+    )
     results, rows = _judge(tmp_path, TF_TASK, {(1, "Single-TF"): [text]})
     assert results["cove/1/base/checklist/Single-TF"].status == "invalid"
     assert _value(rows, "IFS") is None
@@ -146,21 +175,43 @@ def test_item3_an_id_with_spaces_is_a_missing_id(tmp_path):
 
 
 def test_item4_scores_go_through_float(tmp_path):
-    task = {"id": 1, "evaluation_groups": [{"questions": [
-        q("Q1", "Score-MCQ", "Semantic Preservation", "5"), q("Q2", "Score-MCQ", "Semantic Preservation", "5"),
-        q("Q3", "Score-MCQ", "Semantic Preservation", "5")]}]}
-    text = ('[{"id": "Q1", "reasoning": "r", "final_score": 7.5}, {"id": "Q2", "reasoning": "r", "final_score": "11"},'
-            ' {"id": "Q3", "reasoning": "r", "final_score": true}]')
+    task = {
+        "id": 1,
+        "evaluation_groups": [
+            {
+                "questions": [
+                    q("Q1", "Score-MCQ", "Semantic Preservation", "5"),
+                    q("Q2", "Score-MCQ", "Semantic Preservation", "5"),
+                    q("Q3", "Score-MCQ", "Semantic Preservation", "5"),
+                ]
+            }
+        ],
+    }
+    text = (
+        '[{"id": "Q1", "reasoning": "r", "final_score": 7.5}, {"id": "Q2", "reasoning": "r", "final_score": "11"},'
+        ' {"id": "Q3", "reasoning": "r", "final_score": true}]'
+    )
     _, rows = _judge(tmp_path, task, {(1, "Score-MCQ"): [text]})
     # (7.5 + 11 + 1.0) / 3 x 10
     assert _value(rows, "SEM") == pytest.approx(65.0)
 
 
 def test_item5_a_tf_question_routed_to_sem_is_averaged_into_sem():
-    task = {"id": 1, "evaluation_groups": [{"questions": [
-        q("Q1", "Score-MCQ", "Semantic Preservation", "5"), q("Q2", "Dual-TF", "semantic preservation", "Yes")]}]}
-    results = {"cove/1/base/checklist/Score-MCQ": JudgeResult("", "ok", _answered({"Q1": 8})),
-               "cove/1/base/checklist/Dual-TF": JudgeResult("", "ok", _answered({"Q2": "Yes"}))}
+    task = {
+        "id": 1,
+        "evaluation_groups": [
+            {
+                "questions": [
+                    q("Q1", "Score-MCQ", "Semantic Preservation", "5"),
+                    q("Q2", "Dual-TF", "semantic preservation", "Yes"),
+                ]
+            }
+        ],
+    }
+    results = {
+        "cove/1/base/checklist/Score-MCQ": JudgeResult("", "ok", _answered({"Q1": 8})),
+        "cove/1/base/checklist/Dual-TF": JudgeResult("", "ok", _answered({"Q2": "Yes"})),
+    }
     rows = _rows(task, results)
     assert _value(rows, "SEM") == pytest.approx(45.0)  # mean(8, 1) x 10
     assert _value(rows, "SEM", sem_questions="score_mcq") == pytest.approx(80.0)

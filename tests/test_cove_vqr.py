@@ -28,27 +28,34 @@ def _cfg(data, out, *extra):
 
 # ----------------------------------------------------------------------------- parser
 
-@pytest.mark.parametrize("text, score", [
-    ("<think>Sharp, little noise, slight blur at the edges.</think><answer>3.75</answer>", 3.75),
-    ("<answer>4</answer>", 4.0),
-    ("<think>a 2 would be too harsh <answer>2</answer></think> <answer> 4.10 </answer>", 4.10),  # last span wins
-    ("<answer>The score is 1.00</answer>", 1.0),
-    ("<answer>5.00</answer>", 5.0),
-    ("<think>ok</think> 2.5", 2.5),  # no tags: the text after </think>
-])
+
+@pytest.mark.parametrize(
+    "text, score",
+    [
+        ("<think>Sharp, little noise, slight blur at the edges.</think><answer>3.75</answer>", 3.75),
+        ("<answer>4</answer>", 4.0),
+        ("<think>a 2 would be too harsh <answer>2</answer></think> <answer> 4.10 </answer>", 4.10),  # last span wins
+        ("<answer>The score is 1.00</answer>", 1.0),
+        ("<answer>5.00</answer>", 5.0),
+        ("<think>ok</think> 2.5", 2.5),  # no tags: the text after </think>
+    ],
+)
 def test_parser_reads_the_last_answer_span(text, score):
     parsed = parse(vqr.PARSER, text, EXPECTED)
     assert parsed.ok and parsed.value["score"] == pytest.approx(score)
 
 
-@pytest.mark.parametrize("text, error", [
-    ("<think>bad</think><answer>7.5</answer>", "outside the scale 1 to 5"),
-    ("<answer>0.5</answer>", "outside the scale"),
-    ("<answer>-3</answer>", "outside the scale"),
-    ("<think>looks fine</think><answer>good</answer>", "no score inside <answer>"),
-    ("<think>I cannot rate this picture.</think>", "no score in the answer"),
-    ("", "no score"),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("<think>bad</think><answer>7.5</answer>", "outside the scale 1 to 5"),
+        ("<answer>0.5</answer>", "outside the scale"),
+        ("<answer>-3</answer>", "outside the scale"),
+        ("<think>looks fine</think><answer>good</answer>", "no score inside <answer>"),
+        ("<think>I cannot rate this picture.</think>", "no score in the answer"),
+        ("", "no score"),
+    ],
+)
 def test_parser_rejects_off_scale_and_missing_scores(text, error):
     parsed = parse(vqr.PARSER, text, EXPECTED)
     assert not parsed.ok and error in parsed.error and parsed.value is None
@@ -56,6 +63,7 @@ def test_parser_rejects_off_scale_and_missing_scores(text, error):
 
 
 # ----------------------------------------------------------------------------- frames from the decode stage
+
 
 def frames_in(cases, run_dir: Path) -> list[dict]:
     """The cases with their VQR frames written by the decode stage (as the stream does, into ``run_dir``)."""
@@ -153,8 +161,10 @@ def test_case_score_is_the_mean_of_frame_scores_by_hand(framed):
     case = framed[0]
     requests = vqr.build_requests(case)
     scores = [1.0, 2.0, 3.5, 4.25, 5.0, 3.0, 3.0, 2.75, 4.0, 1.5][: len(requests)]
-    results = {r.request_id: JudgeResult(r.request_id, "ok", {"score": s, "answer": str(s)}, 1)
-               for r, s in zip(requests, scores)}
+    results = {
+        r.request_id: JudgeResult(r.request_id, "ok", {"score": s, "answer": str(s)}, 1)
+        for r, s in zip(requests, scores)
+    }
     rows = vqr.frame_rows(case, results)
     assert [r["score"] for r in rows] == scores and all(r["metric"] == "VQR" for r in rows)
     key = (case["case_id"], "base")
@@ -167,6 +177,7 @@ def test_case_score_is_the_mean_of_frame_scores_by_hand(framed):
 
 
 # ----------------------------------------------------------------------------- end to end
+
 
 def replay_answers(framed, path: Path, score_of, broken: set[str] = frozenset()) -> dict[str, list[float]]:
     """A replay judge (JSONL of {"request_id", "text"}, plus "attempt_hash" for a re-ask's own answer): frame
@@ -183,8 +194,10 @@ def replay_answers(framed, path: Path, score_of, broken: set[str] = frozenset())
             if r.request_id in broken:
                 bad = "<think>hmm</think><answer>8.3</answer>"
                 again = retry_request(r, parse(vqr.PARSER, bad, EXPECTED).error)
-                lines += [{"request_id": r.request_id, "text": bad},
-                          {"request_id": r.request_id, "attempt_hash": again.prompt_hash(), "text": good}]
+                lines += [
+                    {"request_id": r.request_id, "text": bad},
+                    {"request_id": r.request_id, "attempt_hash": again.prompt_hash(), "text": good},
+                ]
             else:
                 lines.append({"request_id": r.request_id, "text": good})
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -209,9 +222,18 @@ def test_end_to_end_vqr_beside_ssim_and_the_checklist_judge(cove_data, framed, t
     shutil.rmtree(out / vqr.FRAME_DIR)  # the run's decode stage writes them again, at the same paths
     probed = []  # the load-time probe of edited videos no frame metric opens: VQR's frames open them all
     monkeypatch.setattr("vbench_ray.video.io.probe", lambda path, *a: probed.append(path))
-    result = run(_cfg(cove_data, out, "metrics.enabled=[SSIM,UAS,IFS,VRS,SEM,VQR]", "vqr.backend=replay",
-                      f"vqr.replay_path={answers}", "vqr.max_retries=1", "judge.backend=replay",
-                      f"judge.replay_path={checklist_answers}"))
+    result = run(
+        _cfg(
+            cove_data,
+            out,
+            "metrics.enabled=[SSIM,UAS,IFS,VRS,SEM,VQR]",
+            "vqr.backend=replay",
+            f"vqr.replay_path={answers}",
+            "vqr.max_retries=1",
+            "judge.backend=replay",
+            f"judge.replay_path={checklist_answers}",
+        )
+    )
     judged = [r for r in pq.read_table(out / "judgments.parquet").to_pylist() if r["metric"] == "VQR"]
     per_case = vqr.case_scores(judged)
     assert set(per_case) == {(c, "base") for c in expected}
@@ -228,8 +250,7 @@ def test_end_to_end_vqr_beside_ssim_and_the_checklist_judge(cove_data, framed, t
     assert cats and all(v["n"] >= 1 for v in cats.values())
     one = next(iter(cats))
     members = [c for c in framed if one in (c["categories"] or [])]
-    assert cats[one]["value"] == pytest.approx(
-        sum(per_case[(c["case_id"], "base")] for c in members) / len(members))
+    assert cats[one]["value"] == pytest.approx(sum(per_case[(c["case_id"], "base")] for c in members) / len(members))
     # the off-scale answer was re-asked; every raw answer is in the judge log
     log = [json.loads(line) for line in (out / "judge_log.jsonl").read_text().splitlines()]
     mine = [r for r in log if r["request_id"] == first]
@@ -242,11 +263,18 @@ def test_end_to_end_vqr_beside_ssim_and_the_checklist_judge(cove_data, framed, t
     # summary.judge: one block per phase, each with its own requests, re-asks and model
     judge = result.summary["judge"]
     assert set(judge) == {"checklist", "vqr"}
-    assert (judge["vqr"]["n_requests"], judge["vqr"]["n_ok"], judge["vqr"]["n_invalid"], judge["vqr"]["n_reasked"]) == \
-        (n_frames, n_frames, 0, 1)
+    assert (judge["vqr"]["n_requests"], judge["vqr"]["n_ok"], judge["vqr"]["n_invalid"], judge["vqr"]["n_reasked"]) == (
+        n_frames,
+        n_frames,
+        0,
+        1,
+    )
     assert judge["vqr"]["n_responses_logged"] == n_frames + 1 and judge["vqr"]["backend"] == "replay"
-    assert (judge["checklist"]["n_requests"], judge["checklist"]["n_ok"], judge["checklist"]["n_reasked"]) == \
-        (len(checklist_ids), len(checklist_ids), 0)
+    assert (judge["checklist"]["n_requests"], judge["checklist"]["n_ok"], judge["checklist"]["n_reasked"]) == (
+        len(checklist_ids),
+        len(checklist_ids),
+        0,
+    )
     assert judge["vqr"]["model"] == "VisualQuality-R1-7B" and judge["checklist"]["model"] == "replay"
     assert probed == []
     # one decode stage: each case's videos opened once (the source only for SSIM), VQR's frames among its decodes
@@ -265,10 +293,12 @@ def test_a_never_valid_frame_fails_its_case_and_the_metric_becomes_unavailable(c
     broken = {r.request_id for r in vqr.build_requests(framed[0])[:1]}
     replay_answers(framed, answers, lambda c, k: 3.0, broken=broken)
     lines = [json.loads(x) for x in answers.read_text().splitlines()]
-    answers.write_text("".join(json.dumps(x) + "\n" for x in lines
-                               if not (x["request_id"] in broken and "8.3" not in x["text"])))
-    result = run(_cfg(cove_data, tmp_path / "run", "vqr.backend=replay", f"vqr.replay_path={answers}",
-                      "vqr.max_retries=0"))
+    answers.write_text(
+        "".join(json.dumps(x) + "\n" for x in lines if not (x["request_id"] in broken and "8.3" not in x["text"]))
+    )
+    result = run(
+        _cfg(cove_data, tmp_path / "run", "vqr.backend=replay", f"vqr.replay_path={answers}", "vqr.max_retries=0")
+    )
     m = result.summary["metrics"]["VQR"]
     assert m["n_failed"] == 1 and m["n_invalid"] == 1
     assert result.summary["judge"]["n_invalid"] == 1 and result.summary["judge"]["n_reasked"] == 0  # one phase: flat

@@ -49,6 +49,7 @@ def test_source_is_opened_after_the_edited_reader_is_released(tmp_path, monkeypa
 
 # ------------------------------------------------------------- per-frame views (SSIM, MSM, MF with LK)
 
+
 def full_config(name: str, **overrides) -> dict:
     """``metrics.<name>`` as the pipeline hands it to the stage: the class's defaults with ``overrides``."""
     build_metric(name)  # registers the metric modules
@@ -80,8 +81,11 @@ def raw_frames(path: str, metric, backend: str) -> np.ndarray:
 
 CONFIGS = {
     "defaults": {"SSIM": {}, "MSM": {}, "MF": {}},  # 224 / 224 / 384: upscaled here
-    "downscaled": {"SSIM": {"size": 64, "frames": 7}, "MSM": {"size": 64, "formula": "paper_text"},
-                   "MF": {"size": 80, "frames": 9, "grid_size": 5}},
+    "downscaled": {
+        "SSIM": {"size": 64, "frames": 7},
+        "MSM": {"size": 64, "formula": "paper_text"},
+        "MF": {"size": 80, "frames": 9, "grid_size": 5},
+    },
 }
 
 
@@ -165,8 +169,11 @@ def test_pool_metrics_and_sinks_still_get_raw_frames(pair):
     """A pool metric (MF with CoTracker, MSM with RAFT: models in their own pools) and a sink read the same
     frames as SSIM, which gets its views: they get the full-resolution frames, exactly as decoded."""
     sink = RecordingSink()
-    specs = {"SSIM": full_config("SSIM", size=32), "MSM": full_config("MSM", flow="raft"),
-             "MF": full_config("MF", tracker="cotracker")}
+    specs = {
+        "SSIM": full_config("SSIM", size=32),
+        "MSM": full_config("MSM", flow="raft"),
+        "MF": full_config("MF", tracker="cotracker"),
+    }
     stage = frames_mod.FrameMetricsStage(specs, sinks=[sink])
     assert stage.views == {"SSIM": FrameView((Gray(), AreaResize(32))), "MSM": None, "MF": None}
     out = stage(pair)
@@ -226,8 +233,13 @@ def test_video_package_imports_nothing_of_the_metrics_package():
     found = []
     for path in sorted(Path(vbench_ray.video.__file__).parent.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             found += [f"{path.name}: {n}" for n in names if n.startswith("vbench_ray.metrics")]
     assert found == []
 
@@ -237,13 +249,23 @@ def test_decode_stages_wires_the_decode_stage_and_one_pool_per_pool_metric():
     with the caller's extra inputs, outputs and init arguments, then AES's model pool reading those frames."""
     from types import SimpleNamespace
 
-    cfg = OmegaConf.create({
-        "metrics": {"SSIM": full_config("SSIM", size=32), "AES": full_config("AES")},
-        "video": {"backend": "pyav"}, "data": {"pair_mismatch": "fail"},
-        "ray": {"workers": 3, "batch_size": 2, "pools": {}}})
+    cfg = OmegaConf.create(
+        {
+            "metrics": {"SSIM": full_config("SSIM", size=32), "AES": full_config("AES")},
+            "video": {"backend": "pyav"},
+            "data": {"pair_mismatch": "fail"},
+            "ray": {"workers": 3, "batch_size": 2, "pools": {}},
+        }
+    )
     sink = SimpleNamespace(name="thumbs", column="thumbs_dir")
-    stages = frames_mod.decode_stages(cfg, ["SSIM", "AES"], sinks=[sink], inputs=("mask_path",),
-                                      init_kwargs={"extra": 1}, outputs={"warning_mask": "str"})
+    stages = frames_mod.decode_stages(
+        cfg,
+        ["SSIM", "AES"],
+        sinks=[sink],
+        inputs=("mask_path",),
+        init_kwargs={"extra": 1},
+        outputs={"warning_mask": "str"},
+    )
     decode, pool = stages
     assert [s.name for s in stages] == ["frames", "AES"]
     assert decode.fn is frames_mod.FrameMetricsStage and decode.kind == "cpu" and pool.kind == "pool"
@@ -252,9 +274,18 @@ def test_decode_stages_wires_the_decode_stage_and_one_pool_per_pool_metric():
     assert decode.init_kwargs["video_backend"] == "pyav" and decode.init_kwargs["pair_mismatch"] == "fail"
     assert decode.init_kwargs["sinks"] == [sink] and decode.init_kwargs["metrics"]["SSIM"]["size"] == 32
     assert isinstance(decode.init_kwargs["metrics"]["AES"], dict)  # plain: pickles cheaply to the workers
-    assert decode.outputs == {"SSIM": "float", "error_SSIM": "str", payload_column("AES"): "bytes", "error_AES": "str",
-                              "thumbs_dir": "str", "error_thumbs": "str", "frames_decoded": "int",
-                              "videos_opened": "int", "warning_pair": "str", "warning_mask": "str"}
+    assert decode.outputs == {
+        "SSIM": "float",
+        "error_SSIM": "str",
+        payload_column("AES"): "bytes",
+        "error_AES": "str",
+        "thumbs_dir": "str",
+        "error_thumbs": "str",
+        "frames_decoded": "int",
+        "videos_opened": "int",
+        "warning_pair": "str",
+        "warning_mask": "str",
+    }
     assert (decode.workers, decode.batch_size) == (3, 2)
     assert pool.inputs == (payload_column("AES"),) and pool.outputs == {"AES": "float"}
     # without sinks the decode stage is built without them (NRVBench's stage takes none)

@@ -22,12 +22,25 @@ pytest.importorskip("diffusers")
 COVE = REPO / "configs" / "cove.yaml"
 VACE = REPO / "configs" / "editors" / "vace.yaml"
 # Table 7's VACE rules scaled down for a CPU: 4k+1 frames in [5, 9] at 64x32 (the real ones: [33, 81] at 1280x720)
-RULES = {"frame_constraint": "4k+1", "min_frames": 5, "max_frames": 9, "resolution": [64, 32],
-         "resolution_mode": "exact", "size_multiple": 16}
+RULES = {
+    "frame_constraint": "4k+1",
+    "min_frames": 5,
+    "max_frames": 9,
+    "resolution": [64, 32],
+    "resolution_mode": "exact",
+    "size_multiple": 16,
+}
 # (16 text tokens instead of Wan's 512: the tiny encoder's time, not a rule under test)
-SMALL = ["editor.dtype=fp32", "editor.vae_dtype=fp32", "editor.steps=2", "editor.frame_rules.resolution=[64,32]",
-         "editor.frame_rules.min_frames=5", "editor.frame_rules.max_frames=9", "editor.replicas=1",
-         "editor.call_kwargs.max_sequence_length=16"]
+SMALL = [
+    "editor.dtype=fp32",
+    "editor.vae_dtype=fp32",
+    "editor.steps=2",
+    "editor.frame_rules.resolution=[64,32]",
+    "editor.frame_rules.min_frames=5",
+    "editor.frame_rules.max_frames=9",
+    "editor.replicas=1",
+    "editor.call_kwargs.max_sequence_length=16",
+]
 
 
 @pytest.fixture(scope="session")
@@ -38,9 +51,19 @@ def tiny_vace(tmp_path_factory) -> Path:
 
 
 def _cfg(weights, **extra) -> dict:
-    cfg = {"name": "diffusers", "model": "tiny-vace", "weights": str(weights), "pipeline": "WanVACEPipeline",
-           "dtype": "fp32", "steps": 2, "guidance": 5.0, "seed": 3, "layout": "flat", "frame_rules": dict(RULES),
-           "call_kwargs": {"max_sequence_length": 16}}
+    cfg = {
+        "name": "diffusers",
+        "model": "tiny-vace",
+        "weights": str(weights),
+        "pipeline": "WanVACEPipeline",
+        "dtype": "fp32",
+        "steps": 2,
+        "guidance": 5.0,
+        "seed": 3,
+        "layout": "flat",
+        "frame_rules": dict(RULES),
+        "call_kwargs": {"max_sequence_length": 16},
+    }
     cfg.update(extra)
     return cfg
 
@@ -104,7 +127,9 @@ def test_a_missing_or_wrong_model_folder_is_refused_before_compute(tiny_vace, co
         return str(err.value)
 
     assert "`editor.weights` is not set" in problems()  # vace.yaml leaves it for the user to set
-    assert f"`editor.weights` = '{tmp_path / 'none'}' is not a folder" in problems(f"editor.weights={tmp_path / 'none'}")
+    assert f"`editor.weights` = '{tmp_path / 'none'}' is not a folder" in problems(
+        f"editor.weights={tmp_path / 'none'}"
+    )
     (tmp_path / "empty").mkdir()
     assert "has no model_index.json" in problems(f"editor.weights={tmp_path / 'empty'}")
     bad = problems(f"editor.weights={tiny_vace}", "editor.pipeline=WanNoSuchPipeline", "editor.dtype=fp8")
@@ -113,8 +138,19 @@ def test_a_missing_or_wrong_model_folder_is_refused_before_compute(tiny_vace, co
     preflight.check(load_config(COVE, base + [f"editor.weights={tiny_vace}"]))  # the tiny folder passes
     # through the CLI: exit 2, the key named, nothing run (no run directory)
     out = tmp_path / "edited"
-    assert main(["edit", str(VACE), f"data.checklist={cove_data['checklist']}", f"output.dir={out}",
-                 f"data.source_dir={cove_data['source_dir']}", f"editor.weights={tmp_path / 'none'}"]) == 2
+    assert (
+        main(
+            [
+                "edit",
+                str(VACE),
+                f"data.checklist={cove_data['checklist']}",
+                f"output.dir={out}",
+                f"data.source_dir={cove_data['source_dir']}",
+                f"editor.weights={tmp_path / 'none'}",
+            ]
+        )
+        == 2
+    )
     assert "editor.weights" in capsys.readouterr().err and not (out / "cases").exists()
     assert main(["weights", "check", str(COVE), *base, f"editor.weights={tmp_path / 'empty'}"]) == 2
     assert "`editor.weights`" in capsys.readouterr().err
@@ -125,8 +161,17 @@ def test_edit_cli_through_the_diffusers_editor_is_resumable(ray_local, tiny_vace
     from vbench_ray.cli import main
 
     out = tmp_path / "edited"
-    args = ["edit", str(VACE), f"data.checklist={cove_data['checklist']}", f"data.source_dir={cove_data['source_dir']}",
-            f"output.dir={out}", "wandb.mode=disabled", "run.limit=2", f"editor.weights={tiny_vace}", *SMALL]
+    args = [
+        "edit",
+        str(VACE),
+        f"data.checklist={cove_data['checklist']}",
+        f"data.source_dir={cove_data['source_dir']}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+        "run.limit=2",
+        f"editor.weights={tiny_vace}",
+        *SMALL,
+    ]
     assert main(args) == 0
     rows = pq.read_table(out / "cases").to_pylist()
     assert len(rows) == 2
@@ -149,9 +194,20 @@ def test_edit_then_evaluate_in_one_run(ray_local, tiny_vace, cove_data, tmp_path
     from vbench_ray.runner import run
 
     out = tmp_path / "run"
-    args = [a for a in cove_overrides(cove_data, out, "metrics.enabled=[SSIM]", "metrics.exclude.SSIM.categories=[]",
-                                      "editor=vace", f"editor.weights={tiny_vace}", "run.limit=2", *SMALL)
-            if not a.startswith("data.edited_dir")]
+    args = [
+        a
+        for a in cove_overrides(
+            cove_data,
+            out,
+            "metrics.enabled=[SSIM]",
+            "metrics.exclude.SSIM.categories=[]",
+            "editor=vace",
+            f"editor.weights={tiny_vace}",
+            "run.limit=2",
+            *SMALL,
+        )
+        if not a.startswith("data.edited_dir")
+    ]
     summary = run(load_config(COVE, args)).summary
     rows = pq.read_table(out / "cases").to_pylist()
     assert len(rows) == 2

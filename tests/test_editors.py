@@ -15,15 +15,24 @@ import yaml
 
 from conftest import REPO, cove_overrides, moving_square_video
 from vbench_ray.editors.command import build_argv
-from vbench_ray.editors.frames import (conform, effective_rules, parse_constraint, plan, sample_indices,
-                                       target_frames, target_size)
+from vbench_ray.editors.frames import (
+    conform,
+    effective_rules,
+    parse_constraint,
+    plan,
+    sample_indices,
+    target_frames,
+    target_size,
+)
 from vbench_ray.video.encode import write_video
 from vbench_ray.video.io import VideoReader
 
 COVE = REPO / "configs" / "cove.yaml"
 EDITORS = REPO / "configs" / "editors"
-TABLE7 = {name: yaml.safe_load((EDITORS / f"{name}.yaml").read_text())["frame_rules"]
-          for name in ("omniweaving", "kiwi", "reco", "vace", "ditto", "icve", "lucy", "insv2v")}
+TABLE7 = {
+    name: yaml.safe_load((EDITORS / f"{name}.yaml").read_text())["frame_rules"]
+    for name in ("omniweaving", "kiwi", "reco", "vace", "ditto", "icve", "lucy", "insv2v")
+}
 
 # A model's "official inference script": reads {source}, writes {frames} frames at {height}x{width} to {output},
 # notes each call in CALLS, fails (exit 3, a message on stderr) for the case named in FAIL_ID, sleeps SLEEP s.
@@ -45,11 +54,14 @@ SCRIPT = textwrap.dedent("""
     noise = rng.integers(-3, 4, size=src.shape)
     write_video(output, np.clip(src.astype(int) + noise, 0, 255).astype(np.uint8), fps=8)
 """)
-COMMAND = (f"{sys.executable} {{script}} {{source}} {{output}} {{frames}} {{height}} {{width}} {{seed}} "
-           f"--prompt={{instruction}}")
+COMMAND = (
+    f"{sys.executable} {{script}} {{source}} {{output}} {{frames}} {{height}} {{width}} {{seed}} "
+    f"--prompt={{instruction}}"
+)
 
 
 # ----------------------------------------------------------------------------- Table 7 / § G.1, by hand
+
 
 def test_frame_counts_follow_table7_by_hand():
     vace, insv2v, reco = TABLE7["vace"], TABLE7["insv2v"], TABLE7["reco"]
@@ -84,8 +96,14 @@ def test_resolution_rules_by_hand():
 
 def test_conform_writes_the_resampled_input(tmp_path):
     src = write_video(tmp_path / "src.mp4", moving_square_video(t=24, h=96, w=128), fps=16)
-    rules = {"frame_constraint": "4k+1", "min_frames": 5, "max_frames": 17, "resolution": [64, 64],
-             "resolution_mode": "max", "size_multiple": 16}
+    rules = {
+        "frame_constraint": "4k+1",
+        "min_frames": 5,
+        "max_frames": 17,
+        "resolution": [64, 64],
+        "resolution_mode": "max",
+        "size_multiple": 16,
+    }
     path, p = conform(src, tmp_path / "in" / "x.mp4", rules)
     info = VideoReader(path).info
     assert (info.num_frames, info.height, info.width) == (17, 48, 64) == (p.frames, p.height, p.width)
@@ -96,14 +114,17 @@ def test_conform_writes_the_resampled_input(tmp_path):
 
 def test_the_command_template_is_never_a_shell():
     evil = 'make it "red"; rm -rf / $(touch pwned) `id` & echo'
-    argv = build_argv("python infer.py --prompt={instruction} --out '{output}' -n {frames}",
-                      {"instruction": evil, "output": "/o/a b.mp4", "frames": 17})
+    argv = build_argv(
+        "python infer.py --prompt={instruction} --out '{output}' -n {frames}",
+        {"instruction": evil, "output": "/o/a b.mp4", "frames": 17},
+    )
     assert argv == ["python", "infer.py", f"--prompt={evil}", "--out", "/o/a b.mp4", "-n", "17"]
     with pytest.raises(ValueError, match="unknown placeholder"):
         build_argv("run {prompt}", {})
 
 
 # ----------------------------------------------------------------------------- the command backend, in process
+
 
 @pytest.fixture
 def script(tmp_path):
@@ -113,11 +134,24 @@ def script(tmp_path):
 
 
 def _editor_cfg(script, tmp_path, **extra):
-    cfg = {"name": "command", "model": "fake", "command": COMMAND.replace("{script}", str(script)), "seed": 7,
-           "env": {"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO)}, "timeout_s": 60,
-           "layout": "flat", "stderr_tail_chars": 500,
-           "frame_rules": {"frame_constraint": "4k+1", "min_frames": 5, "max_frames": 17, "resolution": [64, 64],
-                           "resolution_mode": "max", "size_multiple": 16}}
+    cfg = {
+        "name": "command",
+        "model": "fake",
+        "command": COMMAND.replace("{script}", str(script)),
+        "seed": 7,
+        "env": {"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO)},
+        "timeout_s": 60,
+        "layout": "flat",
+        "stderr_tail_chars": 500,
+        "frame_rules": {
+            "frame_constraint": "4k+1",
+            "min_frames": 5,
+            "max_frames": 17,
+            "resolution": [64, 64],
+            "resolution_mode": "max",
+            "size_multiple": 16,
+        },
+    }
     cfg.update(extra)
     return cfg
 
@@ -131,18 +165,25 @@ def test_command_pool_edits_records_failures_and_resumes(script, tmp_path):
     from vbench_ray.editors.base import EditorPool
 
     src = write_video(tmp_path / "src.mp4", moving_square_video(t=24, h=96, w=128), fps=16)
-    cfg = _editor_cfg(script, tmp_path, env={"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO),
-                                             "FAIL_ID": "bad"})
+    cfg = _editor_cfg(
+        script, tmp_path, env={"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO), "FAIL_ID": "bad"}
+    )
     pool = EditorPool(cfg, str(tmp_path / "out"), str(tmp_path / "inputs"))
-    rows = [{"case_id": c, "variant": "base", "source_path": str(src), "instruction": 'say "hi"; exit 0'}
-            for c in ("a", "bad", "c")]
+    rows = [
+        {"case_id": c, "variant": "base", "source_path": str(src), "instruction": 'say "hi"; exit 0'}
+        for c in ("a", "bad", "c")
+    ]
     results = [pool(r) for r in rows]
     ok, bad = results[0], results[1]
     assert Path(ok["edited_path"]) == tmp_path / "out" / "a.mp4"  # official layout: {id}.mp4
     info = VideoReader(ok["edited_path"]).info
     assert (info.num_frames, info.height, info.width) == (17, 48, 64) == (ok["edit_frames"], 48, 64)
     assert ok["edit_exit_code"] == 0 and ok["edit_seconds_per_frame"] == pytest.approx(ok["edit_seconds"] / 17)
-    assert ok["edit_seed"] == 7 and len(ok["editor_hash"]) == 12 and ok["edit_input_path"].startswith(str(tmp_path / "inputs"))
+    assert (
+        ok["edit_seed"] == 7
+        and len(ok["editor_hash"]) == 12
+        and ok["edit_input_path"].startswith(str(tmp_path / "inputs"))
+    )
     assert bad["error_edit"].startswith("exit code 3") and "CUDA out of memory" in bad["edit_stderr"]
     assert bad["edit_exit_code"] == 3 and bad["edit_seconds"] > 0 and "edited_path" not in bad
     assert not (tmp_path / "out" / "bad.mp4").exists() and results[2]["edit_exit_code"] == 0  # the others go on
@@ -153,7 +194,9 @@ def test_command_pool_edits_records_failures_and_resumes(script, tmp_path):
     # the same seed gives the same video (on the same machine); the seed decides it
     b = EditorPool({**cfg, "seed": 7}, str(tmp_path / "out2"), str(tmp_path / "inputs"))({**rows[0]})
     c = EditorPool({**cfg, "seed": 8}, str(tmp_path / "out3"), str(tmp_path / "inputs"))({**rows[0]})
-    first, same, other = (VideoReader(p).read(range(17)) for p in (ok["edited_path"], b["edited_path"], c["edited_path"]))
+    first, same, other = (
+        VideoReader(p).read(range(17)) for p in (ok["edited_path"], b["edited_path"], c["edited_path"])
+    )
     assert (first == same).all() and not (first == other).all() and c["editor_hash"] != ok["editor_hash"]
 
 
@@ -161,14 +204,20 @@ def test_a_timeout_is_that_cases_failure(script, tmp_path):
     from vbench_ray.editors.base import EditorPool
 
     src = write_video(tmp_path / "src.mp4", moving_square_video(t=8, h=48, w=64), fps=16)
-    cfg = _editor_cfg(script, tmp_path, timeout_s=0.5, frame_rules={},
-                      env={"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO), "SLEEP": "30"})
+    cfg = _editor_cfg(
+        script,
+        tmp_path,
+        timeout_s=0.5,
+        frame_rules={},
+        env={"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO), "SLEEP": "30"},
+    )
     out = EditorPool(cfg, str(tmp_path / "out"))({"case_id": "slow", "variant": "base", "source_path": str(src)})
     assert out["error_edit"].startswith("timed out after 0.5 s") and out["edit_seconds"] < 10
     assert not list((tmp_path / "out").glob("*.mp4"))
 
 
 # ----------------------------------------------------------------------------- CLI and the stream (Ray)
+
 
 def _editor_yaml(script, tmp_path, **extra) -> Path:
     path = tmp_path / "fake.yaml"
@@ -185,8 +234,14 @@ def test_the_edit_cli_writes_the_official_layout_resumably_with_table5_cost(ray_
     env = {"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO), "FAIL_ID": fail_id or "none"}
     editor = _editor_yaml(script, tmp_path, env=env, replicas=2)
     out = tmp_path / "edited"
-    args = ["edit", str(editor), f"data.checklist={cove_data['checklist']}", f"data.source_dir={cove_data['source_dir']}",
-            f"output.dir={out}", "wandb.mode=disabled"]
+    args = [
+        "edit",
+        str(editor),
+        f"data.checklist={cove_data['checklist']}",
+        f"data.source_dir={cove_data['source_dir']}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+    ]
     assert main(args) == (1 if fail_id else 0)
     rows = {r["case_id"]: r for r in pq.read_table(out / "cases").to_pylist()}
     assert len(rows) == 8 and len(_calls(tmp_path)) == 8
@@ -206,9 +261,23 @@ def test_the_edit_cli_writes_the_official_layout_resumably_with_table5_cost(ray_
     assert main(args[:-1] + ["wandb.mode=disabled"]) in (0, 1)
     assert len(_calls(tmp_path)) == 8 + bool(fail_id)
     # table5 profile: 480x480, 41 frames (into a new directory)
-    assert main(["edit", str(editor), f"data.checklist={cove_data['checklist']}", f"data.source_dir={cove_data['source_dir']}",
-                 f"output.dir={tmp_path / 't5'}", "wandb.mode=disabled", "editor.profile=table5", "run.limit=1",
-                 "editor.frame_rules.max_frames=81", "editor.env.FAIL_ID=none"]) == 0
+    assert (
+        main(
+            [
+                "edit",
+                str(editor),
+                f"data.checklist={cove_data['checklist']}",
+                f"data.source_dir={cove_data['source_dir']}",
+                f"output.dir={tmp_path / 't5'}",
+                "wandb.mode=disabled",
+                "editor.profile=table5",
+                "run.limit=1",
+                "editor.frame_rules.max_frames=81",
+                "editor.env.FAIL_ID=none",
+            ]
+        )
+        == 0
+    )
     (t5,) = pq.read_table(tmp_path / "t5" / "cases").to_pylist()
     info = VideoReader(t5["edited_path"]).info
     assert (info.num_frames, info.height, info.width) == (41, 480, 480)
@@ -219,12 +288,26 @@ def test_edited_rows_reach_the_sink_while_other_cases_are_still_edited(ray_local
     from vbench_ray.configure import load_config
     from vbench_ray.runner import run
 
-    editor = _editor_yaml(script, tmp_path, replicas=1, env={"CALLS": str(tmp_path / "calls.txt"),
-                                                             "PYTHONPATH": str(REPO), "SLEEP": "0.4"})
+    editor = _editor_yaml(
+        script,
+        tmp_path,
+        replicas=1,
+        env={"CALLS": str(tmp_path / "calls.txt"), "PYTHONPATH": str(REPO), "SLEEP": "0.4"},
+    )
     out = tmp_path / "run"
-    args = [a for a in cove_overrides(cove_data, out, "metrics.enabled=[SSIM]", "metrics.exclude.SSIM.categories=[]",
-                                      f"editor.include={editor}", "ray.shard_rows=1", "ray.shard_seconds=0")
-            if not a.startswith("data.edited_dir")]
+    args = [
+        a
+        for a in cove_overrides(
+            cove_data,
+            out,
+            "metrics.enabled=[SSIM]",
+            "metrics.exclude.SSIM.categories=[]",
+            f"editor.include={editor}",
+            "ray.shard_rows=1",
+            "ray.shard_seconds=0",
+        )
+        if not a.startswith("data.edited_dir")
+    ]
     summary = run(load_config(COVE, args)).summary
     rows = pq.read_table(out / "cases").to_pylist()
     assert len(rows) == 8 and all(r["error_edit"] is None and r["SSIM"] is not None for r in rows)
@@ -237,6 +320,7 @@ def test_edited_rows_reach_the_sink_while_other_cases_are_still_edited(ray_local
 
 
 # ----------------------------------------------------------------------------- `editor=<model>`
+
 
 def test_editor_shorthand_picks_the_models_yaml_and_lists_the_known_ones(cove_data, tmp_path):
     from vbench_ray.config import ConfigError
@@ -316,8 +400,14 @@ def test_a_commands_peak_gpu_memory_comes_from_nvidia_smi(tmp_path, monkeypatch)
 
     src = write_video(tmp_path / "src.mp4", moving_square_video(t=8, h=48, w=64), fps=16)
     (tmp_path / "model.py").write_text(GPU_SCRIPT)
-    cfg = {"name": "command", "command": f"{sys.executable} {tmp_path / 'model.py'} {{output}}", "gpu_poll_s": 0.05, "seed": 0,
-           "env": {"SMI_TABLE": str(tmp_path / "table.csv"), "SOURCE": str(src)}, "layout": "flat"}
+    cfg = {
+        "name": "command",
+        "command": f"{sys.executable} {tmp_path / 'model.py'} {{output}}",
+        "gpu_poll_s": 0.05,
+        "seed": 0,
+        "env": {"SMI_TABLE": str(tmp_path / "table.csv"), "SOURCE": str(src)},
+        "layout": "flat",
+    }
     row = {"case_id": "a", "variant": "base", "source_path": str(src)}
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

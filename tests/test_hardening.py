@@ -32,6 +32,7 @@ def _cove_cfg(data, out, *extra):
 
 # ----------------------------------------------------------------------------- item 6
 
+
 def test_item6_dead_judge_is_reported_unavailable_and_the_command_fails(cove_data, tmp_path, capsys):
     """Every answer is an endpoint's error page: the checklist metrics are null with the reason (quoting what
     came back), summary.json is still written, and `vbench-ray run` exits non-zero. Below the threshold the
@@ -40,10 +41,23 @@ def test_item6_dead_judge_is_reported_unavailable_and_the_command_fails(cove_dat
 
     answers = tmp_path / "answers.jsonl"
     ids = perfect_answers(cove_data, answers)
-    answers.write_text("".join(json.dumps({"request_id": i, "text": "upstream connect error: 503 Service Unavailable"})
-                               + "\n" for i in ids))
-    args = ["run", str(COVE), *cove_overrides(cove_data, tmp_path / "dead", JUDGE_ONLY, "judge.backend=replay",
-                                              f"judge.replay_path={answers}", "judge.max_retries=0")]
+    answers.write_text(
+        "".join(
+            json.dumps({"request_id": i, "text": "upstream connect error: 503 Service Unavailable"}) + "\n" for i in ids
+        )
+    )
+    args = [
+        "run",
+        str(COVE),
+        *cove_overrides(
+            cove_data,
+            tmp_path / "dead",
+            JUDGE_ONLY,
+            "judge.backend=replay",
+            f"judge.replay_path={answers}",
+            "judge.max_retries=0",
+        ),
+    ]
     code = main(args)
     err = capsys.readouterr().err
     assert code != 0
@@ -58,9 +72,21 @@ def test_item6_dead_judge_is_reported_unavailable_and_the_command_fails(cove_dat
 
     # one broken request of ~30, under a permissive threshold: a value, the count, exit 0
     perfect_answers(cove_data, answers, break_one="cove/1/base/checklist/Single-TF")
-    code = main(["run", str(COVE), *cove_overrides(cove_data, tmp_path / "alive", JUDGE_ONLY, "judge.backend=replay",
-                                                   f"judge.replay_path={answers}", "judge.max_retries=0",
-                                                   "judge.max_invalid_fraction=0.5")])
+    code = main(
+        [
+            "run",
+            str(COVE),
+            *cove_overrides(
+                cove_data,
+                tmp_path / "alive",
+                JUDGE_ONLY,
+                "judge.backend=replay",
+                f"judge.replay_path={answers}",
+                "judge.max_retries=0",
+                "judge.max_invalid_fraction=0.5",
+            ),
+        ]
+    )
     summary = json.loads((tmp_path / "alive" / "summary.json").read_text())
     assert code == 0
     assert summary["metrics"]["IFS"]["value"] is not None and "unavailable" not in summary["metrics"]["IFS"]
@@ -68,6 +94,7 @@ def test_item6_dead_judge_is_reported_unavailable_and_the_command_fails(cove_dat
 
 
 # ----------------------------------------------------------------------------- item 7
+
 
 def test_item7_undecodable_edited_videos_are_not_judged(cove_copy, tmp_path):
     """A zero-byte and a corrupt edited video: no request is sent for them, their questions count wrong by
@@ -82,8 +109,10 @@ def test_item7_undecodable_edited_videos_are_not_judged(cove_copy, tmp_path):
     (edited / "2.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 8)
     base = ("judge.backend=replay", f"judge.replay_path={answers}")
     wrong = run(_cove_cfg(cove_copy, tmp_path / "wrong", *base))
-    sent = {json.loads(line)["request_id"].split("/")[1] for line in
-            (tmp_path / "wrong" / "judge_log.jsonl").read_text().splitlines()}
+    sent = {
+        json.loads(line)["request_id"].split("/")[1]
+        for line in (tmp_path / "wrong" / "judge_log.jsonl").read_text().splitlines()
+    }
     assert "1" not in sent and "2" not in sent and "3" in sent
     judged = pq.read_table(tmp_path / "wrong" / "judgments.parquet").to_pylist()
     lost = [r for r in judged if r["case_id"] in ("1", "2")]
@@ -107,6 +136,7 @@ def test_item7_undecodable_edited_videos_are_not_judged(cove_copy, tmp_path):
 
 # ----------------------------------------------------------------------------- item 8
 
+
 def test_item8_duplicate_ids_stop_the_load_naming_them(cove_copy, tmp_path):
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.benchmarks.nrv import NRVBench
@@ -119,20 +149,29 @@ def test_item8_duplicate_ids_stop_the_load_naming_them(cove_copy, tmp_path):
     with pytest.raises(DataError, match=rf"duplicate task ids: '{int(tasks[3]['id'])}' \(2x\)"):
         CoveBench().load_cases(_cove_cfg(cove_copy, tmp_path / "o"))
 
-    items = [{"index": 5, "video1_path": "a.mp4", "video2_path": "b.mp4"},
-             {"index": "5", "video1_path": "c.mp4", "video2_path": "d.mp4"}]
+    items = [
+        {"index": 5, "video1_path": "a.mp4", "video2_path": "b.mp4"},
+        {"index": "5", "video1_path": "c.mp4", "video2_path": "d.mp4"},
+    ]
     (tmp_path / "vidic.json").write_text(json.dumps(items))
-    cfg = load_config(REPO / "configs" / "vidic.yaml", [f"data.checklist={tmp_path / 'vidic.json'}",
-                                                        f"data.video_root={tmp_path}", f"output.dir={tmp_path / 'v'}"])
+    cfg = load_config(
+        REPO / "configs" / "vidic.yaml",
+        [f"data.checklist={tmp_path / 'vidic.json'}", f"data.video_root={tmp_path}", f"output.dir={tmp_path / 'v'}"],
+    )
     with pytest.raises(DataError, match=r"duplicate indexes: '5' \(2x\)"):
         VidicBench().load_cases(cfg)
 
     (tmp_path / "nrv" / "edited" / "m").mkdir(parents=True)
     (tmp_path / "nrv" / "edited" / "m" / "x.mp4").write_bytes(b"")
     (tmp_path / "nrv" / "annotations.jsonl").write_text('{"id": "0001_a"}\n{"id": "0002_b"}\n{"id": "0001_a"}\n')
-    cfg = load_config(REPO / "configs" / "nrv.yaml", [f"data.annotations={tmp_path / 'nrv' / 'annotations.jsonl'}",
-                                                      f"data.edited_dir={tmp_path / 'nrv' / 'edited'}",
-                                                      f"output.dir={tmp_path / 'n'}"])
+    cfg = load_config(
+        REPO / "configs" / "nrv.yaml",
+        [
+            f"data.annotations={tmp_path / 'nrv' / 'annotations.jsonl'}",
+            f"data.edited_dir={tmp_path / 'nrv' / 'edited'}",
+            f"output.dir={tmp_path / 'n'}",
+        ],
+    )
     with pytest.raises(DataError, match=r"duplicate instance ids: '0001_a' \(2x\)"):
         NRVBench().load_cases(cfg)
 
@@ -145,8 +184,10 @@ def test_item8_duplicate_agentic_task_ids(tmp_path):
     tasks = Path(data["tasks_dir"])
     first = sorted(p for p in tasks.iterdir() if (p / "task.json").exists())[0]
     shutil.copytree(first, tasks / "zz_copy")  # a second bundle claiming the same task_id
-    cfg = load_config(REPO / "configs" / "agentic.yaml", [f"data.tasks_dir={tasks}", "data.agent=oracle",
-                                                          "data.families=[assembly]", f"output.dir={tmp_path / 'o'}"])
+    cfg = load_config(
+        REPO / "configs" / "agentic.yaml",
+        [f"data.tasks_dir={tasks}", "data.agent=oracle", "data.families=[assembly]", f"output.dir={tmp_path / 'o'}"],
+    )
     task_id = json.loads((first / "task.json").read_text())["task_id"]
     with pytest.raises(DataError, match=rf"duplicate task ids: '{task_id}' \(2x\)"):
         AgenticBench().load_cases(cfg)
@@ -154,13 +195,17 @@ def test_item8_duplicate_agentic_task_ids(tmp_path):
 
 # ----------------------------------------------------------------------------- item 9
 
+
 def test_item9_failed_rows_are_retried_and_superseded(tmp_path):
     from vbench_ray.sinks import CaseSink
 
-    schema = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("SSIM", pa.float64()),
-                        ("error_frames", pa.string())])
-    rows = [{"case_id": "1", "variant": "base", "SSIM": 0.9, "error_frames": None},
-            {"case_id": "2", "variant": "base", "SSIM": None, "error_frames": "MemoryError: out of memory"}]
+    schema = pa.schema(
+        [("case_id", pa.string()), ("variant", pa.string()), ("SSIM", pa.float64()), ("error_frames", pa.string())]
+    )
+    rows = [
+        {"case_id": "1", "variant": "base", "SSIM": 0.9, "error_frames": None},
+        {"case_id": "2", "variant": "base", "SSIM": None, "error_frames": "MemoryError: out of memory"},
+    ]
     CaseSink(tmp_path, schema).write(pa.Table.from_pylist(rows, schema=schema))
 
     sink = CaseSink(tmp_path, schema)  # a rerun: the failed row is to do again, the good one is done
@@ -175,11 +220,19 @@ def test_item9_failed_rows_are_retried_and_superseded(tmp_path):
     kept = CaseSink(other, schema, retry_failed=False)  # output.retry_failed=false
     assert kept.done_keys == {("1", "base"), ("2", "base")}
     assert kept.write(pa.Table.from_pylist([fixed], schema=schema)) == 0
-    assert load_config(COVE, cove_overrides({"checklist": "c", "source_dir": "s", "edited_dir": "e"}, tmp_path,
-                                            "output.retry_failed=false")).output.retry_failed is False
+    assert (
+        load_config(
+            COVE,
+            cove_overrides(
+                {"checklist": "c", "source_dir": "s", "edited_dir": "e"}, tmp_path, "output.retry_failed=false"
+            ),
+        ).output.retry_failed
+        is False
+    )
 
 
 # ----------------------------------------------------------------------------- item 10
+
 
 def _disk_full_after(monkeypatch, limit: int, suffixes=(".tmp", ".html", ".json")):
     """Make text writes to matching files fail with ENOSPC after ``limit`` characters, like a full disk."""
@@ -248,13 +301,15 @@ def test_item10_torn_writes_and_full_disk(tmp_path, monkeypatch, capsys):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "x" / "cases" / "part-0.parquet"))
 
     monkeypatch.setattr(vbench_ray.runner, "run", full)
-    code = main(["run", str(COVE), *cove_overrides({"checklist": "c", "source_dir": "s", "edited_dir": "e"},
-                                                   tmp_path / "x")])
+    code = main(
+        ["run", str(COVE), *cove_overrides({"checklist": "c", "source_dir": "s", "edited_dir": "e"}, tmp_path / "x")]
+    )
     err = capsys.readouterr().err
     assert code != 0 and "no space left on device" in err and "part-0.parquet" in err and "Traceback" not in err
 
 
 # ----------------------------------------------------------------------------- item 12
+
 
 def test_item12_fail_fast_before_any_compute(cove_data, tmp_path):
     """Each problem is one ConfigError naming the key, raised by run() within about a second, before the
@@ -277,31 +332,56 @@ def test_item12_fail_fast_before_any_compute(cove_data, tmp_path):
     assert "`judge.model` is not set" in problem()  # vllm by default
     assert "`judge.model` = '/models/none' does not exist" in problem("judge.backend=hf", "judge.model=/models/none")
     assert "`judge.http.base_url` is not set" in problem("judge.backend=http", "judge.model=m")
-    msg = problem("judge.backend=http", "judge.model=m", "judge.http.base_url=http://127.0.0.1:9/v1",
-                  "judge.http.api_key_env=VBR_SURELY_UNSET_KEY")
+    msg = problem(
+        "judge.backend=http",
+        "judge.model=m",
+        "judge.http.base_url=http://127.0.0.1:9/v1",
+        "judge.http.api_key_env=VBR_SURELY_UNSET_KEY",
+    )
     assert "`judge.http.api_key_env` names the environment variable 'VBR_SURELY_UNSET_KEY', which is not set" in msg
     assert "`judge.replay_path` is not set" in problem("judge.backend=replay")
-    msg = problem("metrics.MSM.flow=raft", f"metrics.MSM.raft_weights={tmp_path / 'raft.pth'}",
-                  "metrics.MF.tracker=cotracker", judge_only=False)
+    msg = problem(
+        "metrics.MSM.flow=raft",
+        f"metrics.MSM.raft_weights={tmp_path / 'raft.pth'}",
+        "metrics.MF.tracker=cotracker",
+        judge_only=False,
+    )
     assert "metrics.MSM.raft_weights" in msg and "metrics.MF.cotracker_weights" in msg and "2 problems" in msg
     assert "`stats.bootstrap_samples` = 0" in problem("stats.bootstrap_samples=0", judge_only=False)
 
     human = tmp_path / "human.jsonl"
     human.write_text('{"method": "m", "id": "0001_a", "instr": "correct", "phy": 9, "temp": 3}\n')
-    nrv = load_config(REPO / "configs" / "nrv.yaml", ["data.annotations=a.jsonl", "data.edited_dir=e",
-                                                      f"output.dir={tmp_path / 'n'}", "judge.backend=replay",
-                                                      f"judge.replay_path={human}",
-                                                      f"agreement.human_scores={human}"])
+    nrv = load_config(
+        REPO / "configs" / "nrv.yaml",
+        [
+            "data.annotations=a.jsonl",
+            "data.edited_dir=e",
+            f"output.dir={tmp_path / 'n'}",
+            "judge.backend=replay",
+            f"judge.replay_path={human}",
+            f"agreement.human_scores={human}",
+        ],
+    )
     with pytest.raises(ConfigError, match=r"`agreement.human_scores`: human.jsonl:1.phy: expected an integer"):
         check(nrv)
     with pytest.raises(ConfigError, match=r"`agreement.human_scores`: agreement.human_scores not found"):
-        check(load_config(REPO / "configs" / "nrv.yaml", ["data.annotations=a.jsonl", "data.edited_dir=e",
-                                                          f"output.dir={tmp_path / 'n'}", "judge.backend=replay",
-                                                          f"judge.replay_path={human}",
-                                                          f"agreement.human_scores={tmp_path / 'none.csv'}"]))
+        check(
+            load_config(
+                REPO / "configs" / "nrv.yaml",
+                [
+                    "data.annotations=a.jsonl",
+                    "data.edited_dir=e",
+                    f"output.dir={tmp_path / 'n'}",
+                    "judge.backend=replay",
+                    f"judge.replay_path={human}",
+                    f"agreement.human_scores={tmp_path / 'none.csv'}",
+                ],
+            )
+        )
 
 
 # ----------------------------------------------------------------------------- item 13
+
 
 def test_item13_range_and_type_checks(cove_copy, tmp_path, monkeypatch):
     from vbench_ray.agreement import HumanScoresError, read_human_scores

@@ -18,19 +18,23 @@ COVE = REPO / "configs" / "cove.yaml"
 
 # ----------------------------------------------------------------------------- item 9: value ranges
 
-@pytest.mark.parametrize("override, message", [
-    ("judge.temperature=-1", "`judge.temperature` = -1.0: expected a number >= 0"),
-    ("judge.max_tokens=0", "`judge.max_tokens` = 0: expected an integer >= 1"),
-    ("judge.video.fps=0", "`judge.video.fps` = 0.0: expected a number > 0"),
-    ("judge.video.max_frames=-1", "`judge.video.max_frames` = -1: expected an integer >= 1"),
-    ("judge.video.max_frames=0", "`judge.video.max_frames` = 0: expected an integer >= 1"),
-    ("judge.http.retry_wait_s=-1", "`judge.http.retry_wait_s` = -1.0: expected a number >= 0"),
-    ("ray.shard_seconds=-1", "`ray.shard_seconds` = -1.0: expected a number >= 0"),
-    ("judge.top_p=nan", "`judge.top_p` = nan: expected a number > 0 and <= 1"),
-    ("vqr.max_tokens=-5", "`vqr.max_tokens` = -5: expected an integer >= 1"),
-    ("editor.num_gpus=-0.5", "`editor.num_gpus` = -0.5: expected a number >= 0"),
-    ("editor.frame_rules.size_multiple=0", "`editor.frame_rules.size_multiple` = 0: expected an integer >= 1"),
-])
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("judge.temperature=-1", "`judge.temperature` = -1.0: expected a number >= 0"),
+        ("judge.max_tokens=0", "`judge.max_tokens` = 0: expected an integer >= 1"),
+        ("judge.video.fps=0", "`judge.video.fps` = 0.0: expected a number > 0"),
+        ("judge.video.max_frames=-1", "`judge.video.max_frames` = -1: expected an integer >= 1"),
+        ("judge.video.max_frames=0", "`judge.video.max_frames` = 0: expected an integer >= 1"),
+        ("judge.http.retry_wait_s=-1", "`judge.http.retry_wait_s` = -1.0: expected a number >= 0"),
+        ("ray.shard_seconds=-1", "`ray.shard_seconds` = -1.0: expected a number >= 0"),
+        ("judge.top_p=nan", "`judge.top_p` = nan: expected a number > 0 and <= 1"),
+        ("vqr.max_tokens=-5", "`vqr.max_tokens` = -5: expected an integer >= 1"),
+        ("editor.num_gpus=-0.5", "`editor.num_gpus` = -0.5: expected a number >= 0"),
+        ("editor.frame_rules.size_multiple=0", "`editor.frame_rules.size_multiple` = 0: expected an integer >= 1"),
+    ],
+)
 def test_item9_out_of_range_values_are_refused_before_compute(cove_data, tmp_path, override, message):
     """Each value is refused by run() naming its key, before the run directory exists (nothing computed)."""
     from vbench_ray.runner import run
@@ -50,10 +54,19 @@ def test_item9_nrv_judges_entries_are_range_checked(tmp_path):
 
     answers = tmp_path / "a.jsonl"
     answers.write_text("")
-    cfg = load_config(REPO / "configs" / "nrv.yaml", [
-        "data.annotations=a.jsonl", "data.edited_dir=e", f"output.dir={tmp_path / 'n'}", "judge.backend=replay",
-        f"judge.replay_path={answers}", "judges=[{name: a}, {name: b, temperature: -2}]", "media.roi_frames=0",
-        "controls.amplitude=-1"])
+    cfg = load_config(
+        REPO / "configs" / "nrv.yaml",
+        [
+            "data.annotations=a.jsonl",
+            "data.edited_dir=e",
+            f"output.dir={tmp_path / 'n'}",
+            "judge.backend=replay",
+            f"judge.replay_path={answers}",
+            "judges=[{name: a}, {name: b, temperature: -2}]",
+            "media.roi_frames=0",
+            "controls.amplitude=-1",
+        ],
+    )
     with pytest.raises(ConfigError) as info:
         check(cfg)
     assert "`judges[1].temperature` = -2.0: expected a number >= 0" in str(info.value)
@@ -67,14 +80,18 @@ def test_item9_agentic_ranges_use_the_same_walk():
     from vbench_ray.benchmarks.agentic import AgenticConfig
     from vbench_ray.config import check_bounds
 
-    cfg = OmegaConf.merge(OmegaConf.structured(AgenticConfig), {"data": {"reps": 0}, "agent": {"max_turns": 0,
-                                                                                              "top_p": 1.5}})
-    assert check_bounds(cfg) == ["`data.reps` = 0: expected an integer >= 1",
-                                 "`agent.max_turns` = 0: expected an integer >= 1",
-                                 "`agent.top_p` = 1.5: expected a number > 0 and <= 1"]
+    cfg = OmegaConf.merge(
+        OmegaConf.structured(AgenticConfig), {"data": {"reps": 0}, "agent": {"max_turns": 0, "top_p": 1.5}}
+    )
+    assert check_bounds(cfg) == [
+        "`data.reps` = 0: expected an integer >= 1",
+        "`agent.max_turns` = 0: expected an integer >= 1",
+        "`agent.top_p` = 1.5: expected a number > 0 and <= 1",
+    ]
 
 
 # ----------------------------------------------------------------------------- item 7: honest exit codes
+
 
 def test_item7_nothing_to_compute_is_refused_before_compute(cove_data, tmp_path, capsys):
     """`metrics.enabled=[]` with no editor: exit 2 naming the key, nothing written."""
@@ -99,8 +116,9 @@ def test_item7_a_run_whose_every_case_failed_exits_non_zero(ray_local, cove_data
     for video in Path(cove_data["edited_dir"]).glob("*.mp4"):
         shutil.copy(video, edited / f"{video.stem}_v2.mp4")
     out = tmp_path / "run"
-    code = main(["run", str(COVE), *cove_overrides({**cove_data, "edited_dir": str(edited)}, out,
-                                                   "metrics.enabled=[SSIM]")])
+    code = main(
+        ["run", str(COVE), *cove_overrides({**cove_data, "edited_dir": str(edited)}, out, "metrics.enabled=[SSIM]")]
+    )
     err = capsys.readouterr().err
     assert code == EXIT_ALL_FAILED == 5
     assert "error: every case failed (8 of 8" in err and "not found in data.edited_dir" in err
@@ -118,15 +136,24 @@ def test_item7_edit_whose_every_case_failed_at_load_exits_non_zero(ray_local, co
     editor = tmp_path / "identity.yaml"
     editor.write_text("name: identity\n")
     out = tmp_path / "edited"
-    code = main(["edit", str(editor), f"data.checklist={cove_copy['checklist']}",
-                 f"data.source_dir={cove_copy['source_dir']}", f"output.dir={out}", "wandb.mode=disabled",
-                 "report.enabled=false"])
+    code = main(
+        [
+            "edit",
+            str(editor),
+            f"data.checklist={cove_copy['checklist']}",
+            f"data.source_dir={cove_copy['source_dir']}",
+            f"output.dir={out}",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+        ]
+    )
     captured = capsys.readouterr()
     assert "0 edited, 0 reused, 0 failed" in captured.out
     assert code == EXIT_ALL_FAILED and "error: every case failed (8 of 8; load: 8)" in captured.err
 
 
 # ----------------------------------------------------------------------------- item 10: messages, not tracebacks
+
 
 def test_item10_a_flow_override_that_is_not_yaml_names_the_override(capsys):
     """`metrics.enabled=[SSIM,${...}]` was a yaml ParserError traceback."""
@@ -150,8 +177,9 @@ def test_item10_a_model_index_whose_class_name_is_a_list(tmp_path):
 
     (tmp_path / "model_index.json").write_text(json.dumps({"_class_name": ["diffusers", "WanVACEPipeline"]}))
     problems = DiffusersEditor.check_weights({"weights": str(tmp_path)})
-    assert any("`_class_name` = ['diffusers', 'WanVACEPipeline']: expected the pipeline class's name" in p
-               for p in problems), problems
+    assert any(
+        "`_class_name` = ['diffusers', 'WanVACEPipeline']: expected the pipeline class's name" in p for p in problems
+    ), problems
 
 
 def test_item10_verify_on_a_bundle_with_a_bad_task_id(tmp_path, capsys):
@@ -216,8 +244,14 @@ def test_item10_weights_check_loads_the_editor_as_edit_will(tiny_vace, cove_data
     assert gone
     for f in gone:
         f.unlink()
-    base = cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM]", "editor=vace", "editor.dtype=fp32",
-                          "editor.vae_dtype=fp32")
+    base = cove_overrides(
+        cove_data,
+        tmp_path / "run",
+        "metrics.enabled=[SSIM]",
+        "editor=vace",
+        "editor.dtype=fp32",
+        "editor.vae_dtype=fp32",
+    )
     preflight.check(load_config(COVE, base + [f"editor.weights={broken}"]))  # the file checks pass
     assert main(["weights", "check", str(COVE), *base, f"editor.weights={broken}"]) == 2
     err = capsys.readouterr().err
@@ -227,8 +261,7 @@ def test_item10_weights_check_loads_the_editor_as_edit_will(tiny_vace, cove_data
     assert "editor (diffusers): loaded in" in out and "weights ok: editor (diffusers)" in out
 
 
-def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_starts(cove_copy, tmp_path,
-                                                                                    monkeypatch):
+def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_starts(cove_copy, tmp_path, monkeypatch):
     """Both were found by the loader, which runs while Ray starts: the error came after Ray's 7-15 s start.
     `start_ray` is replaced by a tripwire: the run must stop before it is called, within a second or so."""
     from vbench_ray import runner
@@ -244,8 +277,10 @@ def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_st
     tasks = json.loads(checklist.read_text())
     tasks[3]["id"] = tasks[0]["id"]
     checklist.write_text(json.dumps(tasks))
-    for data, match in ((cove_copy, rf"duplicate task ids: '{tasks[0]['id']}' \(2x\)"),
-                        ({**cove_copy, "checklist": str(tmp_path / "none.json")}, "data.checklist not found")):
+    for data, match in (
+        (cove_copy, rf"duplicate task ids: '{tasks[0]['id']}' \(2x\)"),
+        ({**cove_copy, "checklist": str(tmp_path / "none.json")}, "data.checklist not found"),
+    ):
         out = tmp_path / "never"
         start = time.perf_counter()
         with pytest.raises(DataError, match=match):
@@ -255,21 +290,32 @@ def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_st
     # ViDiC and NRVBench check the same before Ray (ids only: no video is looked at)
     vidic = tmp_path / "vidic.json"
     vidic.write_text(json.dumps([{"index": 1}, {"index": 2}, {"index": "1"}]))
-    cfg = load_config(REPO / "configs" / "vidic.yaml", [f"data.checklist={vidic}", f"output.dir={tmp_path / 'v'}",
-                                                        "data.video_root=.", "model.backend=replay",
-                                                        f"model.replay_path={vidic}", "judge.backend=replay",
-                                                        f"judge.replay_path={vidic}"])
+    cfg = load_config(
+        REPO / "configs" / "vidic.yaml",
+        [
+            f"data.checklist={vidic}",
+            f"output.dir={tmp_path / 'v'}",
+            "data.video_root=.",
+            "model.backend=replay",
+            f"model.replay_path={vidic}",
+            "judge.backend=replay",
+            f"judge.replay_path={vidic}",
+        ],
+    )
     with pytest.raises(DataError, match=r"duplicate indexes: '1' \(2x\)"):
         VidicBench().check_data(cfg)
     annotations = tmp_path / "nrv.jsonl"
     annotations.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "a"}\n')
-    cfg = load_config(REPO / "configs" / "nrv.yaml", [f"data.annotations={annotations}", "data.edited_dir=e",
-                                                      f"output.dir={tmp_path / 'n'}"])
+    cfg = load_config(
+        REPO / "configs" / "nrv.yaml",
+        [f"data.annotations={annotations}", "data.edited_dir=e", f"output.dir={tmp_path / 'n'}"],
+    )
     with pytest.raises(DataError, match=r"duplicate instance ids: 'a' \(2x\)"):
         NRVBench().check_data(cfg)
 
 
 # ----------------------------------------------------------------------------- item 8: Ctrl-C
+
 
 def _cli(args: list[str], ray_dir: str, log: Path):
     """`vbench-ray ARGS` in a subprocess of its own (its own local Ray, under ``ray_dir``), output to ``log``."""
@@ -279,8 +325,13 @@ def _cli(args: list[str], ray_dir: str, log: Path):
 
     env = {**os.environ, "RAY_TMPDIR": ray_dir, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
     env.pop("RAY_ADDRESS", None)
-    return subprocess.Popen([sys.executable, "-m", "vbench_ray.cli", *args], stdout=log.open("w"),
-                            stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+    return subprocess.Popen(
+        [sys.executable, "-m", "vbench_ray.cli", *args],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=str(REPO),
+    )
 
 
 def _wait_for(predicate, proc, timeout: float = 240.0) -> None:
@@ -341,8 +392,17 @@ def test_item8_ctrl_c_stops_a_run_within_seconds_keeping_its_rows(cove_data, tmp
     out = tmp_path / "run"
     ray_dir = tempfile.mkdtemp(prefix="vbr", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     log = tmp_path / "run.log"
-    proc = _cli(["run", str(COVE), *cove_overrides(cove_data, out, "ray.workers=1", "ray.num_cpus=2",
-                                                   "ray.shard_rows=1", "ray.shard_seconds=0")], ray_dir, log)
+    proc = _cli(
+        [
+            "run",
+            str(COVE),
+            *cove_overrides(
+                cove_data, out, "ray.workers=1", "ray.num_cpus=2", "ray.shard_rows=1", "ray.shard_seconds=0"
+            ),
+        ],
+        ray_dir,
+        log,
+    )
     try:
         _wait_for(lambda: any((out / "cases").glob("part-*.parquet")), proc)
         proc.send_signal(signal.SIGINT)

@@ -79,8 +79,7 @@ def test_kill_session_ends_every_process_of_the_session_by_pid(tmp_path):
 
 def login_env(home: Path) -> dict:
     """A login-like environment: what a fresh shell has, nothing of this test session's."""
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and not p.startswith(str(VENV))
-            and ".venv" not in p]
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and not p.startswith(str(VENV)) and ".venv" not in p]
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or "user"
     return {"HOME": str(home), "PATH": os.pathsep.join(path), "USER": user, "LOGNAME": user, "SHELL": "/bin/bash"}
 
@@ -90,8 +89,15 @@ def run_shell(script: str, cwd: Path, env: dict, timeout: float) -> tuple[int, s
     the session still alive 120 s after it ended (then killed): a `ray start --block` head drains its node
     for up to 30 s on SIGTERM (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S) before it stops its processes.
     Everything is killed on any exit."""
-    proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
         deadline = time.monotonic() + 120
@@ -108,8 +114,9 @@ def run_shell(script: str, cwd: Path, env: dict, timeout: float) -> tuple[int, s
 def user_clone(tmp_path_factory):
     """A copy of the working tree, a fresh HOME, and what `make demo` leaves there (its output too)."""
     clone = tmp_path_factory.mktemp("clone")
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                           capture_output=True, text=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
     for rel in filter(None, files):
         src = REPO / rel
         if src.is_file() and not rel.startswith("runs/"):
@@ -118,8 +125,9 @@ def user_clone(tmp_path_factory):
     (clone / ".venv").symlink_to(VENV)
     home = tmp_path_factory.mktemp("home")
     env = login_env(home)
-    bare = subprocess.run(["bash", "-c", "python -c 'import pyarrow, ray'"], cwd=clone, env=env,
-                          capture_output=True, timeout=60)
+    bare = subprocess.run(
+        ["bash", "-c", "python -c 'import pyarrow, ray'"], cwd=clone, env=env, capture_output=True, timeout=60
+    )
     assert bare.returncode != 0, "the test shell's python already has the project's packages: it proves nothing"
     rc, out, left = run_shell(f". .venv/bin/activate && vbench-ray demo --out runs/demo --n {DEMO_N}", clone, env, 400)
     return {"clone": clone, "home": home, "env": env, "demo": (rc, out, left)}
@@ -158,8 +166,10 @@ def test_readme_cluster_block_runs_as_written(user_clone):
     block = readme_cluster_block().rstrip("\n").splitlines()
     assert block[-1].startswith("kill $RAY_HEAD")
     bare_python = shutil.which("python", path=env["PATH"]) or "/usr/bin/python3"
-    wrong_job = (f"echo @@BARE@@; ray job submit --address $(cat $RAY_TMP/ray_current_cluster) --working-dir . -- "
-                 f"{bare_python} jobs/cove.py configs/cove.yaml; echo @@BARE_RC=$?@@")
+    wrong_job = (
+        f"echo @@BARE@@; ray job submit --address $(cat $RAY_TMP/ray_current_cluster) --working-dir . -- "
+        f"{bare_python} jobs/cove.py configs/cove.yaml; echo @@BARE_RC=$?@@"
+    )
     script = "\n".join([*block[:-1], wrong_job, block[-1]]) + "\n"
     held = _hold_default_ports()
     try:
@@ -192,8 +202,13 @@ def test_job_without_the_packages_says_what_to_do(tmp_path):
     """A bare interpreter (a venv with only the standard library) running a job entrypoint directly."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
     for job in ("cove", "vidic", "nrv", "agentic", "compare", "sweep"):
-        proc = subprocess.run([str(tmp_path / "bare" / "bin" / "python"), f"jobs/{job}.py", "x=1"], cwd=REPO,
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [str(tmp_path / "bare" / "bin" / "python"), f"jobs/{job}.py", "x=1"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 1, (job, proc.stderr)
         assert proc.stderr.count("\n") <= 1 and "lacks the packages numpy, pyarrow" in proc.stderr, proc.stderr
         assert ". .venv/bin/activate" in proc.stderr and "Traceback" not in proc.stderr

@@ -51,8 +51,9 @@ def test_a_toy_backend_registered_alone_is_dispatched_everywhere(monkeypatch, tm
     engine = make_engine(cfg(backend="toy", model="m"), str(tmp_path))
     assert isinstance(engine, ToyEngine) and engine.run_dir == str(tmp_path)
     assert "toy" in JUDGE_CHOICES["judge.backend"] and "toy" in list(JUDGE_CHOICES["judge.backend"])
-    assert _judge_problems(cfg(backend="toy"), "judges[1]") == \
-        ["`judges[1].model` is not set: the toy backend needs a name"]
+    assert _judge_problems(cfg(backend="toy"), "judges[1]") == [
+        "`judges[1].model` is not set: the toy backend needs a name"
+    ]
     assert _judge_problems(cfg(backend="toy", model="m"), "judge") == []
 
 
@@ -62,8 +63,9 @@ def test_an_unknown_backend_is_named_with_the_registered_ones():
     assert "nope" not in JUDGE_CHOICES["judge.backend"]
     with pytest.raises(UnknownName, match=r"unknown judge backend 'nope'; available: hf, http, replay, vllm"):
         make_engine(cfg(backend="nope"))
-    assert _judge_problems(cfg(backend="nope"), "judge") == \
-        ["`judge.backend`: unknown judge backend 'nope'; available: hf, http, replay, vllm"]
+    assert _judge_problems(cfg(backend="nope"), "judge") == [
+        "`judge.backend`: unknown judge backend 'nope'; available: hf, http, replay, vllm"
+    ]
 
 
 def test_each_backend_names_its_config_section_and_engine():

@@ -16,8 +16,15 @@ ANSWER = '```json\n[{"question_id": "Q1", "answer": "A"}]\n```'
 
 
 def requests(n: int = 5) -> list[JudgeRequest]:
-    return [JudgeRequest(f"cove/{i}/base/checklist/AB-MCQ", [{"role": "user", "content": f"case {i}"}],
-                         parser="test_any", expected=["Q1"]) for i in range(n)]
+    return [
+        JudgeRequest(
+            f"cove/{i}/base/checklist/AB-MCQ",
+            [{"role": "user", "content": f"case {i}"}],
+            parser="test_any",
+            expected=["Q1"],
+        )
+        for i in range(n)
+    ]
 
 
 class Scripted(JudgeBackend):
@@ -26,9 +33,12 @@ class Scripted(JudgeBackend):
     name = "http"
 
     def __init__(self, model: str, temperature: float = 0.0, crash_after: int | None = None, top_k: int | None = None):
-        super().__init__(OmegaConf.merge(OmegaConf.structured(JudgeConfig),
-                                         {"backend": "http", "model": model, "temperature": temperature,
-                                          "top_k": top_k}))
+        super().__init__(
+            OmegaConf.merge(
+                OmegaConf.structured(JudgeConfig),
+                {"backend": "http", "model": model, "temperature": temperature, "top_k": top_k},
+            )
+        )
         self.sent: list[str] = []
         self.crash_after = crash_after
 
@@ -71,8 +81,15 @@ def test_top_k_is_part_of_the_judge_identity_when_set(tmp_path, parser_ok):
     import hashlib
 
     # unset, the identity is what it was before judges had a top_k: existing judge logs keep answering
-    before = {"backend": "http", "model": "judge-a", "name": None, "temperature": 0.0, "top_p": 1.0,
-              "max_tokens": 4096, "seed": 0}
+    before = {
+        "backend": "http",
+        "model": "judge-a",
+        "name": None,
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 4096,
+        "seed": 0,
+    }
     legacy = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
     assert Scripted("judge-a").identity() == legacy
     assert len({Scripted("judge-a", top_k=k).identity() for k in (None, 40, 50)}) == 3
@@ -120,9 +137,14 @@ def test_the_http_engine_hands_over_each_answer_as_it_arrives(tmp_path):
     server = SlowJudge(delay=0.3)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), {
-            "backend": "http", "model": "slow", "http": {"base_url": f"http://127.0.0.1:{server.server_port}/v1",
-                                                         "concurrency": 1, "max_retries": 0}})
+        cfg = OmegaConf.merge(
+            OmegaConf.structured(JudgeConfig),
+            {
+                "backend": "http",
+                "model": "slow",
+                "http": {"base_url": f"http://127.0.0.1:{server.server_port}/v1", "concurrency": 1, "max_retries": 0},
+            },
+        )
         start, arrivals = time.monotonic(), []
         for batch in HTTPBackend(cfg).generate(requests(4)):
             arrivals += [time.monotonic() - start] * len(batch)

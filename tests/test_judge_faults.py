@@ -13,7 +13,6 @@ server (stdlib, 127.0.0.1).
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,8 +24,12 @@ from tiny.procs import free_port
 
 COVE = REPO / "configs" / "cove.yaml"
 SLOW_S = 1.5
-ANSWER = json.dumps({"choices": [{"message": {"content": "[]"}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
+ANSWER = json.dumps(
+    {
+        "choices": [{"message": {"content": "[]"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+    }
+).encode()
 
 
 class Judge:
@@ -86,9 +89,21 @@ class Judge:
 
 
 def _args(data, out, base_url, *extra):
-    return ["run", str(COVE), *cove_overrides(data, out, "metrics.enabled=[SSIM,IFS]", "run.limit=2",
-                                              "judge.backend=http", f"judge.http.base_url={base_url}",
-                                              "judge.model=j", "judge.http.retry_wait_s=0.05", *extra)]
+    return [
+        "run",
+        str(COVE),
+        *cove_overrides(
+            data,
+            out,
+            "metrics.enabled=[SSIM,IFS]",
+            "run.limit=2",
+            "judge.backend=http",
+            f"judge.http.base_url={base_url}",
+            "judge.model=j",
+            "judge.http.retry_wait_s=0.05",
+            *extra,
+        ),
+    ]
 
 
 def _log(out) -> list[dict]:
@@ -103,8 +118,16 @@ def test_slow_server_each_request_posted_within_one_budget(ray_local, cove_data,
     judge = Judge("slow")
     out = tmp_path / "run"
     try:
-        code = main(_args(cove_data, out, judge.base_url, "judge.http.timeout_s=0.4", "judge.http.max_retries=1",
-                          "judge.max_retries=1"))
+        code = main(
+            _args(
+                cove_data,
+                out,
+                judge.base_url,
+                "judge.http.timeout_s=0.4",
+                "judge.http.max_retries=1",
+                "judge.max_retries=1",
+            )
+        )
     finally:
         judge.close()
     err = capsys.readouterr().err
@@ -134,8 +157,7 @@ def test_an_endpoint_that_is_not_there_fails_up_front(ray_local, cove_data, tmp_
 
 
 @pytest.mark.ray
-def test_an_endpoint_gone_mid_run_stops_early_and_the_resume_asks_only_the_rest(ray_local, cove_data, tmp_path,
-                                                                               capsys):
+def test_an_endpoint_gone_mid_run_stops_early_and_the_resume_asks_only_the_rest(ray_local, cove_data, tmp_path, capsys):
     from vbench_ray.cli import main
 
     judge = Judge("die-on-first")
@@ -175,11 +197,16 @@ def test_a_truncated_body_is_an_http_retry_not_a_reask():
 
     judge = Judge("truncate-first")
     try:
-        cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig()), {
-            "backend": "http", "model": "j", "http": {"base_url": judge.base_url, "max_retries": 1,
-                                                      "retry_wait_s": 0.05, "timeout_s": 5}})
+        cfg = OmegaConf.merge(
+            OmegaConf.structured(JudgeConfig()),
+            {
+                "backend": "http",
+                "model": "j",
+                "http": {"base_url": judge.base_url, "max_retries": 1, "retry_wait_s": 0.05, "timeout_s": 5},
+            },
+        )
         request = JudgeRequest("r", [{"role": "user", "content": "q"}])
-        (response,), = list(make_engine(cfg).start().generate([request]))
+        ((response,),) = list(make_engine(cfg).start().generate([request]))
     finally:
         judge.close()
     assert response.error is None and response.text == "[]" and judge.total == 2
@@ -187,7 +214,7 @@ def test_a_truncated_body_is_an_http_retry_not_a_reask():
     judge = Judge("truncate-first")
     try:
         cfg = OmegaConf.merge(cfg, {"http": {"base_url": judge.base_url, "max_retries": 0}})
-        (response,), = list(make_engine(cfg).start().generate([request]))
+        ((response,),) = list(make_engine(cfg).start().generate([request]))
     finally:
         judge.close()
     assert "IncompleteRead: the response was cut short (after 1 attempt(s))" in response.error
@@ -201,8 +228,10 @@ def test_probe_sends_nothing_and_names_the_endpoint():
     from vbench_ray.judges.engines import make_engine
 
     port = free_port()
-    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig()), {
-        "backend": "http", "model": "j", "http": {"base_url": f"http://127.0.0.1:{port}/v1"}})
+    cfg = OmegaConf.merge(
+        OmegaConf.structured(JudgeConfig()),
+        {"backend": "http", "model": "j", "http": {"base_url": f"http://127.0.0.1:{port}/v1"}},
+    )
     with pytest.raises(JudgeUnavailable, match=rf"127\.0\.0\.1:{port}/v1/chat/completions cannot be reached"):
         make_engine(cfg).start()
     judge = Judge("ok")
@@ -237,9 +266,20 @@ class FlakyReplica:
         if not Path(self.marker).exists():
             Path(self.marker).write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
-        return pa.Table.from_pylist([{"request_id": rid, "text": GOOD, "error": None, "latency_s": 0.1,
-                                      "prompt_tokens": 3, "completion_tokens": 1, "model": "flaky"}
-                                     for rid in table.column("request_id").to_pylist()])
+        return pa.Table.from_pylist(
+            [
+                {
+                    "request_id": rid,
+                    "text": GOOD,
+                    "error": None,
+                    "latency_s": 0.1,
+                    "prompt_tokens": 3,
+                    "completion_tokens": 1,
+                    "model": "flaky",
+                }
+                for rid in table.column("request_id").to_pylist()
+            ]
+        )
 
 
 def _hf_engine(replicas):
@@ -267,16 +307,27 @@ def test_a_replica_lost_mid_call_is_waited_for_and_its_requests_answered_within_
     from vbench_ray.judges.log import JudgeLog
     from vbench_ray.judges.stage import JudgeStage
 
-    replica = ray.remote(FlakyReplica).options(num_cpus=0, max_restarts=-1, max_task_retries=0) \
+    replica = (
+        ray.remote(FlakyReplica)
+        .options(num_cpus=0, max_restarts=-1, max_task_retries=0)
         .remote(str(tmp_path / "killed"))
-    requests = [JudgeRequest(rid, [{"role": "user", "content": rid}], parser="checklist_items",
-                             expected={"ids": ["Q1"], "form": "TF"}) for rid in ("a", "b")]
+    )
+    requests = [
+        JudgeRequest(
+            rid, [{"role": "user", "content": rid}], parser="checklist_items", expected={"ids": ["Q1"], "form": "TF"}
+        )
+        for rid in ("a", "b")
+    ]
     results = JudgeStage(_hf_engine([replica]), JudgeLog(tmp_path), max_retries=0).run(requests)
     assert (tmp_path / "killed").exists()
     assert {k: (v.status, v.attempts) for k, v in results.items()} == {"a": ("ok", 2), "b": ("ok", 2)}
     records = _log(tmp_path)
-    assert [(r["request_id"], r["attempt"], r["engine_fault"], r["parse_status"]) for r in records] == \
-        [("a", 0, True, "error"), ("b", 0, True, "error"), ("a", 1, False, "ok"), ("b", 1, False, "ok")]
+    assert [(r["request_id"], r["attempt"], r["engine_fault"], r["parse_status"]) for r in records] == [
+        ("a", 0, True, "error"),
+        ("b", 0, True, "error"),
+        ("a", 1, False, "ok"),
+        ("b", 1, False, "ok"),
+    ]
     assert all("hf judge replica failed" in r["error"] for r in records[:2])
 
     gone = ray.remote(FlakyReplica).options(num_cpus=0, max_restarts=-1).remote(str(tmp_path / "killed"))

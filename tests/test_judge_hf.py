@@ -47,10 +47,21 @@ def cove2(tmp_path_factory) -> dict:
 
 
 def _cfg(data: dict, model: Path, out: Path, *extra: str):
-    return load_config(COVE, [f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-                              f"data.edited_dir={data['edited_dir']}", f"output.dir={out}", "wandb.mode=disabled",
-                              "judge.backend=hf", f"judge.model={model}", "judge.max_tokens=32",
-                              "judge.hf.batch_size=4", *extra])
+    return load_config(
+        COVE,
+        [
+            f"data.checklist={data['checklist']}",
+            f"data.source_dir={data['source_dir']}",
+            f"data.edited_dir={data['edited_dir']}",
+            f"output.dir={out}",
+            "wandb.mode=disabled",
+            "judge.backend=hf",
+            f"judge.model={model}",
+            "judge.max_tokens=32",
+            "judge.hf.batch_size=4",
+            *extra,
+        ],
+    )
 
 
 def _requests(cfg) -> list:
@@ -58,13 +69,19 @@ def _requests(cfg) -> list:
 
 
 def _videos_of(request) -> list[str]:
-    return [p["video_url"]["url"][len("file://"):] for m in request.messages if isinstance(m["content"], list)
-            for p in m["content"] if p.get("type") == "video_url"]
+    return [
+        p["video_url"]["url"][len("file://") :]
+        for m in request.messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p.get("type") == "video_url"
+    ]
 
 
 # --------------------------------------------------------------------------------------------------------------
 # the tiny judge
 # --------------------------------------------------------------------------------------------------------------
+
 
 def _digest(directory: Path) -> dict:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
@@ -86,9 +103,21 @@ def test_tiny_judge_is_deterministic_cached_and_loads(tiny_judge, tmp_path):
     model = AutoModelForImageTextToText.from_pretrained(tiny_judge)
     assert type(model).__name__ == "LlavaForConditionalGeneration"
     assert type(processor.image_processor).__name__.startswith("CLIPImageProcessor")
-    text = processor.apply_chat_template([{"role": "user", "content": [
-        {"type": "text", "text": "Frames:"}, {"type": "image"}, {"type": "image"}, {"type": "text", "text": "Ok?"}]}],
-        tokenize=False, add_generation_prompt=True)
+    text = processor.apply_chat_template(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Frames:"},
+                    {"type": "image"},
+                    {"type": "image"},
+                    {"type": "text", "text": "Ok?"},
+                ],
+            }
+        ],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert text.count("<image>") == 2 and text.endswith("<|im_start|>assistant\n")
     image = np.zeros((40, 60, 3), np.uint8)
     enc = processor(text=[text], images=[image, image], return_tensors="pt", add_special_tokens=False)
@@ -111,6 +140,7 @@ def test_backend_construction_is_cheap_and_names_the_key(tmp_path):
 # --------------------------------------------------------------------------------------------------------------
 # the worker, in-process: media handling
 # --------------------------------------------------------------------------------------------------------------
+
 
 def test_worker_turns_videos_into_frames_in_order(tiny_judge, cove2, tmp_path):
     cfg = _cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=3", "judge.video.max_pixels=2000")
@@ -138,18 +168,31 @@ def test_worker_turns_videos_into_frames_in_order(tiny_judge, cove2, tmp_path):
 
     Image.fromarray(moving_square_video(t=1, h=48, w=64)[0]).save(png, format="PNG")
     url = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
-    text, images = worker.prepare([{"role": "system", "content": "Be brief."},
-                                   {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
-                                                                {"type": "text", "text": "What?"}]}])
+    text, images = worker.prepare(
+        [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "What?"}],
+            },
+        ]
+    )
     assert len(images) == 1 and "Be brief." in text and text.count("<image>") == 1
 
     # the pixels reach the model: the same prompt over another video gets another answer
     other = tmp_path / "other.mp4"
     write_video(other, moving_square_video(t=24, h=96, w=128, step=3, seed=5), fps=8)
-    swapped = json.loads(json.dumps(requests["AB-MCQ"].messages).replace(
-        Path(_videos_of(requests["AB-MCQ"])[0]).as_uri(), other.as_uri()))
-    rows = pa.Table.from_pylist([{"request_id": "a", "messages": json.dumps(requests["AB-MCQ"].messages)},
-                                 {"request_id": "b", "messages": json.dumps(swapped)}])
+    swapped = json.loads(
+        json.dumps(requests["AB-MCQ"].messages).replace(
+            Path(_videos_of(requests["AB-MCQ"])[0]).as_uri(), other.as_uri()
+        )
+    )
+    rows = pa.Table.from_pylist(
+        [
+            {"request_id": "a", "messages": json.dumps(requests["AB-MCQ"].messages)},
+            {"request_id": "b", "messages": json.dumps(swapped)},
+        ]
+    )
     out = {r["request_id"]: r for r in worker(rows).to_pylist()}
     assert out["a"]["prompt_tokens"] == out["b"]["prompt_tokens"]
     assert out["a"]["text"] != out["b"]["text"]
@@ -166,14 +209,14 @@ def test_worker_samples_with_top_k(tiny_judge):
     generate = worker.model.generate
     worker.model.generate = lambda **kw: calls.append(kw) or generate(**kw)
     prepared = [worker.prepare([{"role": "user", "content": "Rate this picture from 1 to 5."}])]
-    (top1, _, _), = worker._generate(prepared)
+    ((top1, _, _),) = worker._generate(prepared)
     assert calls[-1]["top_k"] == 1 and calls[-1]["do_sample"] is True and calls[-1]["temperature"] == 1.0
     worker.cfg = {**base, "temperature": 0.0}
-    (greedy, _, _), = worker._generate(prepared)
+    ((greedy, _, _),) = worker._generate(prepared)
     assert calls[-1]["do_sample"] is False and calls[-1]["top_k"] is None
     assert top1 == greedy  # the one likeliest token at every step
     worker.cfg = base  # top_k unset
-    (sampled, _, _), = worker._generate(prepared)
+    ((sampled, _, _),) = worker._generate(prepared)
     assert "top_k" not in calls[-1] and calls[-1]["do_sample"] is True
     assert sampled != greedy  # random weights at temperature 1: sampling from more than one token shows
 
@@ -181,6 +224,7 @@ def test_worker_samples_with_top_k(tiny_judge):
 # --------------------------------------------------------------------------------------------------------------
 # the backend on local Ray
 # --------------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.ray
 @pytest.mark.slow
@@ -203,8 +247,15 @@ def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, 
     # more frames -> more prompt tokens, exactly 16 per extra frame per video; a missing video fails alone
     cfg4 = _cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=4")
     requests4 = _requests(cfg4)
-    broken = replace(requests4[0], request_id="cove/broken", messages=json.loads(json.dumps(requests4[0].messages)
-                     .replace(Path(_videos_of(requests4[0])[0]).as_uri(), (tmp_path / "gone.mp4").as_uri())))
+    broken = replace(
+        requests4[0],
+        request_id="cove/broken",
+        messages=json.loads(
+            json.dumps(requests4[0].messages).replace(
+                Path(_videos_of(requests4[0])[0]).as_uri(), (tmp_path / "gone.mp4").as_uri()
+            )
+        ),
+    )
     responses4 = {r.request_id: r for batch in build_backend(cfg4.judge).generate(requests4 + [broken]) for r in batch}
     assert len(responses4) == len(requests4) + 1
     assert responses4["cove/broken"].text is None and "video not found" in responses4["cove/broken"].error
@@ -223,8 +274,9 @@ def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_judge_stage_reasks_gibberish_then_gives_up(ray_local, tiny_judge, cove2, tmp_path):
-    cfg = _cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=2", "judge.max_retries=1",
-               "judge.max_tokens=16")
+    cfg = _cfg(
+        cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=2", "judge.max_retries=1", "judge.max_tokens=16"
+    )
     requests = [r for r in _requests(cfg) if r.case_id == "1"]
     run_dir = tmp_path / "run"
     run_dir.mkdir()

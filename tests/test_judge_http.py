@@ -44,16 +44,18 @@ def judge_cfg(**overrides):
 
 
 def http_cfg(base_url, **http):
-    settings = {"base_url": base_url, "max_retries": 2, "retry_wait_s": 0.2, "timeout_s": 1.5, "concurrency": 1,
-                **http}
+    settings = {"base_url": base_url, "max_retries": 2, "retry_wait_s": 0.2, "timeout_s": 1.5, "concurrency": 1, **http}
     return judge_cfg(backend="http", model="fake-judge", max_tokens=32, http=settings)
 
 
 def request(behavior: str, uid: str, *parts, rid: str | None = None) -> JudgeRequest:
     content = list(parts) + [{"type": "text", "text": f"Answer in JSON. BEHAVIOR={behavior}#{uid}"}]
-    return JudgeRequest(rid or f"fake/{uid}/base/test/{behavior}",
-                        [{"role": "system", "content": "You are a judge."}, {"role": "user", "content": content}],
-                        parser="checklist_items", expected={"ids": ["Q1"], "form": "TF"})
+    return JudgeRequest(
+        rid or f"fake/{uid}/base/test/{behavior}",
+        [{"role": "system", "content": "You are a judge."}, {"role": "user", "content": content}],
+        parser="checklist_items",
+        expected={"ids": ["Q1"], "form": "TF"},
+    )
 
 
 def video_part(path) -> dict:
@@ -73,6 +75,7 @@ def collect(backend, requests) -> dict:
 # --------------------------------------------------------------------------------------------------------------
 # a misbehaving OpenAI-compatible server (stdlib, a thread on 127.0.0.1)
 # --------------------------------------------------------------------------------------------------------------
+
 
 class FakeOpenAI:
     def __init__(self):
@@ -122,10 +125,13 @@ class FakeOpenAI:
 
     @staticmethod
     def completion(content: str) -> dict:
-        return {"id": "cmpl-1", "object": "chat.completion", "model": "fake-judge",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+        return {
+            "id": "cmpl-1",
+            "object": "chat.completion",
+            "model": "fake-judge",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        }
 
     def answer(self, h, behavior: str, uid: str, n: int, body: dict):
         if behavior == "ok" or (behavior == "flaky" and n > 1):
@@ -148,11 +154,20 @@ class FakeOpenAI:
         if behavior == "echoauth":  # a careless server that quotes the credentials it rejected
             return self.send(h, 401, {"error": {"message": f"invalid credentials {h.headers.get('Authorization')}"}})
         if behavior == "video":  # the base64 video, decoded: its digest proves it arrived intact
-            urls = [p["video_url"]["url"] for m in body["messages"] if isinstance(m["content"], list)
-                    for p in m["content"] if p.get("type") == "video_url"]
+            urls = [
+                p["video_url"]["url"]
+                for m in body["messages"]
+                if isinstance(m["content"], list)
+                for p in m["content"]
+                if p.get("type") == "video_url"
+            ]
             prefix = "data:video/mp4;base64,"
-            digests = [hashlib.sha256(base64.b64decode(u[len(prefix):])).hexdigest() if u.startswith(prefix)
-                       else "not-a-data-url:" + u[:40] for u in urls]
+            digests = [
+                hashlib.sha256(base64.b64decode(u[len(prefix) :])).hexdigest()
+                if u.startswith(prefix)
+                else "not-a-data-url:" + u[:40]
+                for u in urls
+            ]
             return self.send(h, 200, self.completion(" ".join(digests)))
         return self.send(h, 404, {"error": {"message": f"unknown behaviour {behavior}"}})
 
@@ -193,6 +208,7 @@ def media(tmp_path_factory) -> dict:
 # fast: config validation
 # --------------------------------------------------------------------------------------------------------------
 
+
 def test_base_url_is_required():
     from vbench_ray.judges.backends.http import HTTPBackend
 
@@ -210,16 +226,29 @@ def test_api_key_env_must_name_a_set_variable(monkeypatch):
     from vbench_ray.judges.backends.http import HTTPBackend
 
     monkeypatch.delenv("VBR_NO_SUCH_KEY", raising=False)
-    with pytest.raises(ConfigError, match=r"judge\.http\.api_key_env names the environment variable VBR_NO_SUCH_KEY, "
-                                          r"which is not set"):
+    with pytest.raises(
+        ConfigError,
+        match=r"judge\.http\.api_key_env names the environment variable VBR_NO_SUCH_KEY, "
+        r"which is not set",
+    ):
         HTTPBackend(judge_cfg(backend="http", http={"base_url": "http://x/v1", "api_key_env": "VBR_NO_SUCH_KEY"}))
 
 
 def test_settings_and_the_key_stays_in_the_headers(api_key):
     from vbench_ray.judges.backends.http import HTTPBackend
 
-    cfg = judge_cfg(backend="http", model="m", http={"base_url": "https://api.example.com/v1/", "api_key_env": KEY_ENV,
-                                                     "qps": 2.5, "max_retries": 3, "timeout_s": 30, "concurrency": 4})
+    cfg = judge_cfg(
+        backend="http",
+        model="m",
+        http={
+            "base_url": "https://api.example.com/v1/",
+            "api_key_env": KEY_ENV,
+            "qps": 2.5,
+            "max_retries": 3,
+            "timeout_s": 30,
+            "concurrency": 4,
+        },
+    )
     backend = HTTPBackend(cfg)
     assert backend.url == "https://api.example.com/v1/chat/completions"
     assert backend.headers() == {"Authorization": f"Bearer {api_key}"}
@@ -239,9 +268,12 @@ def test_qps_spaces_the_posts_on_the_run_path(fake, api_key):
 
     walls = {}
     for qps in (5.0, None):
-        cfg = judge_cfg(backend="http", model="fake-judge", max_tokens=32,
-                        http={"base_url": fake.base_url, "max_retries": 0, "concurrency": 4, "qps": qps,
-                              "api_key_env": KEY_ENV})  # the module's server checks every request's key
+        cfg = judge_cfg(
+            backend="http",
+            model="fake-judge",
+            max_tokens=32,
+            http={"base_url": fake.base_url, "max_retries": 0, "concurrency": 4, "qps": qps, "api_key_env": KEY_ENV},
+        )  # the module's server checks every request's key
         engine = make_engine(cfg).start()
         t0 = time.perf_counter()
         out = collect(engine, [request("ok", f"qps{qps}{i}".replace(".", "")) for i in range(4)])
@@ -265,11 +297,18 @@ def test_media_helpers(tmp_path):
     video.write_bytes(b"\x00\x01video")
     image = tmp_path / "img.png"
     image.write_bytes(b"\x89PNG")
-    messages = [{"role": "system", "content": "judge"},
-                {"role": "user", "content": [video_part(video),
-                                             {"type": "image_url", "image_url": {"url": image.as_uri()}},
-                                             {"type": "video_url", "video_url": {"url": "https://host/v.mp4"}},
-                                             {"type": "text", "text": "ok?"}]}]
+    messages = [
+        {"role": "system", "content": "judge"},
+        {
+            "role": "user",
+            "content": [
+                video_part(video),
+                {"type": "image_url", "image_url": {"url": image.as_uri()}},
+                {"type": "video_url", "video_url": {"url": "https://host/v.mp4"}},
+                {"type": "text", "text": "ok?"},
+            ],
+        },
+    ]
     assert "%20" in video.as_uri() and file_url_path(video.as_uri()) == video
     assert local_media_paths(messages) == [video, image]
     assert media_counts(messages) == {"video": 2, "image": 1}
@@ -291,10 +330,20 @@ def test_top_k_reaches_the_server_only_when_set(fake, api_key):
 
     for top_k, send, expected in ((50, True, 50), (None, True, None), (50, False, None)):
         uid = f"topk{top_k}{send}"
-        cfg = judge_cfg(backend="http", model="fake-judge", max_tokens=32, top_k=top_k,
-                        http={"base_url": fake.base_url, "max_retries": 0, "send_sampling": send, "concurrency": 1,
-                              "api_key_env": KEY_ENV})  # the module's server checks every request's key
-        (response,), = list(make_engine(cfg).start().generate([request("ok", uid)]))
+        cfg = judge_cfg(
+            backend="http",
+            model="fake-judge",
+            max_tokens=32,
+            top_k=top_k,
+            http={
+                "base_url": fake.base_url,
+                "max_retries": 0,
+                "send_sampling": send,
+                "concurrency": 1,
+                "api_key_env": KEY_ENV,
+            },
+        )  # the module's server checks every request's key
+        ((response,),) = list(make_engine(cfg).start().generate([request("ok", uid)]))
         assert response.text == f"answer to {uid}"
         body = fake.bodies[uid]
         assert body.get("top_k") == expected and ("top_k" in body) == (expected is not None)
@@ -312,6 +361,7 @@ def test_top_k_must_be_a_positive_integer():
 # --------------------------------------------------------------------------------------------------------------
 # the misbehaving server, through the backend a benchmark builds by name (build_backend, HTTPBackend)
 # --------------------------------------------------------------------------------------------------------------
+
 
 def test_failures_stay_per_request_in_one_batch(fake, api_key, media):
     from vbench_ray.judges.backends.http import HTTPBackend
@@ -342,8 +392,13 @@ def test_failures_stay_per_request_in_one_batch(fake, api_key, media):
     assert "video file not found" in r["mixmissing"].error and fake.calls["mixmissing"] == 0
     assert set(fake.auth) == {f"Bearer {api_key}"}
     body = fake.bodies["mix0"]
-    assert {k: body[k] for k in ("model", "temperature", "top_p", "max_tokens", "seed")} == \
-        {"model": "fake-judge", "temperature": 0.0, "top_p": 1.0, "max_tokens": 32, "seed": 0}
+    assert {k: body[k] for k in ("model", "temperature", "top_p", "max_tokens", "seed")} == {
+        "model": "fake-judge",
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 32,
+        "seed": 0,
+    }
     # slow: 3 attempts x 1.5 s + 0.6 s of backoff, concurrently with the rest
     assert wall < 60
 
@@ -388,6 +443,7 @@ def test_judge_stage_logs_every_attempt_and_never_the_key(fake, api_key, tmp_pat
 # server samples videos at 2 fps, at most 8 frames)
 # --------------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def server_requests(cove_data, media, tmp_path_factory) -> list[JudgeRequest]:
     from vbench_ray.benchmarks.cove import CoveBench
@@ -397,24 +453,36 @@ def server_requests(cove_data, media, tmp_path_factory) -> list[JudgeRequest]:
     cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(cove_data, tmp_path_factory.mktemp("cove_out")))
     case = next(c for c in CoveBench().load_cases(cfg) if not c.get("error_load"))
     dual = next(r for r in build_requests(case) if r.group == "Dual-TF")  # source + edited video
-    text_only = JudgeRequest("probe/text-only",
-                             [{"role": "user", "content": [{"type": "text", "text": "Describe it."}]}])
-    square = JudgeRequest("probe/square", [{"role": "user", "content": [video_part(media["square"]),
-                                                                          {"type": "text", "text": "Describe it."}]}])
+    text_only = JudgeRequest(
+        "probe/text-only", [{"role": "user", "content": [{"type": "text", "text": "Describe it."}]}]
+    )
+    square = JudgeRequest(
+        "probe/square",
+        [{"role": "user", "content": [video_part(media["square"]), {"type": "text", "text": "Describe it."}]}],
+    )
     return [dual, text_only, square]
 
 
 @pytest.mark.slow
 def test_real_vllm_server_file_and_base64_media(ray_local, tiny_vllm_server, server_requests):
-    """The product's HTTPBackend against a real vLLM OpenAI server: every request answered, token counts from the server's usage,
-    videos sent as file:// URLs and as base64 data URLs reaching the model alike."""
+    """The product's HTTPBackend against a real vLLM OpenAI server: every request answered, token counts from the
+    server's usage, videos sent as file:// URLs and as base64 data URLs reaching the model alike."""
     from vbench_ray.judges.backends.http import HTTPBackend
 
     results = {}
     for media_mode in ("file", "base64"):
-        cfg = judge_cfg(backend="http", model="tiny-judge", max_tokens=8,
-                        http={"base_url": tiny_vllm_server["base_url"], "media": media_mode, "timeout_s": 120,
-                              "max_retries": 1, "concurrency": 1})
+        cfg = judge_cfg(
+            backend="http",
+            model="tiny-judge",
+            max_tokens=8,
+            http={
+                "base_url": tiny_vllm_server["base_url"],
+                "media": media_mode,
+                "timeout_s": 120,
+                "max_retries": 1,
+                "concurrency": 1,
+            },
+        )
         t0 = time.perf_counter()
         results[media_mode] = collect(HTTPBackend(cfg), server_requests)
         print(f"http judge against vLLM, media={media_mode}: {time.perf_counter() - t0:.1f} s")
@@ -427,5 +495,6 @@ def test_real_vllm_server_file_and_base64_media(ray_local, tiny_vllm_server, ser
         video = out["probe/square"].prompt_tokens - out["probe/text-only"].prompt_tokens
         assert 64 <= video <= 64 + 4, (media_mode, video)
     # base64 data URLs decode to the same frames as the files
-    assert {k: v.prompt_tokens for k, v in results["file"].items()} == \
-        {k: v.prompt_tokens for k, v in results["base64"].items()}
+    assert {k: v.prompt_tokens for k, v in results["file"].items()} == {
+        k: v.prompt_tokens for k, v in results["base64"].items()
+    }

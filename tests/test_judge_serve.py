@@ -36,14 +36,31 @@ def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
     tag = new_tag()
     env = vllm_env(tmp_path / "vllm", tag, stub=False)
     out = tmp_path / "run"
-    cfg = load_config(VIDIC, [
-        f"data.checklist={data['checklist']}", f"data.video_root={data['video_root']}", f"output.dir={out}",
-        "wandb.mode=disabled", "report.enabled=false", "stats.bootstrap_samples=50",
-        "model.backend=replay", f"model.replay_path={answers}", "model.max_retries=0",
-        "judge.backend=vllm", f"judge.model={model}", "judge.max_tokens=8", "judge.max_retries=1",
-        "judge.vllm.cpu=true", "judge.vllm.max_model_len=1024", "judge.vllm.batch_size=8",
-        "judge.max_invalid_fraction=1.0", "judge.parse=lenient", "error_analysis.enabled=true",
-        *[f"judge.env_vars.{k}={v}" for k, v in env.items()]])
+    cfg = load_config(
+        VIDIC,
+        [
+            f"data.checklist={data['checklist']}",
+            f"data.video_root={data['video_root']}",
+            f"output.dir={out}",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+            "stats.bootstrap_samples=50",
+            "model.backend=replay",
+            f"model.replay_path={answers}",
+            "model.max_retries=0",
+            "judge.backend=vllm",
+            f"judge.model={model}",
+            "judge.max_tokens=8",
+            "judge.max_retries=1",
+            "judge.vllm.cpu=true",
+            "judge.vllm.max_model_len=1024",
+            "judge.vllm.batch_size=8",
+            "judge.max_invalid_fraction=1.0",
+            "judge.parse=lenient",
+            "error_analysis.enabled=true",
+            *[f"judge.env_vars.{k}={v}" for k, v in env.items()],
+        ],
+    )
     try:
         summary = run(cfg).summary
         apps_after = dict(serve.status().applications)
@@ -77,8 +94,10 @@ def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tmp_pa
 
     model = build_tiny_qwen2(tmp_path / "qwen2")
     judge = [f"judge.model={model}", "judge.backend=vllm", "judge.vllm.max_model_len=1024"]
-    for extra, expected in ((["judge.vllm.cpu=true", "judge.vllm.replicas=1"], {"CPU": 3.0, "GPU": 0.0}),
-                            (["judge.vllm.tensor_parallel_size=2", "judge.vllm.replicas=2"], {"CPU": 2.0, "GPU": 4.0})):
+    for extra, expected in (
+        (["judge.vllm.cpu=true", "judge.vllm.replicas=1"], {"CPU": 3.0, "GPU": 0.0}),
+        (["judge.vllm.tensor_parallel_size=2", "judge.vllm.replicas=2"], {"CPU": 2.0, "GPU": 4.0}),
+    ):
         cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(cove_data, tmp_path / "x", *judge, *extra))
         engine = make_engine(cfg.judge)
         asked = LLMServer.get_deployment_options(engine.llm_config())["placement_group_bundles"]
@@ -87,8 +106,10 @@ def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tmp_pa
         assert engine.reserved() == {k: v * engine.replicas for k, v in per_replica.items()} == expected
 
     out = tmp_path / "run"
-    cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(
-        cove_data, out, "metrics.enabled=[SSIM,IFS]", "run.limit=2", *judge, "judge.vllm.cpu=true"))
+    cfg = load_config(
+        REPO / "configs" / "cove.yaml",
+        cove_overrides(cove_data, out, "metrics.enabled=[SSIM,IFS]", "run.limit=2", *judge, "judge.vllm.cpu=true"),
+    )
     with pytest.raises(ConfigError, match=r"the Ray cluster has 4 CPUs, the judge engines hold 3"):
         run(cfg)
     assert not (out / "engines.jsonl").exists() and not list((out / "cases").glob("*.parquet"))  # nothing loaded
@@ -112,9 +133,16 @@ def test_a_serve_replica_restarted_records_its_reload(ray_local, tmp_path):
     model = build_tiny_qwen2(tmp_path / "qwen2")
     tag = new_tag()
     env = vllm_env(tmp_path / "vllm", tag, stub=False)
-    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig()), {
-        "backend": "vllm", "model": str(model), "max_tokens": 8, "env_vars": env,
-        "vllm": {"cpu": True, "max_model_len": 1024}})
+    cfg = OmegaConf.merge(
+        OmegaConf.structured(JudgeConfig()),
+        {
+            "backend": "vllm",
+            "model": str(model),
+            "max_tokens": 8,
+            "env_vars": env,
+            "vllm": {"cpu": True, "max_model_len": 1024},
+        },
+    )
     engine = make_engine(cfg, str(tmp_path))
     path = tmp_path / "engines.jsonl"
 
@@ -125,8 +153,11 @@ def test_a_serve_replica_restarted_records_its_reload(ray_local, tmp_path):
         engine.start()
         first = loads()
         assert len(first) == 1 and first[0]["backend"] == "vllm-serve" and first[0]["pid"] != os.getpid()
-        replicas = [a for a in ray.util.list_named_actors(all_namespaces=True)
-                    if "SERVE_REPLICA" in a["name"] and engine.deployment in a["name"]]
+        replicas = [
+            a
+            for a in ray.util.list_named_actors(all_namespaces=True)
+            if "SERVE_REPLICA" in a["name"] and engine.deployment in a["name"]
+        ]
         assert len(replicas) == 1
         ray.kill(ray.get_actor(replicas[0]["name"], namespace=replicas[0]["namespace"]), no_restart=True)
         deadline = time.time() + 400

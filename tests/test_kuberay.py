@@ -35,8 +35,21 @@ import yaml
 from conftest import REPO
 
 RAYJOB = REPO / "deploy" / "kuberay" / "rayjob.yaml"
-RUNTIME_ENV_KEYS = {"working_dir", "py_modules", "pip", "uv", "conda", "env_vars", "container", "image_uri",
-                    "excludes", "config", "nsight", "py_executable", "java_jars"}
+RUNTIME_ENV_KEYS = {
+    "working_dir",
+    "py_modules",
+    "pip",
+    "uv",
+    "conda",
+    "env_vars",
+    "container",
+    "image_uri",
+    "excludes",
+    "config",
+    "nsight",
+    "py_executable",
+    "java_jars",
+}
 SUBMISSION_MODES = {"K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -91,7 +104,9 @@ def check_rayjob(doc: dict) -> None:
     if not isinstance(cluster, dict):
         raise ValueError("spec.rayClusterSpec is required (this manifest starts its own cluster)")
     if str(cluster.get("rayVersion")) != ray.__version__:
-        raise ValueError(f"rayClusterSpec.rayVersion {cluster.get('rayVersion')!r} is not the project's Ray {ray.__version__}")
+        raise ValueError(
+            f"rayClusterSpec.rayVersion {cluster.get('rayVersion')!r} is not the project's Ray {ray.__version__}"
+        )
     head = cluster.get("headGroupSpec") or {}
     _containers(head.get("template") or {}, "headGroupSpec")
     _ray_start_params(head, "headGroupSpec")
@@ -162,8 +177,11 @@ def test_image_is_built_from_this_repository(doc: dict):
     assert f"FROM rayproject/ray:{doc['spec']['rayClusterSpec']['rayVersion']}-" in dockerfile
     assert "constraints/gpu.txt" in dockerfile and "/opt/vbench-ray" in dockerfile
     cluster = doc["spec"]["rayClusterSpec"]
-    images = {c["image"] for g in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
-              for c in g["template"]["spec"]["containers"]}
+    images = {
+        c["image"]
+        for g in [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+        for c in g["template"]["spec"]["containers"]
+    }
     assert len(images) == 1, images  # one image: Ray needs the same Python and packages on every node
     assert images.pop() in dockerfile.split("-t ", 1)[1].split()[0]
 
@@ -175,23 +193,27 @@ def _set(path: str, value):
         for p in parents:
             node = node[int(p)] if p.isdigit() else node[p]
         node[last] = value
+
     return breakage
 
 
-@pytest.mark.parametrize("breakage, message", [
-    (_set("apiVersion", "ray.io/v1alpha1"), "apiVersion"),
-    (_set("metadata.name", "VBench_Ray"), "DNS-1123"),
-    (_set("spec.entrypoint", ""), "entrypoint"),
-    (_set("spec.runtimeEnvYAML", "env_var:\n  A: b\n"), "unknown runtime env fields"),
-    (_set("spec.runtimeEnvYAML", "env_vars:\n  A: 1\n"), "must be strings"),
-    (_set("spec.submissionMode", "Batch"), "submissionMode"),
-    (_set("spec.rayClusterSpec.rayVersion", "2.9.0"), "rayVersion"),
-    (_set("spec.rayClusterSpec.headGroupSpec.rayStartParams.num-cpus", 0), "quote numbers"),
-    (_set("spec.rayClusterSpec.headGroupSpec.template.spec.containers", []), "non-empty"),
-    (_set("spec.rayClusterSpec.workerGroupSpecs.1.groupName", "cpu"), "unique groupName"),
-    (_set("spec.rayClusterSpec.workerGroupSpecs.0.replicas", 9), "minReplicas <= replicas"),
-    (_set("spec.backoffLimit", -1), "non-negative"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (_set("apiVersion", "ray.io/v1alpha1"), "apiVersion"),
+        (_set("metadata.name", "VBench_Ray"), "DNS-1123"),
+        (_set("spec.entrypoint", ""), "entrypoint"),
+        (_set("spec.runtimeEnvYAML", "env_var:\n  A: b\n"), "unknown runtime env fields"),
+        (_set("spec.runtimeEnvYAML", "env_vars:\n  A: 1\n"), "must be strings"),
+        (_set("spec.submissionMode", "Batch"), "submissionMode"),
+        (_set("spec.rayClusterSpec.rayVersion", "2.9.0"), "rayVersion"),
+        (_set("spec.rayClusterSpec.headGroupSpec.rayStartParams.num-cpus", 0), "quote numbers"),
+        (_set("spec.rayClusterSpec.headGroupSpec.template.spec.containers", []), "non-empty"),
+        (_set("spec.rayClusterSpec.workerGroupSpecs.1.groupName", "cpu"), "unique groupName"),
+        (_set("spec.rayClusterSpec.workerGroupSpecs.0.replicas", 9), "minReplicas <= replicas"),
+        (_set("spec.backoffLimit", -1), "non-negative"),
+    ],
+)
 def test_checks_reject_broken_copies(doc: dict, breakage, message: str):
     broken = copy.deepcopy(doc)
     breakage(broken)

@@ -38,10 +38,13 @@ def test_progress_while_streaming_case_strips_and_resume_keeps_the_id(cove_data,
     assert not any(k.startswith("running/frames_decoded") for k in last)  # a decode counter is no metric
     # the summary and the table at the end went into the same run, after the progress steps
     hist = wandb_records.history(first)
-    assert any("metrics/SSIM/value" in h for h in hist[hist.index(last):])
+    assert any("metrics/SSIM/value" in h for h in hist[hist.index(last) :])
     # the per-case table with images is a run_table artifact (staged on disk offline; `wandb sync` uploads it)
-    [art] = [r.artifact for r in wandb_records.records(first)
-             if r.WhichOneof("record_type") == "artifact" and r.artifact.type == "run_table"]
+    [art] = [
+        r.artifact
+        for r in wandb_records.records(first)
+        if r.WhichOneof("record_type") == "artifact" and r.artifact.type == "run_table"
+    ]
     files = {e.path: Path(e.local_path) for e in art.manifest.contents}
     t = json.loads(files["cases.table.json"].read_text())
     assert len(t["data"]) == 3
@@ -76,15 +79,31 @@ def test_progress_steps_hand_counted():
     only_base = pa.table({"case_id": ["4"], "variant": ["base"], "SSIM": [0.2], "error_load": [None]})
     assert p._step(only_base)["running/base/SSIM/n"] == 1  # a sweep's shard of base rows only: still per variant
     p = Progress(None, total=5, metrics={"SSIM"}, per_variant=True)
-    first = pa.table({"case_id": ["1", "2", "1"], "variant": ["base", "base", "fps:1"], "SSIM": [0.5, None, 0.9],
-                      "frames_decoded": [10, 10, 10], "error_load": [None, "bad file", None],
-                      "at_frames": [1.0, None, 2.0]})
+    first = pa.table(
+        {
+            "case_id": ["1", "2", "1"],
+            "variant": ["base", "base", "fps:1"],
+            "SSIM": [0.5, None, 0.9],
+            "frames_decoded": [10, 10, 10],
+            "error_load": [None, "bad file", None],
+            "at_frames": [1.0, None, 2.0],
+        }
+    )
     step = p._step(first)
     assert step["progress/cases_done"] == 3 and step["progress/failures"] == 1
     assert step["running/base/SSIM/mean"] == 0.5 and step["running/base/SSIM/n"] == 1
     assert step["running/fps:1/SSIM/n"] == 1 and not any("frames_decoded" in k for k in step)
-    step = p._step(pa.table({"case_id": ["3", "2"], "variant": ["base", "fps:1"], "SSIM": [0.7, 0.3],
-                             "error_load": [None, None], "at_frames": [3.0, 4.0]}))
+    step = p._step(
+        pa.table(
+            {
+                "case_id": ["3", "2"],
+                "variant": ["base", "fps:1"],
+                "SSIM": [0.7, 0.3],
+                "error_load": [None, None],
+                "at_frames": [3.0, 4.0],
+            }
+        )
+    )
     assert step["progress/cases_done"] == 5 and step["progress/fraction"] == 1.0 and step["progress/failures"] == 1
     assert step["running/base/SSIM/mean"] == pytest.approx((0.5 + 0.7) / 2) and step["running/base/SSIM/n"] == 2
     assert step["running/fps:1/SSIM/mean"] == pytest.approx((0.9 + 0.3) / 2)
@@ -95,8 +114,9 @@ def test_sweep_axes_in_config_and_line_plots(cove_data, tmp_path, ray_local):
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(f"base: {REPO}/configs/cove.yaml\nname: live_sweep\naxes:\n  fps: [2, 1]\n")
     out = tmp_path / "run"
-    overrides = cove_overrides(cove_data, out, "run.limit=2", "wandb.mode=offline", "metrics.enabled=[SSIM]",
-                               "wandb.strips=0")
+    overrides = cove_overrides(
+        cove_data, out, "run.limit=2", "wandb.mode=offline", "metrics.enabled=[SSIM]", "wandb.strips=0"
+    )
     sweep = load_sweep(sweep_file, overrides)
     run(sweep.config, variants=sweep.variants)
     configs = {wandb_records.run_record(p).display_name: wandb_records.config(p) for p in _offline_runs(out)}
@@ -116,10 +136,20 @@ def test_sweep_axes_in_config_and_line_plots(cove_data, tmp_path, ray_local):
 def test_sweep_config_of_a_noise_variant():
     from vbench_ray.live import sweep_config
 
-    info = {"variants": [{"name": "base", "axis": None, "value": None},
-                         {"name": "blur:9", "axis": "noise", "value": "blur:9"},
-                         {"name": "res:240", "axis": "resolution", "value": 240}]}
+    info = {
+        "variants": [
+            {"name": "base", "axis": None, "value": None},
+            {"name": "blur:9", "axis": "noise", "value": "blur:9"},
+            {"name": "res:240", "axis": "resolution", "value": 240},
+        ]
+    }
     assert sweep_config(info, "blur:9") == {
-        "sweep/axes": {"noise": ["blur:9"], "resolution": [240]}, "variant": "blur:9", "sweep/axis": "noise",
-        "sweep/value": "blur:9", "sweep/noise": "blur:9", "sweep/noise_kind": "blur", "sweep/noise_level": 9.0}
+        "sweep/axes": {"noise": ["blur:9"], "resolution": [240]},
+        "variant": "blur:9",
+        "sweep/axis": "noise",
+        "sweep/value": "blur:9",
+        "sweep/noise": "blur:9",
+        "sweep/noise_kind": "blur",
+        "sweep/noise_level": 9.0,
+    }
     assert sweep_config(info, "base")["sweep/axis"] == "base" and sweep_config(None) == {}

@@ -27,9 +27,25 @@ COVE = REPO / "configs" / "cove.yaml"
 
 # ----------------------------------------------------------------------------- the checklist, a task at a time
 
-@pytest.mark.parametrize("text", [
-    "[]", " [ 1 , 2.5e10 ,-3, true, null, \"a,]\" ] \n", '[{"a": [1, {"b": "x,]"}]}, [], "s\\"]"]',
-    "{not json", '{"id": 1}', '"str"', "[1,,2]", "[1 2]", "[1,2] x", "[1,2", "", "[1,]", "[NaN, -Infinity]"])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        " [ 1 , 2.5e10 ,-3, true, null, \"a,]\" ] \n",
+        '[{"a": [1, {"b": "x,]"}]}, [], "s\\"]"]',
+        "{not json",
+        '{"id": 1}',
+        '"str"',
+        "[1,,2]",
+        "[1 2]",
+        "[1,2] x",
+        "[1,2",
+        "",
+        "[1,]",
+        "[NaN, -Infinity]",
+    ],
+)
 @pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 20])
 def test_json_array_reads_what_json_loads_reads(tmp_path, text, chunk):
     """Same elements, or the same error message, as ``json.loads`` of the whole file, however the chunks cut it
@@ -68,6 +84,7 @@ def test_json_array_holds_one_element_not_the_file(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the CoVEBench loader
+
 
 def _many_tasks(cove_copy: dict, n: int, bad_at: int | None = None) -> dict:
     """The synthetic checklist's tasks repeated to ``n`` (new ids, edited videos hard-linked); ``bad_at``: the
@@ -139,13 +156,28 @@ def test_case_table_is_built_without_every_case_as_dicts(cove_copy, tmp_path):
 
 # ----------------------------------------------------------------------------- the case table
 
-SCHEMA = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("x", pa.int64()), ("note", pa.string()),
-                    ("out", pa.float64())])
+SCHEMA = pa.schema(
+    [
+        ("case_id", pa.string()),
+        ("variant", pa.string()),
+        ("x", pa.int64()),
+        ("note", pa.string()),
+        ("out", pa.float64()),
+    ]
+)
 
 
 def _rows(n: int) -> list[dict]:
-    return [{"case_id": str(i), "variant": "base" if i % 3 else "v", "x": i, **({"note": "n"} if i == 4 else {}),
-             "unknown": 1} for i in range(n)]
+    return [
+        {
+            "case_id": str(i),
+            "variant": "base" if i % 3 else "v",
+            "x": i,
+            **({"note": "n"} if i == 4 else {}),
+            "unknown": 1,
+        }
+        for i in range(n)
+    ]
 
 
 def test_case_chunks_keys_and_resume_filter():
@@ -192,17 +224,21 @@ def test_build_dataset_takes_the_chunks(ray_local):
     stage = Stage("double", lambda row: {"out": 2.0 * row["x"]}, {"out": "float"})
     ds = build_dataset(chunks, [stage], schema, parallelism=30)
     assert chunks == []
-    rows = sorted(pa.concat_tables(list(ds.iter_batches(batch_size=None, batch_format="pyarrow"))).to_pylist(),
-                  key=lambda r: r["x"])
+    rows = sorted(
+        pa.concat_tables(list(ds.iter_batches(batch_size=None, batch_format="pyarrow"))).to_pylist(),
+        key=lambda r: r["x"],
+    )
     assert [r["out"] for r in rows] == [2.0 * i for i in range(30)]
     assert [r["note"] for r in rows[3:6]] == [None, "n", None]
 
 
 # ----------------------------------------------------------------------------- the sink's final read
 
+
 def test_read_all_keeps_the_newest_row_of_each_key_sorted(tmp_path):
-    schema = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("v", pa.int64()),
-                        ("error_x", pa.string())])
+    schema = pa.schema(
+        [("case_id", pa.string()), ("variant", pa.string()), ("v", pa.int64()), ("error_x", pa.string())]
+    )
     sink = CaseSink(tmp_path, schema)
     shards = [  # written in this order; a later shard supersedes, and so does a later row of the same shard
         [("2", "base", 1, "boom"), ("10", "base", 2, None), ("1", "b", 3, None)],
@@ -214,5 +250,9 @@ def test_read_all_keeps_the_newest_row_of_each_key_sorted(tmp_path):
         pq.write_table(t, tmp_path / "cases" / f"part-{k:05d}-x.parquet")
     out = sink.read_all()
     assert out.schema == schema
-    assert [(r["case_id"], r["variant"], r["v"]) for r in out.to_pylist()] == \
-        [("1", "a", 6), ("1", "b", 3), ("10", "base", 7), ("2", "base", 4)]  # string order, as Arrow sorts
+    assert [(r["case_id"], r["variant"], r["v"]) for r in out.to_pylist()] == [
+        ("1", "a", 6),
+        ("1", "b", 3),
+        ("10", "base", 7),
+        ("2", "base", 4),
+    ]  # string order, as Arrow sorts

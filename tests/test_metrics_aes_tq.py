@@ -35,6 +35,7 @@ def frames(n=16, h=48, w=64, seed=0):
 
 # ----------------------------------------------------------------------------- AES
 
+
 def test_aes_head_has_the_published_keys_and_the_tiny_model_loads(tiny_weights):
     keys = list(build_head(1152).state_dict())
     assert keys == [f"scoring_head.{i}.{p}" for i in (0, 2, 4, 6, 8) for p in ("weight", "bias")]
@@ -117,12 +118,13 @@ def test_aes_weights_missing_or_wrong(tiny_weights, tmp_path):
 
 # ----------------------------------------------------------------------------- TQ
 
+
 def test_tq_frame_sampling_follows_dover():
     # 3 segments of 100 frames; 32 frames 2 apart from a seeded offset in each segment
     idx = dover_frame_indices(300, 32, 3, 2, seed=0)
     assert len(idx) == 96
     for k in range(3):
-        clip = idx[32 * k:32 * (k + 1)]
+        clip = idx[32 * k : 32 * (k + 1)]
         assert np.all(np.diff(clip) == 2) and 100 * k <= clip[0] < 100 * k + 100 - 64
     assert idx == dover_frame_indices(300, 32, 3, 2, seed=0) != dover_frame_indices(300, 32, 3, 2, seed=1)
     # a short video: offsets 0, indices wrap modulo T
@@ -137,11 +139,13 @@ def test_tq_spatial_fragments_splice_native_patches():
     assert out.shape == (3, 2, 32, 32)
     for i in range(4):
         for j in range(4):  # each 8x8 cell is a native-resolution patch from grid cell (i, j) of the frame
-            patch = out[0, 0, 8 * i:8 * i + 8, 8 * j:8 * j + 8]
+            patch = out[0, 0, 8 * i : 8 * i + 8, 8 * j : 8 * j + 8]
             top, left = divmod(int(patch[0, 0]), 64)
             assert 16 * i <= top <= 16 * i + 8 and 16 * j <= left <= 16 * j + 8
-            assert torch.equal(patch, video[0, 0, top:top + 8, left:left + 8])
-            assert torch.equal(out[0, 1, 8 * i:8 * i + 8, 8 * j:8 * j + 8], patch + 64 * 64)  # same offset over aligned frames
+            assert torch.equal(patch, video[0, 0, top : top + 8, left : left + 8])
+            assert torch.equal(
+                out[0, 1, 8 * i : 8 * i + 8, 8 * j : 8 * j + 8], patch + 64 * 64
+            )  # same offset over aligned frames
     small = spatial_fragments(torch.full((3, 2, 20, 30), 100.0), 4, 8, 2)  # upsampled to 32 on the short side
     # back to uint8 by truncation, as the official code: 100/255*255 may land on 99
     assert small.shape == (3, 2, 32, 32) and torch.all((small == 100) | (small == 99))
@@ -150,10 +154,16 @@ def test_tq_spatial_fragments_splice_native_patches():
 def test_tq_network_shapes_and_official_keys(tiny_weights):
     net = build_dover_technical("swin_t")
     keys = set(net.state_dict())
-    for k in ("backbone.patch_embed.proj.weight", "backbone.patch_embed.norm.weight",
-              "backbone.layers.0.blocks.1.attn.fragment_position_bias_table",
-              "backbone.layers.2.blocks.5.attn.relative_position_bias_table", "backbone.layers.2.downsample.reduction.weight",
-              "backbone.norm.weight", "head.fc_hid.weight", "head.fc_last.bias"):
+    for k in (
+        "backbone.patch_embed.proj.weight",
+        "backbone.patch_embed.norm.weight",
+        "backbone.layers.0.blocks.1.attn.fragment_position_bias_table",
+        "backbone.layers.2.blocks.5.attn.relative_position_bias_table",
+        "backbone.layers.2.downsample.reduction.weight",
+        "backbone.norm.weight",
+        "head.fc_hid.weight",
+        "head.fc_last.bias",
+    ):
         assert k in keys, k
     assert "backbone.layers.3.blocks.0.attn.fragment_position_bias_table" not in keys  # stage 4: no fragment bias
     assert net.backbone.layers[2].blocks[5].attn.relative_position_bias_table.shape == (15 * 13 * 13, 12)
@@ -207,6 +217,7 @@ def test_tq_weights_missing_or_wrong(tiny_weights, tmp_path):
 
 # ----------------------------------------------------------------------------- batching across cases
 
+
 def payload_rows(items, metric):
     """Rows as the decode stage hands them to a pool: the metric's inputs pickled in ``frames_for_<metric>``."""
     from vbench_ray.metrics.pool import pack, payload_column
@@ -234,15 +245,22 @@ def test_pool_payload_round_trip_keeps_frames_without_a_copy():
 def test_aes_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_weights):
     from vbench_ray.metrics.pool import MetricPool
 
-    pool = MetricPool("AES", asdict(AESConfig(**tiny_weights["aes"], batch_size=4)))  # the real pool: config dict -> metric -> setup()
+    pool = MetricPool(
+        "AES", asdict(AESConfig(**tiny_weights["aes"], batch_size=4))
+    )  # the real pool: config dict -> metric -> setup()
     # cases of different sizes and lengths share forward passes of 4 frames (a pass mixes cases)
     items = [(frames(7, 48, 64, 1), None, {}), (frames(3, 30, 40, 2), None, {}), (frames(5, 64, 48, 3), None, {})]
     alone = [pool.metric.compute(e) for e, _, _ in items]
     assert np.allclose(pool.metric.compute_many(items), alone, atol=1e-5)
     # a case without frames fails alone inside the batch; one that breaks the shared pass (float frames PIL cannot
     # resize) makes the pool score each case alone: either way the others keep their scores
-    bad = [items[0], (np.zeros((0, 8, 8, 3), np.uint8), None, {}), items[1],
-           (np.zeros((2, 8, 8, 3), np.float64), None, {}), items[2]]
+    bad = [
+        items[0],
+        (np.zeros((0, 8, 8, 3), np.uint8), None, {}),
+        items[1],
+        (np.zeros((2, 8, 8, 3), np.float64), None, {}),
+        items[2],
+    ]
     out = pool(payload_rows(bad, "AES") + [{"case_id": "excluded"}])
     assert [sorted(o) for o in out] == [["AES"], ["error_AES"], ["AES"], ["error_AES"], ["AES"], []]
     assert np.allclose([out[0]["AES"], out[2]["AES"], out[4]["AES"]], alone, atol=1e-5)
@@ -252,7 +270,9 @@ def test_aes_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_w
 def test_tq_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_weights):
     from vbench_ray.metrics.pool import MetricPool
 
-    pool = MetricPool("TQ", asdict(TQConfig(weights=tiny_weights["tq"], **TINY_TQ, batch_size=3)))  # 3 clips: passes mix cases
+    pool = MetricPool(
+        "TQ", asdict(TQConfig(weights=tiny_weights["tq"], **TINY_TQ, batch_size=3))
+    )  # 3 clips: passes mix cases
     items = [(frames(16, 48, 64, k), None, {}) for k in range(3)] + [(frames(16, 20, 30, 9), None, {})]  # one upsampled
     alone = [pool.metric.compute(e) for e, _, _ in items]
     assert np.allclose(pool.metric.compute_many(items), alone, atol=1e-4)
@@ -265,8 +285,9 @@ def test_pool_stages_are_batched_by_the_metric_pool_batch(tiny_weights, cove_dat
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.configure import load_config
 
-    overrides = cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM,AES,TQ]", "metrics.TQ.pool_batch=2",
-                               "ray.batch_size=3")
+    overrides = cove_overrides(
+        cove_data, tmp_path / "run", "metrics.enabled=[SSIM,AES,TQ]", "metrics.TQ.pool_batch=2", "ray.batch_size=3"
+    )
     stages = {s.name: s for s in CoveBench().stages(load_config(REPO / "configs" / "cove.yaml", overrides))}
     assert stages["AES"].batched and stages["AES"].batch_size == AESConfig().pool_batch == 8
     assert stages["TQ"].batched and stages["TQ"].batch_size == 2
@@ -277,15 +298,23 @@ def test_pool_stages_are_batched_by_the_metric_pool_batch(tiny_weights, cove_dat
 
 # ----------------------------------------------------------------------------- end to end
 
+
 def test_cove_run_with_aes_and_tq(cove_data, ray_local, tiny_weights, tmp_path):
     from vbench_ray.configure import load_config
     from vbench_ray.runner import run
 
     aes = tiny_weights["aes"]
     tq = ",".join(f"metrics.TQ.{k}={v}" for k, v in TINY_TQ.items()).split(",")
-    overrides = cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM,AES,TQ]",
-                               f"metrics.AES.encoder={aes['encoder']}", f"metrics.AES.weights={aes['weights']}",
-                               "metrics.AES.batch_size=4", f"metrics.TQ.weights={tiny_weights['tq']}", *tq)
+    overrides = cove_overrides(
+        cove_data,
+        tmp_path / "run",
+        "metrics.enabled=[SSIM,AES,TQ]",
+        f"metrics.AES.encoder={aes['encoder']}",
+        f"metrics.AES.weights={aes['weights']}",
+        "metrics.AES.batch_size=4",
+        f"metrics.TQ.weights={tiny_weights['tq']}",
+        *tq,
+    )
     cfg = load_config(REPO / "configs" / "cove.yaml", overrides)
     result = run(cfg)
     out = tmp_path / "run"
@@ -309,8 +338,12 @@ def test_weights_check_command_names_missing_and_unloadable_weights(cove_data, t
     from conftest import cove_overrides
     from vbench_ray.cli import main
 
-    base = ["weights", "check", "configs/cove.yaml",
-            *cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM,TQ]", "metrics.TQ.arch=tiny")]
+    base = [
+        "weights",
+        "check",
+        "configs/cove.yaml",
+        *cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM,TQ]", "metrics.TQ.arch=tiny"),
+    ]
     assert main(base + [f"metrics.TQ.weights={tmp_path / 'nope.pth'}"]) == 2
     assert "metrics.TQ.weights" in capsys.readouterr().err
     broken = tmp_path / "broken.pth"
@@ -349,8 +382,12 @@ def test_aes_decode_worker_resizes_to_the_tower_and_the_pool_scores_the_same(tin
     emit(pool.metric, out, video, None, {})
     edited, source, kwargs = unpack(out[payload_column("AES")])
     assert edited.shape == (4, 28, 28, 3) and edited.dtype == np.uint8 and kwargs == {"resized": True}
-    scored = pool([{"case_id": "0", payload_column("AES"): out[payload_column("AES")]},
-                   {"case_id": "1", payload_column("AES"): pack(video, None, {})}])  # one resized, one native
+    scored = pool(
+        [
+            {"case_id": "0", payload_column("AES"): out[payload_column("AES")]},
+            {"case_id": "1", payload_column("AES"): pack(video, None, {})},
+        ]
+    )  # one resized, one native
     assert scored[0]["AES"] == pytest.approx(pool.metric.compute(video), abs=1e-5)
     assert scored[1]["AES"] == pytest.approx(pool.metric.compute(video), abs=1e-5)
     torch_pool = MetricPool("AES", asdict(AESConfig(**tiny_weights["aes"], resize="torch")))

@@ -9,8 +9,15 @@ import numpy as np
 import pytest
 
 from vbench_ray.metrics import MissingWeightsError, build_metric
-from vbench_ray.metrics.motion import (MF, LKTracker, MFConfig, grid_points, matching_cost, motion_fidelity,
-                                       summarize_tracks)
+from vbench_ray.metrics.motion import (
+    MF,
+    LKTracker,
+    MFConfig,
+    grid_points,
+    matching_cost,
+    motion_fidelity,
+    summarize_tracks,
+)
 
 
 def texture(h, w, seed=0):
@@ -24,8 +31,9 @@ def texture(h, w, seed=0):
 def translated_video(vx, vy, frames=8, size=128, margin=40, seed=0):
     """Content moving by (vx, vy) px per frame (integer), cut from a larger texture."""
     big = texture(size + 2 * margin, size + 2 * margin, seed)
-    return np.stack([big[margin - vy * t:margin - vy * t + size, margin - vx * t:margin - vx * t + size]
-                     for t in range(frames)])
+    return np.stack(
+        [big[margin - vy * t : margin - vy * t + size, margin - vx * t : margin - vx * t + size] for t in range(frames)]
+    )
 
 
 def random_trajectories(n=6, seed=0):
@@ -34,6 +42,7 @@ def random_trajectories(n=6, seed=0):
 
 
 # ------------------------------------------------------------------------------------- formula
+
 
 def test_identical_trajectories_score_one():
     pos, vel = random_trajectories()
@@ -72,12 +81,24 @@ def test_static_trajectories_cost_half():
 def test_hand_computed_single_pair():
     # position: ||(0,0) - (30,40)|| / 100 = 0.5; direction: (1,0).(0,1) = 0 → 1 - 0 = 1
     # cost = 0.5 * 0.5 + 0.5 * 1 = 0.75 → MF = 0.25
-    mf = motion_fidelity(np.array([[0.0, 0.0]]), np.array([[1.0, 0.0]]),
-                         np.array([[30.0, 40.0]]), np.array([[0.0, 1.0]]), alpha=0.5, dmax=100.0)
+    mf = motion_fidelity(
+        np.array([[0.0, 0.0]]),
+        np.array([[1.0, 0.0]]),
+        np.array([[30.0, 40.0]]),
+        np.array([[0.0, 1.0]]),
+        alpha=0.5,
+        dmax=100.0,
+    )
     assert mf == pytest.approx(0.25, abs=1e-9)
     # alpha = 1: position only → 1 - 0.5
-    mf = motion_fidelity(np.array([[0.0, 0.0]]), np.array([[1.0, 0.0]]),
-                         np.array([[30.0, 40.0]]), np.array([[0.0, 1.0]]), alpha=1.0, dmax=100.0)
+    mf = motion_fidelity(
+        np.array([[0.0, 0.0]]),
+        np.array([[1.0, 0.0]]),
+        np.array([[30.0, 40.0]]),
+        np.array([[0.0, 1.0]]),
+        alpha=1.0,
+        dmax=100.0,
+    )
     assert mf == pytest.approx(0.5)
 
 
@@ -90,6 +111,7 @@ def test_hungarian_finds_the_cheapest_assignment():
 
 
 # ------------------------------------------------------------------------------------ summaries
+
 
 def test_summary_uses_visible_frames_and_steps():
     tracks = np.array([[[0, 0]], [[1, 0]], [[3, 0]], [[10, 10]]], np.float64)  # (T=4, N=1, 2)
@@ -111,12 +133,13 @@ def test_summary_falls_back_to_all_frames_when_never_visible():
 def test_grid_points_follow_the_inset_grid():
     pts = grid_points(10, 384, 384)
     assert pts.shape == (100, 2)
-    np.testing.assert_allclose(pts[0], [6.0, 6.0])     # inset 384 / 64 = 6
+    np.testing.assert_allclose(pts[0], [6.0, 6.0])  # inset 384 / 64 = 6
     np.testing.assert_allclose(pts[-1], [378.0, 378.0])
     np.testing.assert_allclose(pts[1], [6.0 + 372 / 9, 6.0])  # row-major: x varies first
 
 
 # ----------------------------------------------------------------------------------- LK tracker
+
 
 def test_lk_recovers_a_known_translation():
     vx, vy = 3, -2
@@ -134,6 +157,7 @@ def test_lk_recovers_a_known_translation():
 
 
 # ------------------------------------------------------------------------------- from frames
+
 
 def small_mf(**kw):
     return MF(MFConfig(frames=8, size=128, grid_size=6, **kw))
@@ -169,6 +193,7 @@ def test_one_frame_video_is_a_recorded_failure(n_src, n_edit, which):
 
 
 # --------------------------------------------------------------------------- config, CoTracker
+
 
 def test_cotracker_without_weights_names_the_config_key(monkeypatch):
     monkeypatch.setitem(sys.modules, "cotracker", None)  # the weights check must come first

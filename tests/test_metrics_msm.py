@@ -27,10 +27,11 @@ def texture(h, w, seed=0):
 def translated_video(offsets, size=224, margin=48, seed=0):
     """Frame t is a window of a larger texture, moved so the content sits at offsets[t] = (dx, dy)."""
     big = texture(size + 2 * margin, size + 2 * margin, seed)
-    return np.stack([big[margin - dy:margin - dy + size, margin - dx:margin - dx + size] for dx, dy in offsets])
+    return np.stack([big[margin - dy : margin - dy + size, margin - dx : margin - dx + size] for dx, dy in offsets])
 
 
 # ------------------------------------------------------------------------------- paper formula
+
 
 def test_constant_flow_is_perfectly_smooth():
     flows = np.stack([const_flow(1.5, -0.5)] * 4)
@@ -97,7 +98,9 @@ def test_too_short_video_is_a_failure_not_a_perfect_score(frames):
     from vbench_ray.video.io import VideoInfo
 
     metric = MSM()
-    idx = metric.sampling().indices(VideoInfo(path="v.mp4", num_frames=frames, fps=24.0, height=8, width=8, backend="test"))
+    idx = metric.sampling().indices(
+        VideoInfo(path="v.mp4", num_frames=frames, fps=24.0, height=8, width=8, backend="test")
+    )
     assert idx == list(range(frames))
     with pytest.raises(VideoTooShortError, match=f"MSM needs at least 3 frames of the edited video, got {frames}"):
         metric.compute(np.zeros((len(idx), 8, 8, 3), np.uint8))
@@ -117,6 +120,7 @@ def test_unknown_formula_raises():
 
 # ---------------------------------------------------------------------------- official formula
 
+
 def test_official_reversal_scores_direction_zero_magnitude_one():
     # cos = -1 → direction (−1 + 1)/2 = 0; equal speeds → magnitude 1; 0.7*0 + 0.3*1 = 0.3
     v = const_flow(2.0, 1.0)
@@ -133,6 +137,7 @@ def test_official_on_mixed_pair():
 
 
 # -------------------------------------------------------------------------------- from frames
+
 
 def test_constant_translation_is_smooth():
     video = translated_video([(2 * t, 0) for t in range(10)])
@@ -158,6 +163,7 @@ def test_jittered_translation_is_less_smooth():
 
 
 # ------------------------------------------------------------------------------- config, RAFT
+
 
 def test_raft_without_weights_names_the_config_key(monkeypatch):
     # torchvision made unimportable: the weights check must fail first, with the config key
@@ -185,8 +191,8 @@ def test_flow_to_color():
     flow[:, 3:] = (2.0, 0.0)
     img = flow_to_color(flow)
     assert img.shape == (4, 6, 3) and img.dtype == np.uint8
-    assert img[:, :3].max() == 0                    # no motion → black
-    assert tuple(img[0, 4]) == (255, 0, 0)          # rightward (hue 0) at full magnitude → red
+    assert img[:, :3].max() == 0  # no motion → black
+    assert tuple(img[0, 4]) == (255, 0, 0)  # rightward (hue 0) at full magnitude → red
 
 
 def _raft_like(width: int, mask_predictor: bool) -> dict:
@@ -195,8 +201,10 @@ def _raft_like(width: int, mask_predictor: bool) -> dict:
     mask predictor only raft_large has."""
     import torch
 
-    state = {"feature_encoder.convnormrelu.0.weight": torch.zeros(width, 3, 7, 7),
-             "feature_encoder.conv.weight": torch.zeros(256, 128, 1, 1)}
+    state = {
+        "feature_encoder.convnormrelu.0.weight": torch.zeros(width, 3, 7, 7),
+        "feature_encoder.conv.weight": torch.zeros(256, 128, 1, 1),
+    }
     if mask_predictor:
         state["mask_predictor.conv.weight"] = torch.zeros(576, 256, 1, 1)
     return state

@@ -31,6 +31,7 @@ COVE = REPO / "configs" / "cove.yaml"
 
 # ----------------------------------------------------------------------------- "the new metric's file"
 
+
 @dataclass
 class SharpnessConfig:
     frames: int = 4  # uniformly sampled frames of the edited video
@@ -91,10 +92,19 @@ def registered(monkeypatch):
     names = OBJECTIVE_METRICS + NEW
     # (off by default: `enabled`'s default, which the YAML documents, stays CoVEBench's)
     section = cove_metrics_config(names, prefix="CovePlus", module=__name__)
-    config = dataclasses.make_dataclass("CovePlusConfig", [("metrics", section, field(default_factory=section))],
-                                        bases=(CoveConfig,))
-    bench = type("CovePlus", (CoveBench,), {"name": "cove_plus", "metric_names": names, "config_class": config,
-                                            "config_choices": {**CoveBench.config_choices, **metric_choices(names)}})
+    config = dataclasses.make_dataclass(
+        "CovePlusConfig", [("metrics", section, field(default_factory=section))], bases=(CoveConfig,)
+    )
+    bench = type(
+        "CovePlus",
+        (CoveBench,),
+        {
+            "name": "cove_plus",
+            "metric_names": names,
+            "config_class": config,
+            "config_choices": {**CoveBench.config_choices, **metric_choices(names)},
+        },
+    )
     monkeypatch.setitem(BENCHMARKS, "cove_plus", bench)
     return bench
 
@@ -117,7 +127,10 @@ def test_the_benchmark_config_is_generated_from_the_names(registered, cove_data,
     assert list(schema.metrics) == ["enabled", *OBJECTIVE_METRICS, *NEW, "exclude"]
     assert schema.metrics.Sharpness == OmegaConf.structured(SharpnessConfig)
     assert list(schema.metrics.exclude) == list(OBJECTIVE_METRICS + NEW)
-    assert list(schema.metrics.exclude.SSIM.categories) == ["Background"] and not schema.metrics.exclude.Sharpness.categories
+    assert (
+        list(schema.metrics.exclude.SSIM.categories) == ["Background"]
+        and not schema.metrics.exclude.Sharpness.categories
+    )
     # CoVEBench's own YAML, without a block for the new metrics, still documents this schema ...
     documented = OmegaConf.load(COVE)
     assert_yaml_documents(documented, schema, "metrics")
@@ -138,8 +151,9 @@ def test_the_benchmark_config_is_generated_from_the_names(registered, cove_data,
 def test_preflight_uses_the_metric_weight_check(registered, cove_data, tmp_path):
     from vbench_ray.preflight import check
 
-    overrides = cove_overrides(cove_data, tmp_path / "run", "benchmark=cove_plus",
-                               "metrics.enabled=[SSIM,Sharpness,ToyModel]")
+    overrides = cove_overrides(
+        cove_data, tmp_path / "run", "benchmark=cove_plus", "metrics.enabled=[SSIM,Sharpness,ToyModel]"
+    )
     with pytest.raises(ConfigError, match=r"toy model: config key `metrics.ToyModel.weights` is not set"):
         check(load_config(COVE, overrides))
     weights = tmp_path / "toy.txt"
@@ -150,14 +164,24 @@ def test_preflight_uses_the_metric_weight_check(registered, cove_data, tmp_path)
 def test_the_new_metrics_run_decoded_once_in_their_stages(registered, cove_data, tmp_path):
     weights = tmp_path / "toy.txt"
     weights.write_text("2.0")
-    cfg = load_config(COVE, cove_overrides(cove_data, tmp_path / "run", "benchmark=cove_plus", "run.limit=3",
-                                           "metrics.enabled=[SSIM,Sharpness,ToyModel]",
-                                           f"metrics.ToyModel.weights={weights}"))
+    cfg = load_config(
+        COVE,
+        cove_overrides(
+            cove_data,
+            tmp_path / "run",
+            "benchmark=cove_plus",
+            "run.limit=3",
+            "metrics.enabled=[SSIM,Sharpness,ToyModel]",
+            f"metrics.ToyModel.weights={weights}",
+        ),
+    )
     bench = registered()
     stages = bench.stages(cfg)
     # the CPU metrics in the decode stage; the model-backed one in a pool of its own, named after it
     assert [(s.name, s.kind) for s in stages] == [("frames", "cpu"), ("ToyModel", "pool")]
-    assert {"SSIM", "Sharpness", "frames_for_ToyModel"} <= set(stages[0].outputs) and "ToyModel" not in stages[0].outputs
+    assert {"SSIM", "Sharpness", "frames_for_ToyModel"} <= set(stages[0].outputs) and "ToyModel" not in stages[
+        0
+    ].outputs
     rows = bench.load_cases(cfg)
     table = run_local(rows, stages, case_chunks(rows, bench.schema(cfg))[0].schema)  # the loader's columns
     done = [r for r in table.to_pylist() if r["SSIM"] is not None]
@@ -192,15 +216,21 @@ def test_the_driver_validates_configs_without_the_metrics_compute_libraries(cove
 
     from vbench_ray.metrics.stage import FrameMetricsStage
 
-    script = ("import sys\nfrom vbench_ray.configure import load_config\nimport vbench_ray.runner, vbench_ray.cli\n"
-              f"cfg = load_config({str(REPO / 'configs' / 'cove.yaml')!r}, {cove_overrides(cove_data, tmp_path)!r})\n"
-              "from vbench_ray import preflight\npreflight.check(cfg)\n"
-              "print(sorted(m for m in ('skimage', 'skimage.metrics', 'scipy.optimize', 'scipy.special', 'scipy.ndimage',"
-              " 'torch', 'decord') if m in sys.modules))\n")
+    script = (
+        "import sys\nfrom vbench_ray.configure import load_config\nimport vbench_ray.runner, vbench_ray.cli\n"
+        f"cfg = load_config({str(REPO / 'configs' / 'cove.yaml')!r}, {cove_overrides(cove_data, tmp_path)!r})\n"
+        "from vbench_ray import preflight\npreflight.check(cfg)\n"
+        "print(sorted(m for m in ('skimage', 'skimage.metrics', 'scipy.optimize', 'scipy.special', 'scipy.ndimage',"
+        " 'torch', 'decord') if m in sys.modules))\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
     # ... and the decode stage names them for its workers: each metric's own, the reader of its backend
-    assert FrameMetricsStage.warm_modules({"metrics": {"SSIM": {}, "BG_SSIM": {}, "NIQE": {}, "MSM": {}},
-                                           "video_backend": "pyav"}) == ["skimage.metrics", "scipy.special", "av"]
-    assert FrameMetricsStage.warm_modules({"metrics": {"MF": {}}, "video_backend": "auto"}) == ["scipy.optimize", "decord"]
+    assert FrameMetricsStage.warm_modules(
+        {"metrics": {"SSIM": {}, "BG_SSIM": {}, "NIQE": {}, "MSM": {}}, "video_backend": "pyav"}
+    ) == ["skimage.metrics", "scipy.special", "av"]
+    assert FrameMetricsStage.warm_modules({"metrics": {"MF": {}}, "video_backend": "auto"}) == [
+        "scipy.optimize",
+        "decord",
+    ]

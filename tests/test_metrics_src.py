@@ -39,6 +39,7 @@ def _frames(t=4, h=48, w=64, seed=0):
 
 # ----------------------------------------------------------------------------- registration and weights
 
+
 def test_registered_model_backed_with_gpu_share():
     assert METRICS["SRC"] is SRC and SRC.model_backed and SRC.higher_is_better and SRC.scale == "[0,1]"
     assert SRC(_cfg()).in_pool() and SRC(_cfg()).resources() == {}
@@ -64,6 +65,7 @@ def test_missing_weights_name_each_key(tiny_src, tmp_path):
 
 # ----------------------------------------------------------------------------- score arithmetic
 
+
 def test_crop_box_and_mask():
     mask = np.zeros((20, 30), bool)
     mask[5:15, 10:20] = True  # 10 x 10 box; 15 % -> 2 px (round(1.5)) on each side
@@ -87,9 +89,17 @@ def test_masked_crop_equals_the_broadcast_multiply():
     frame = rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)
     mask = rng.random((50, 70)) > 0.5
     frame.flags.writeable = False  # frames unpacked from a row are read-only views
-    layouts = [(frame, mask), (frame[:, ::-1], mask), (frame[..., ::-1], mask), (frame[::2, ::3], mask[::2, ::3]),
-               (np.asfortranarray(frame), mask), (frame, np.asfortranarray(mask)),
-               (frame, mask.astype(np.uint8) * 255), (frame, mask.astype(np.float32)), (frame.astype(np.float32), mask)]
+    layouts = [
+        (frame, mask),
+        (frame[:, ::-1], mask),
+        (frame[..., ::-1], mask),
+        (frame[::2, ::3], mask[::2, ::3]),
+        (np.asfortranarray(frame), mask),
+        (frame, np.asfortranarray(mask)),
+        (frame, mask.astype(np.uint8) * 255),
+        (frame, mask.astype(np.float32)),
+        (frame.astype(np.float32), mask),
+    ]
     for f, m in layouts:
         for box in [(0, 0, f.shape[1], f.shape[0]), (3, 4, 20, 9), (5, 5, 6, 6), (10, 2, 11, 20)]:
             got, want = masked_crop(f, m, box), _broadcast_crop(f, m, box)
@@ -97,8 +107,9 @@ def test_masked_crop_equals_the_broadcast_multiply():
     big = rng.integers(0, 256, (720, 1280, 3), dtype=np.uint8)
     big_mask = np.zeros((720, 1280), bool)
     big_mask[100:600, 200:1000] = rng.random((500, 800)) > 0.3
-    assert np.array_equal(masked_crop(big, big_mask, (150, 50, 1050, 650)),
-                          _broadcast_crop(big, big_mask, (150, 50, 1050, 650)))
+    assert np.array_equal(
+        masked_crop(big, big_mask, (150, 50, 1050, 650)), _broadcast_crop(big, big_mask, (150, 50, 1050, 650))
+    )
 
 
 def test_pack_keeps_a_video_in_one_pass_when_it_fits():
@@ -124,8 +135,10 @@ def test_src_score_on_hand_made_masks_and_embeddings():
     sm[1, 0:10, 0:10] = True
     sm[2, 0:10, 0:10] = em[2, 5:15, 5:15] = True
     sm[3, 0:10, 0:10] = em[3, 0:10, 0:10] = True
-    vecs = {2: (np.array([1.0, 0.0]), np.array([0.6, 0.8])),  # cos 0.6 -> 0.8
-            3: (np.array([1.0, 0.0]), np.array([-1.0, 0.0]))}  # cos -1 -> 0
+    vecs = {
+        2: (np.array([1.0, 0.0]), np.array([0.6, 0.8])),  # cos 0.6 -> 0.8
+        3: (np.array([1.0, 0.0]), np.array([-1.0, 0.0])),
+    }  # cos -1 -> 0
     seen = []
 
     def embed(crops):
@@ -151,8 +164,9 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
 
     def ground_many(jobs):
         calls.append(("ground", [list(entities) for _, entities in jobs]))
-        return [[] if np.array_equal(frames, edit) and "gone" in entities else [[0, 0, 10, 10]]
-                for frames, entities in jobs]
+        return [
+            [] if np.array_equal(frames, edit) and "gone" in entities else [[0, 0, 10, 10]] for frames, entities in jobs
+        ]
 
     def segment_many(jobs):
         out = [np.zeros(frames.shape[:3], bool) for frames, _ in jobs]
@@ -171,8 +185,14 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
         m.compute(edit, src, entities=["gone"])
     # several cases: one grounding call per side for all of them; the edit only of cases found in the source
     calls.clear()
-    out = m.compute_many([(edit, src, {"entities": ["red square"]}), (edit, src, {"entities": ["gone"]}),
-                          (edit, None, {"entities": ["red square"]}), (edit, src, {"entities": ["red square"]})])
+    out = m.compute_many(
+        [
+            (edit, src, {"entities": ["red square"]}),
+            (edit, src, {"entities": ["gone"]}),
+            (edit, None, {"entities": ["red square"]}),
+            (edit, src, {"entities": ["red square"]}),
+        ]
+    )
     assert out[0] == out[3] == pytest.approx(0.5)
     assert isinstance(out[1], SRCUndefined) and "edited video" in str(out[1])
     assert isinstance(out[2], ValueError) and "no source frames" in str(out[2])
@@ -187,41 +207,73 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
 
 # ----------------------------------------------------------------------------- entities
 
+
 def test_entities_from_annotations(tmp_path):
-    task = {"evaluation_groups": [
-        {"questions": [{"dimension": "Execution Accuracy", "question": "Is the cube red?"}]},
-        {"questions": [
-            {"dimension": "Semantic Preservation",
-             "question": "How well is the identity and appearance of the young woman preserved?"},
-            {"dimension": "Semantic Preservation",
-             "question": "Comparing Video A and Video B, how well are the colour and shape of the red square preserved?"},
-            {"dimension": "Semantic Preservation",
-             "question": "Comparing Video A and Video B, how well is the static camera framing preserved?"},
-            {"dimension": "Semantic Preservation",
-             "question": "How well is the pattern of the background texture preserved?"},
-            {"dimension": "Semantic Preservation", "question": "How accurately is the warm lighting preserved?"},
-            {"dimension": "Semantic Preservation", "question": "Is the young woman preserved?"}]}]}
+    task = {
+        "evaluation_groups": [
+            {"questions": [{"dimension": "Execution Accuracy", "question": "Is the cube red?"}]},
+            {
+                "questions": [
+                    {
+                        "dimension": "Semantic Preservation",
+                        "question": "How well is the identity and appearance of the young woman preserved?",
+                    },
+                    {
+                        "dimension": "Semantic Preservation",
+                        "question": "Comparing Video A and Video B, how well are the colour and shape of the red "
+                        "square preserved?",
+                    },
+                    {
+                        "dimension": "Semantic Preservation",
+                        "question": "Comparing Video A and Video B, how well is the static camera framing preserved?",
+                    },
+                    {
+                        "dimension": "Semantic Preservation",
+                        "question": "How well is the pattern of the background texture preserved?",
+                    },
+                    {
+                        "dimension": "Semantic Preservation",
+                        "question": "How accurately is the warm lighting preserved?",
+                    },
+                    {"dimension": "Semantic Preservation", "question": "Is the young woman preserved?"},
+                ]
+            },
+        ]
+    }
     assert entities_from_task(task) == ["young woman", "red square"]
     assert entity_from_question("Does it look nice?") is None
-    assert entities_from_task({**task, "preserved_entities": [{"description": "Small Dog."}, "microphone"]}) == \
-        ["small dog", "microphone"]
+    assert entities_from_task({**task, "preserved_entities": [{"description": "Small Dog."}, "microphone"]}) == [
+        "small dog",
+        "microphone",
+    ]
     m = SRC(_cfg())
-    assert m.extra_inputs({"case_id": "3", "annotations": json.dumps(task)}) == {"entities": ["young woman", "red square"]}
+    assert m.extra_inputs({"case_id": "3", "annotations": json.dumps(task)}) == {
+        "entities": ["young woman", "red square"]
+    }
     assert m.extra_inputs({"case_id": "3", "annotations": None}) == {"entities": []}
     # the official stage1 cache layout
     (tmp_path / "3").mkdir()
-    (tmp_path / "3" / "metadata.json").write_text(json.dumps(
-        {"id": 3, "status": "completed", "preserved_entities": [{"description": "asian woman on the right"}]}))
+    (tmp_path / "3" / "metadata.json").write_text(
+        json.dumps(
+            {"id": 3, "status": "completed", "preserved_entities": [{"description": "asian woman on the right"}]}
+        )
+    )
     assert entities_from_cache(tmp_path, 3) == ["asian woman on the right"]
     assert entities_from_cache(tmp_path, 4) == []
     cached = SRC(_cfg(entities_dir=str(tmp_path)))
-    assert cached.extra_inputs({"case_id": "3", "annotations": json.dumps(task)}) == \
-        {"entities": ["asian woman on the right"]}
-    assert SRC.check_weights(SimpleNamespace(grounding_dino="x", sam2="x", dinov2="x",
-                                             entities_dir=str(tmp_path / "missing")))[-1].count("entities_dir") == 1
+    assert cached.extra_inputs({"case_id": "3", "annotations": json.dumps(task)}) == {
+        "entities": ["asian woman on the right"]
+    }
+    assert (
+        SRC.check_weights(
+            SimpleNamespace(grounding_dino="x", sam2="x", dinov2="x", entities_dir=str(tmp_path / "missing"))
+        )[-1].count("entities_dir")
+        == 1
+    )
 
 
 # ----------------------------------------------------------------------------- the real loading code
+
 
 def test_tiny_models_load_and_run_through_the_real_code(tiny_src):
     m = SRC(_cfg(**tiny_src, box_threshold=0.0, text_threshold=0.0, min_score=0.0, max_box_area=1.0, batch_size=2))
@@ -261,7 +313,8 @@ def test_top_detection_is_the_official_post_processing_choice(tiny_src):
     for threshold in (0.0, 0.3, 0.999):
         scores, boxes = top_detections(outputs.logits, outputs.pred_boxes, (48, 64), threshold)
         official = m.gd_processor.post_process_grounded_object_detection(
-            outputs, inputs.input_ids, threshold=threshold, text_threshold=0.25, target_sizes=[(48, 64)] * 3)
+            outputs, inputs.input_ids, threshold=threshold, text_threshold=0.25, target_sizes=[(48, 64)] * 3
+        )
         for score, box, r in zip(scores, boxes, official):
             if len(r["scores"]) == 0:
                 assert score == 0.0
@@ -294,14 +347,22 @@ def _smooth(t, h, w, seed):
     import cv2
 
     rng = np.random.default_rng(seed)
-    return np.stack([cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (0, 0), 1.0)
-                     for _ in range(t)])
+    return np.stack([cv2.GaussianBlur(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), (0, 0), 1.0) for _ in range(t)])
 
 
 def test_image_plan_reads_the_processor_and_falls_back_for_what_it_cannot_do():
-    base = dict(do_resize=True, resample=3, size={"shortest_edge": 8}, do_center_crop=True,
-                crop_size={"height": 8, "width": 8}, do_rescale=True, rescale_factor=1 / 255, do_normalize=True,
-                image_mean=[0.5] * 3, image_std=[0.25] * 3)
+    base = dict(
+        do_resize=True,
+        resample=3,
+        size={"shortest_edge": 8},
+        do_center_crop=True,
+        crop_size={"height": 8, "width": 8},
+        do_rescale=True,
+        rescale_factor=1 / 255,
+        do_normalize=True,
+        image_mean=[0.5] * 3,
+        image_std=[0.25] * 3,
+    )
     plan = image_plan(SimpleNamespace(**base))
     assert plan["mode"] == "bicubic" and plan["crop"] == (8, 8) and plan["std"] == (0.25,) * 3 and plan["two_pass"]
     assert image_plan(SimpleNamespace(**{**base, "resample": 1})) is None  # LANCZOS: the processor runs
@@ -321,14 +382,17 @@ def test_device_preprocessing_matches_the_processors(device_and_cpu):
 
     m = device_and_cpu[0]
     level = 1 / 255 / min(IMAGENET_STD)  # one uint8 level after normalisation
-    cases = ((m.gd_processor, m.gd_plan, [(64, 96), (96, 64), (200, 300), (720, 1280), (48, 64), (301, 97)]),
-             (m.dino_processor, m.dino_plan, [(28, 28), (200, 300), (20, 30), (600, 400), (33, 29), (7, 90)]))
+    cases = (
+        (m.gd_processor, m.gd_plan, [(64, 96), (96, 64), (200, 300), (720, 1280), (48, 64), (301, 97)]),
+        (m.dino_processor, m.dino_plan, [(28, 28), (200, 300), (20, 30), (600, 400), (33, 29), (7, 90)]),
+    )
     for proc, plan, sizes in cases:
         for k, (h, w) in enumerate(sizes):
             frames = _smooth(2, h, w, k)
             if proc is m.gd_processor:
-                want = proc(images=[Image.fromarray(f) for f in frames], text=["a."] * 2,
-                            return_tensors="pt")["pixel_values"]
+                want = proc(images=[Image.fromarray(f) for f in frames], text=["a."] * 2, return_tensors="pt")[
+                    "pixel_values"
+                ]
             else:
                 want = proc(images=list(frames), return_tensors="pt")["pixel_values"]
             got = device_preprocess(torch.from_numpy(frames), plan)
@@ -355,8 +419,12 @@ def test_grounding_on_the_device_equals_the_processor_path(device_and_cpu, monke
         return out
 
     monkeypatch.setattr(S, "detections", spy)
-    jobs = [(_smooth(4, 64, 96, 1), ["red square", "blue circle"]), (_smooth(3, 64, 96, 2), ["dog"]),
-            (_smooth(5, 96, 64, 3), ["the small green cube", "cup", "tree"]), (_smooth(2, 64, 96, 4), ["car", "man"])]
+    jobs = [
+        (_smooth(4, 64, 96, 1), ["red square", "blue circle"]),
+        (_smooth(3, 64, 96, 2), ["dog"]),
+        (_smooth(5, 96, 64, 3), ["the small green cube", "cup", "tree"]),
+        (_smooth(2, 64, 96, 4), ["car", "man"]),
+    ]
     found, passes = [], []
     for m in device_and_cpu:
         monkeypatch.setattr(m.cfg, "batch_size", 8)  # 8 images a pass: a video's 2 prompts x 3 probes share one
@@ -383,8 +451,14 @@ def test_dino_embeddings_on_the_device_equal_the_processor_path(device_and_cpu):
     frames = _smooth(3, 120, 160, 9)
     mask = np.zeros((120, 160), bool)
     mask[20:90, 30:140] = True
-    crops = [_smooth(1, 28, 28, 1)[0], frames[0][:20, :30], frames[1], frames[2][5:40, 3:60], _smooth(1, 33, 29, 2)[0],
-             masked_crop(frames[2], mask, expanded_box(mask, 0.15))]
+    crops = [
+        _smooth(1, 28, 28, 1)[0],
+        frames[0][:20, :30],
+        frames[1],
+        frames[2][5:40, 3:60],
+        _smooth(1, 33, 29, 2)[0],
+        masked_crop(frames[2], mask, expanded_box(mask, 0.15)),
+    ]
     got, want = gpu.embed(crops), cpu.embed(crops)  # batch_size 4: two passes
     assert got.shape == want.shape == (6, 32)
     assert np.allclose(got[0], want[0], atol=1e-5)  # 28 x 28: nothing resized, the same pixels
@@ -398,9 +472,12 @@ def test_segment_many_equals_one_frame_at_a_time(device_and_cpu):
     import torch.nn.functional as F
 
     m = device_and_cpu[0]
-    jobs = [(_smooth(3, 48, 64, 1), [[4.0, 4.0, 30.0, 30.0]]), (_smooth(2, 40, 56, 2), [[0.0, 0.0, 20.0, 12.0],
-                                                                                       [10.0, 10.0, 50.0, 38.0]]),
-            (_smooth(2, 48, 64, 3), []), (_smooth(2, 48, 64, 4), [[8.0, 2.0, 60.0, 40.0]])]
+    jobs = [
+        (_smooth(3, 48, 64, 1), [[4.0, 4.0, 30.0, 30.0]]),
+        (_smooth(2, 40, 56, 2), [[0.0, 0.0, 20.0, 12.0], [10.0, 10.0, 50.0, 38.0]]),
+        (_smooth(2, 48, 64, 3), []),
+        (_smooth(2, 48, 64, 4), [[8.0, 2.0, 60.0, 40.0]]),
+    ]
     s = m.sam_size
     mean, std = torch.tensor(m.sam_mean).view(1, 3, 1, 1), torch.tensor(m.sam_std).view(1, 3, 1, 1)
     for (frames, boxes), masks in zip(jobs, m.segment_many(jobs)):
@@ -412,9 +489,9 @@ def test_segment_many_equals_one_frame_at_a_time(device_and_cpu):
             h, w = frames.shape[1:3]
             prompt = torch.tensor(boxes) * torch.tensor([s / w, s / h, s / w, s / h])
             with torch.inference_mode():
-                emb = m.sam.get_image_embeddings((m._sam_input(frames[t:t + 1], s) - mean) / std)
+                emb = m.sam.get_image_embeddings((m._sam_input(frames[t : t + 1], s) - mean) / std)
                 pred = m.sam(image_embeddings=emb, input_boxes=prompt[None], multimask_output=False).pred_masks
-                want = (F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False) > 0)
+                want = F.interpolate(pred[:, :, 0].float(), size=(h, w), mode="bilinear", align_corners=False) > 0
             assert (masks[t] == want.any(dim=1)[0].numpy()).all()
 
 
@@ -443,13 +520,27 @@ def test_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_src):
 
     from vbench_ray.metrics.pool import MetricPool, pack, payload_column
 
-    pool = MetricPool("SRC", asdict(_cfg(**tiny_src, box_threshold=0.0, text_threshold=0.0, min_score=0.0,
-                                         max_box_area=1.0, min_mask_pixels=1, batch_size=4)))
+    pool = MetricPool(
+        "SRC",
+        asdict(
+            _cfg(
+                **tiny_src,
+                box_threshold=0.0,
+                text_threshold=0.0,
+                min_score=0.0,
+                max_box_area=1.0,
+                min_mask_pixels=1,
+                batch_size=4,
+            )
+        ),
+    )
     m = pool.metric
-    items = [(_frames(2, 48, 64, 2), _frames(2, 48, 64, 1), {"entities": ["red square"]}),
-             (_frames(3, 40, 56, 4), _frames(2, 40, 56, 3), {"entities": ["blue circle", "the small green cube"]}),
-             (_frames(2, 48, 64, 6), _frames(2, 48, 64, 5), {"entities": []}),
-             (_frames(2, 48, 64, 8), _frames(2, 48, 64, 7), {"entities": ["triangle"]})]
+    items = [
+        (_frames(2, 48, 64, 2), _frames(2, 48, 64, 1), {"entities": ["red square"]}),
+        (_frames(3, 40, 56, 4), _frames(2, 40, 56, 3), {"entities": ["blue circle", "the small green cube"]}),
+        (_frames(2, 48, 64, 6), _frames(2, 48, 64, 5), {"entities": []}),
+        (_frames(2, 48, 64, 8), _frames(2, 48, 64, 7), {"entities": ["triangle"]}),
+    ]
     jobs = [(src, kw["entities"]) for _, src, kw in items]
     for together, alone in zip(m.ground_many(jobs), [m.ground(*job) for job in jobs]):
         assert len(together) == len(alone) and np.allclose(together, alone, atol=1e-3)  # pixels
@@ -471,6 +562,7 @@ def test_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_src):
 
 # ----------------------------------------------------------------------------- end to end
 
+
 @pytest.mark.ray
 def test_cove_run_with_src(tiny_src, cove_data, tmp_path, ray_local):
     import pyarrow.parquet as pq
@@ -480,10 +572,21 @@ def test_cove_run_with_src(tiny_src, cove_data, tmp_path, ray_local):
 
     out = tmp_path / "run"
     keys = [f"metrics.SRC.{k}={v}" for k, v in tiny_src.items()]
-    cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(
-        cove_data, out, "metrics.enabled=[SSIM,SRC]", *keys, "metrics.SRC.box_threshold=0.0",
-        "metrics.SRC.text_threshold=0.0", "metrics.SRC.min_score=0.0", "metrics.SRC.max_box_area=1.0",
-        "metrics.SRC.min_mask_pixels=1", "metrics.SRC.max_frames=4"))
+    cfg = load_config(
+        REPO / "configs" / "cove.yaml",
+        cove_overrides(
+            cove_data,
+            out,
+            "metrics.enabled=[SSIM,SRC]",
+            *keys,
+            "metrics.SRC.box_threshold=0.0",
+            "metrics.SRC.text_threshold=0.0",
+            "metrics.SRC.min_score=0.0",
+            "metrics.SRC.max_box_area=1.0",
+            "metrics.SRC.min_mask_pixels=1",
+            "metrics.SRC.max_frames=4",
+        ),
+    )
     result = run(cfg)
     assert result.n_computed == 8
     rows = pq.read_table(out / "cases").to_pylist()

@@ -35,9 +35,15 @@ def facts(tmp_path_factory):
     out = tmp_path_factory.mktemp("multinode")
     # its own session: every process of the cluster (raylets' workers and agents too) is killed by pid when the
     # script ends, fails or times out, or on Ctrl-C here (tiny.procs.kill_session)
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "multinode_cluster.py"), str(out)], cwd=REPO,
-                            env=user_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "multinode_cluster.py"), str(out)],
+        cwd=REPO,
+        env=user_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=600)
     finally:
@@ -46,7 +52,7 @@ def facts(tmp_path_factory):
         proc.wait()
     lines = [line for line in stdout.splitlines() if line.startswith("MULTINODE_RESULT ")]
     assert proc.returncode == 0 and lines, stdout[-3000:] + stderr[-5000:]
-    return json.loads(lines[-1][len("MULTINODE_RESULT "):])
+    return json.loads(lines[-1][len("MULTINODE_RESULT ") :])
 
 
 def _once(keys: list, expected: int) -> None:
@@ -91,5 +97,7 @@ def test_losing_the_judge_replica_and_a_node_mid_run(facts):
     assert all("hf judge replica failed" in e for e in faults["judge_failed_attempts"]), faults["judge_failed_attempts"]
     assert not faults["judge_unavailable"], faults["judge_unavailable"]
     # the calls the dead replica held were sent again once it was back: no request ended without an answer
-    assert faults["judge"]["n_error"] == 0 and faults["judge"]["n_ok"] + faults["judge"]["n_invalid"] == \
-        faults["judge"]["n_requests"], faults["judge"]
+    assert (
+        faults["judge"]["n_error"] == 0
+        and faults["judge"]["n_ok"] + faults["judge"]["n_invalid"] == faults["judge"]["n_requests"]
+    ), faults["judge"]

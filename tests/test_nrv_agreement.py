@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from vbench_ray.agreement import (HumanScoresError, agreement_summary, human_samples, method_means, rank_agreement,
-                                  read_human_scores)
+from vbench_ray.agreement import (
+    HumanScoresError,
+    agreement_summary,
+    human_samples,
+    method_means,
+    rank_agreement,
+    read_human_scores,
+)
 from vbench_ray.benchmarks.nrv_scoring import nrve_acc
 
 W = {"instr": 1 / 3, "phy": 1 / 3, "temp": 1 / 3}
@@ -37,11 +43,14 @@ def test_rank_agreement_equals_scipy_and_table_6_mean():
 
 
 def test_human_scores_are_averaged_over_annotators_then_eq1(tmp_path):
-    path = _write(tmp_path / "h.jsonl", [
-        {"method": "m", "id": "x", "annotator": "1", "instr": "correct", "phy": 5, "temp": 3},
-        {"method": "m", "id": "x", "annotator": "2", "instr": "partial", "phy": 3, "temp": 3},
-        {"method": "n", "id": "x", "instr": 0, "phy": 1, "temp": 5},
-    ])
+    path = _write(
+        tmp_path / "h.jsonl",
+        [
+            {"method": "m", "id": "x", "annotator": "1", "instr": "correct", "phy": 5, "temp": 3},
+            {"method": "m", "id": "x", "annotator": "2", "instr": "partial", "phy": 3, "temp": 3},
+            {"method": "n", "id": "x", "instr": 0, "phy": 1, "temp": 5},
+        ],
+    )
     records = read_human_scores(path)
     samples = {(s["method"], s["instance_id"]): s for s in human_samples(records, "e5", W, 1e-6)}
     m = samples[("m", "x")]
@@ -56,13 +65,16 @@ def test_human_scores_are_averaged_over_annotators_then_eq1(tmp_path):
     assert human_samples(read_human_scores(csv), "e5", W, 1e-6)[0]["S_phy"] == pytest.approx(75.0)
 
 
-@pytest.mark.parametrize("record, message", [
-    ({"id": "x", "instr": 1, "phy": 3, "temp": 3}, "'method'"),
-    ({"method": "m", "instr": 1, "phy": 3, "temp": 3}, r"\.id"),
-    ({"method": "m", "id": "x", "instr": "maybe", "phy": 3, "temp": 3}, r"\.instr"),
-    ({"method": "m", "id": "x", "instr": 1, "phy": 6, "temp": 3}, r"\.phy.*1-5"),
-    ({"method": "m", "id": "x", "instr": 1, "phy": 3}, "missing temp"),
-])
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"id": "x", "instr": 1, "phy": 3, "temp": 3}, "'method'"),
+        ({"method": "m", "instr": 1, "phy": 3, "temp": 3}, r"\.id"),
+        ({"method": "m", "id": "x", "instr": "maybe", "phy": 3, "temp": 3}, r"\.instr"),
+        ({"method": "m", "id": "x", "instr": 1, "phy": 6, "temp": 3}, r"\.phy.*1-5"),
+        ({"method": "m", "id": "x", "instr": 1, "phy": 3}, "missing temp"),
+    ],
+)
 def test_human_scores_errors_name_the_record_and_field(tmp_path, record, message):
     with pytest.raises(HumanScoresError, match=r"h.jsonl:1" + ".*" + message):
         read_human_scores(_write(tmp_path / "h.jsonl", [record]))
@@ -75,14 +87,31 @@ def test_agreement_summary_per_dimension_category_and_subset():
     for method, (instr, phy, temp) in truth.items():
         for iid, cat in (("i1", "CTS"), ("i2", "LFS"), ("i3", "CTS")):
             if iid != "i3":  # humans rated a subset (B.2): i3 must not count for the judges either
-                human_records.append({"method": method, "id": iid, "annotator": None, "level": "sample",
-                                      "instr": instr, "phy": phy, "temp": temp})
+                human_records.append(
+                    {
+                        "method": method,
+                        "id": iid,
+                        "annotator": None,
+                        "level": "sample",
+                        "instr": instr,
+                        "phy": phy,
+                        "temp": temp,
+                    }
+                )
             base = {"good": 90.0, "mid": 50.0, "bad": 10.0}[method]
             for label, bias in (("j1", 0.0), ("j2", 5.0)):
                 skew = -80.0 if iid == "i3" and method == "good" else 0.0
-                judge_rows[label].append({"method": method, "instance_id": iid, "category": cat,
-                                          "NRVE_Acc": base + bias + skew, "S_instr": base, "S_phy": base + bias,
-                                          "S_temp": 100 - base if label == "j2" else base})
+                judge_rows[label].append(
+                    {
+                        "method": method,
+                        "instance_id": iid,
+                        "category": cat,
+                        "NRVE_Acc": base + bias + skew,
+                        "S_instr": base,
+                        "S_phy": base + bias,
+                        "S_temp": 100 - base if label == "j2" else base,
+                    }
+                )
     out = agreement_summary(judge_rows, human_records, "e5", W, 1e-6, {"i1": "CTS", "i2": "LFS", "i3": "CTS"})
     assert out["n_methods"] == 3 and out["n_samples"] == 6
     j1, j2 = out["judges"]["j1"], out["judges"]["j2"]
@@ -91,7 +120,10 @@ def test_agreement_summary_per_dimension_category_and_subset():
     assert j2["S_temp"]["rho"] == pytest.approx(-1.0)  # the inverted dimension shows up on its own
     human = method_means(human_samples(human_records, "e5", W, 1e-6))
     assert j2["S_phy"]["signed_deviation"] == pytest.approx(
-        np.mean([judge - human[m]["S_phy"] for m, judge in (("good", 95.0), ("mid", 55.0), ("bad", 15.0))]))
-    assert set(j1["by_category"]) == {"CTS", "LFS"} and j1["by_category"]["CTS"]["NRVE_Acc"]["rho"] == pytest.approx(1.0)
+        np.mean([judge - human[m]["S_phy"] for m, judge in (("good", 95.0), ("mid", 55.0), ("bad", 15.0))])
+    )
+    assert set(j1["by_category"]) == {"CTS", "LFS"} and j1["by_category"]["CTS"]["NRVE_Acc"]["rho"] == pytest.approx(
+        1.0
+    )
     assert out["mean_judge"]["S_temp"]["rho"] == pytest.approx(0.0)  # mean of +1 and -1
     assert out["mean_judge"]["NRVE_Acc"] == {"rho": pytest.approx(1.0), "tau": pytest.approx(1.0), "n_judges": 2}

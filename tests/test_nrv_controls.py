@@ -24,8 +24,8 @@ def _videos(t=8, h=48, w=64):
     masks = np.zeros((t, h, w), bool)
     for i in range(t):
         x = 4 + 2 * i
-        masks[i, 8:28, x - 2:x + 18] = True
-        edited[i, 10:26, x:x + 16] = (40, 40, 250)  # the "edit": the square turned blue
+        masks[i, 8:28, x - 2 : x + 18] = True
+        edited[i, 10:26, x : x + 16] = (40, 40, 250)  # the "edit": the square turned blue
     return source, edited, masks
 
 
@@ -133,9 +133,15 @@ def test_renderer_writes_once_skips_and_passes_through(tmp_path):
     write_video(tmp_path / "src.mp4", source, fps=8, crf=0, pix_fmt="yuv444p")
     write_video(tmp_path / "edit.mp4", edited, fps=8, crf=0, pix_fmt="yuv444p")
     C.write_masks(tmp_path / "mask", masks)
-    row = {"case_id": "m:1", "variant": "control:shuffled", "source_path": str(tmp_path / "src.mp4"),
-           "edited_path": str(tmp_path / "edit.mp4"), "mask_path": str(tmp_path / "mask"),
-           "variant_params": json.dumps({"control": "shuffled"}), "control_eligible": True}
+    row = {
+        "case_id": "m:1",
+        "variant": "control:shuffled",
+        "source_path": str(tmp_path / "src.mp4"),
+        "edited_path": str(tmp_path / "edit.mp4"),
+        "mask_path": str(tmp_path / "mask"),
+        "variant_params": json.dumps({"control": "shuffled"}),
+        "control_eligible": True,
+    }
     render = C.ControlRenderer(str(tmp_path / "controls"), seed=0)
     out = render(row)
     target = C.control_path(tmp_path / "controls", "shuffled", "m:1")  # one file per (control, case id)

@@ -38,8 +38,16 @@ def nrv_copy(nrv_data, tmp_path) -> dict:
 
 
 def _cfg(data, out, *extra):
-    return load_config(NRV, [f"data.annotations={data['annotations']}", f"data.edited_dir={data['edited_dir']}",
-                             f"output.dir={out}", "wandb.mode=disabled", *extra])
+    return load_config(
+        NRV,
+        [
+            f"data.annotations={data['annotations']}",
+            f"data.edited_dir={data['edited_dir']}",
+            f"output.dir={out}",
+            "wandb.mode=disabled",
+            *extra,
+        ],
+    )
 
 
 def _rewrite(path: Path, fn) -> None:
@@ -48,6 +56,7 @@ def _rewrite(path: Path, fn) -> None:
 
 
 # ----------------------------------------------------------------------------- config
+
 
 def test_nrv_yaml_documents_the_defaults():
     documented = read_yaml(NRV)  # with its `include`s resolved (judge: configs/judges/)
@@ -67,8 +76,14 @@ def test_config_defaults_choices_and_judges(nrv_data, tmp_path):
         with pytest.raises(ConfigError, match=bad.split("=")[0]):
             _cfg(nrv_data, tmp_path / "o", bad)
     bench = NRVBench()
-    specs = bench.judge_specs(_cfg(nrv_data, tmp_path / "o", "judge.backend=replay",
-                                   "judges=[{name: qwen7b, model: /m/7b}, {model: /m/Qwen2.5-VL-32B, max_tokens: 64}]"))
+    specs = bench.judge_specs(
+        _cfg(
+            nrv_data,
+            tmp_path / "o",
+            "judge.backend=replay",
+            "judges=[{name: qwen7b, model: /m/7b}, {model: /m/Qwen2.5-VL-32B, max_tokens: 64}]",
+        )
+    )
     assert [label for label, _ in specs] == ["qwen7b", "Qwen2.5-VL-32B"]
     assert specs[1][1].max_tokens == 64 and specs[1][1].backend == "replay" and specs[1][1].max_retries == 1
     with pytest.raises(ConfigError, match="used twice"):
@@ -84,6 +99,7 @@ def test_config_defaults_choices_and_judges(nrv_data, tmp_path):
 
 
 # ----------------------------------------------------------------------------- synthetic set and loader
+
 
 def test_synth_layout_and_determinism(nrv_data, tmp_path):
     root = Path(nrv_data["root"])
@@ -105,16 +121,24 @@ def test_loader_rows(nrv_data, tmp_path):
     rows = bench.load_cases(_cfg(nrv_data, tmp_path / "o"))
     assert len(rows) == 18 and not any(r["error_load"] for r in rows)
     row = next(r for r in rows if r["case_id"] == "jitter:0001_cts00")
-    assert (row["method"], row["instance_id"], row["category"], row["categories"]) == ("jitter", "0001_cts00", "CTS", ["CTS"])
+    assert (row["method"], row["instance_id"], row["category"], row["categories"]) == (
+        "jitter",
+        "0001_cts00",
+        "CTS",
+        ["CTS"],
+    )
     assert row["FPS"] == pytest.approx(3.0) and row["mask_path"].endswith("masks/0001_cts00")
     assert json.loads(row["annotations"])["mcq"]["answer"] == "B"
-    limited = bench.load_cases(_cfg(nrv_data, tmp_path / "o", "run.limit=2", "data.methods=[frozen]",
-                                    "controls.per_category=0"))
+    limited = bench.load_cases(
+        _cfg(nrv_data, tmp_path / "o", "run.limit=2", "data.methods=[frozen]", "controls.per_category=0")
+    )
     assert [r["case_id"] for r in limited] == ["frozen:0000_asb00", "frozen:0001_cts00"]
     assert not any(r["control_eligible"] for r in limited)
     flat = {"annotations": nrv_data["annotations"], "edited_dir": Path(nrv_data["edited_dir"]) / "coherent"}
     flat_rows = bench.load_cases(_cfg(flat, tmp_path / "o"))
-    assert [r["case_id"] for r in flat_rows][:2] == ["0000_asb00", "0001_cts00"] and flat_rows[0]["method"] == "coherent"
+    assert [r["case_id"] for r in flat_rows][:2] == ["0000_asb00", "0001_cts00"] and flat_rows[0][
+        "method"
+    ] == "coherent"
     with pytest.raises(DataError, match=r"data.methods.*\['nope'\]"):
         bench.load_cases(_cfg(nrv_data, tmp_path / "o", "data.methods=[nope]"))
     with pytest.raises(DataError, match="data.annotations not found"):
@@ -145,6 +169,7 @@ def test_per_case_problems_name_file_line_and_field(nrv_copy, tmp_path):
 
 
 # ----------------------------------------------------------------------------- the frame stage, without Ray
+
 
 def _stage_rows(cfg, rows):
     bench = NRVBench()
@@ -195,7 +220,9 @@ def test_roi_box_and_flow_evidence_by_hand():
     assert roi_box(np.zeros((2, 4, 4), bool), 0.1) is None
     still = np.full((32, 32, 3), 128, np.uint8)
     assert flow_evidence(still, still, still).max() == 0  # no motion: black
-    moving = [np.roll(np.pad(np.full((8, 8, 3), 250, np.uint8), ((12, 12), (12, 12), (0, 0))), k, axis=1) for k in (0, 2, 4)]
+    moving = [
+        np.roll(np.pad(np.full((8, 8, 3), 250, np.uint8), ((12, 12), (12, 12), (0, 0))), k, axis=1) for k in (0, 2, 4)
+    ]
     image = flow_evidence(*moving)
     assert image.shape == (32, 64, 3) and image.max() > 0
 

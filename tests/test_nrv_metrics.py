@@ -14,10 +14,24 @@ from vbench_ray.metrics.base import MissingWeightsError
 from vbench_ray.metrics import background as BG
 from vbench_ray.metrics import niqe as NQ
 from vbench_ray.metrics import motion_score as MS
-from vbench_ray.metrics.clip import (CLIPConfig, CLIPDirectional, CLIPScore, _features, build_tiny_clip,
-                                     clip_embeddings, clip_pixels, load_clip)
-from vbench_ray.metrics.lpips import (BackgroundLPIPS, LPIPSConfig, _to_tensor, build_backbone, load_lpips,
-                                      save_random_lpips)
+from vbench_ray.metrics.clip import (
+    CLIPConfig,
+    CLIPDirectional,
+    CLIPScore,
+    _features,
+    build_tiny_clip,
+    clip_embeddings,
+    clip_pixels,
+    load_clip,
+)
+from vbench_ray.metrics.lpips import (
+    BackgroundLPIPS,
+    LPIPSConfig,
+    _to_tensor,
+    build_backbone,
+    load_lpips,
+    save_random_lpips,
+)
 from vbench_ray.metrics.struct_dist import StructDist, StructDistConfig, save_random_dino
 
 
@@ -33,6 +47,7 @@ def _cfg(**kw):
 
 
 # ----------------------------------------------------------------------------- background preservation
+
 
 def test_unmasked_metrics_equal_scikit_image():
     src, edit = _pair()
@@ -61,7 +76,7 @@ def test_masked_mse_and_psnr_by_hand():
     # zero mode (PIE-Bench style): the masked half counts as identical, diluting the error
     assert BG.BackgroundMSE(_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(1e4 * bg / 2)
     # no mask: the edited half counts too
-    assert BG.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * (0.2 ** 2 + bg) / 2)
+    assert BG.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * (0.2**2 + bg) / 2)
 
 
 def test_changes_inside_the_mask_do_not_count():
@@ -77,7 +92,9 @@ def test_changes_inside_the_mask_do_not_count():
     # the masked SSIM is scikit-image's SSIM map averaged over background pixels of its own interior
     _, smap = structural_similarity(src[0] / 255, edit[0] / 255, channel_axis=-1, data_range=1.0, full=True)
     keep = ~mask[0][3:-3, 3:-3]
-    assert BG.masked_ssim_frames(src[:1], edit[:1], mask[:1])[0] == pytest.approx(smap.mean(-1)[3:-3, 3:-3][keep].mean())
+    assert BG.masked_ssim_frames(src[:1], edit[:1], mask[:1])[0] == pytest.approx(
+        smap.mean(-1)[3:-3, 3:-3][keep].mean()
+    )
 
 
 def test_zero_mode_matches_scikit_image_on_zeroed_frames():
@@ -109,6 +126,7 @@ def test_sampling_defaults_every_frame():
 
 
 # ----------------------------------------------------------------------------- NIQE and motion
+
 
 def test_ggd_and_aggd_fits_recover_known_shapes():
     rng = np.random.default_rng(0)
@@ -151,6 +169,7 @@ def test_motion_score():
 
 # ----------------------------------------------------------------------------- LPIPS
 
+
 def test_lpips_backbones_follow_the_torchvision_layouts():
     feats, taps, channels = build_backbone("vgg16")
     assert taps == [3, 8, 15, 22, 29] and channels == [64, 128, 256, 512, 512] and len(feats) == 30
@@ -175,8 +194,8 @@ def test_lpips_formula_by_hand(lpips_file):
         expected = 0.0
         for k, (a, b) in enumerate(zip(fx, fy)):
             a, b = a.numpy(), b.numpy()
-            na = a / (np.sqrt((a ** 2).sum(1, keepdims=True)) + 1e-10)
-            nb = b / (np.sqrt((b ** 2).sum(1, keepdims=True)) + 1e-10)
+            na = a / (np.sqrt((a**2).sum(1, keepdims=True)) + 1e-10)
+            nb = b / (np.sqrt((b**2).sum(1, keepdims=True)) + 1e-10)
             w = net.lins[k].weight.numpy().reshape(1, -1, 1, 1)
             expected = expected + ((na - nb) ** 2 * w).sum(1).mean(axis=(1, 2))
         got = net(x, y).numpy()
@@ -198,21 +217,27 @@ def test_lpips_loads_published_file_layouts(lpips_file, tmp_path):
     import torch
 
     state = torch.load(lpips_file, weights_only=True)
-    torch.save({k: v for k, v in state.items() if k.startswith("features.")} | {"classifier.0.weight": torch.zeros(1)},
-               tmp_path / "backbone.pth")
-    torch.save({f"lin{k[len('lins.'):].split('.')[0]}.model.1.weight": v for k, v in state.items()
-                if k.startswith("lins.")}, tmp_path / "lin.pth")
+    torch.save(
+        {k: v for k, v in state.items() if k.startswith("features.")} | {"classifier.0.weight": torch.zeros(1)},
+        tmp_path / "backbone.pth",
+    )
+    torch.save(
+        {f"lin{k[len('lins.') :].split('.')[0]}.model.1.weight": v for k, v in state.items() if k.startswith("lins.")},
+        tmp_path / "lin.pth",
+    )
     a = load_lpips("tiny", weights=str(lpips_file))
     b = load_lpips("tiny", backbone_weights=str(tmp_path / "backbone.pth"), lin_weights=str(tmp_path / "lin.pth"))
     src, edit = _pair(t=1, h=32, w=32)
     with torch.no_grad():
         assert b(_to_tensor(src, "cpu"), _to_tensor(edit, "cpu")).item() == pytest.approx(
-            a(_to_tensor(src, "cpu"), _to_tensor(edit, "cpu")).item())
+            a(_to_tensor(src, "cpu"), _to_tensor(edit, "cpu")).item()
+        )
     with pytest.raises(MissingWeightsError, match="metrics.BG_LPIPS.backbone_weights"):
         load_lpips("vgg16")
 
 
 # ----------------------------------------------------------------------------- CLIP
+
 
 @pytest.fixture(scope="module")
 def tiny_clip(tmp_path_factory):
@@ -249,6 +274,7 @@ def test_clip_scores_by_hand(tiny_clip):
 
 # ----------------------------------------------------------------------------- DINO structure distance
 
+
 def test_struct_dist_by_hand(tmp_path):
     import torch
 
@@ -262,8 +288,12 @@ def test_struct_dist_by_hand(tmp_path):
         ks = metric.net.keys(metric._pixels(src), -1)
         ke = metric.net.keys(metric._pixels(edit), -1)
     assert ks.shape == (2, 1 + 16, 32)  # CLS + 4x4 patches, heads concatenated
-    ssm = lambda k: np.stack([(a / np.linalg.norm(a, axis=1, keepdims=True)) @ (a / np.linalg.norm(a, axis=1, keepdims=True)).T  # noqa: E731
-                              for a in k.numpy()])
+    ssm = lambda k: np.stack(
+        [
+            (a / np.linalg.norm(a, axis=1, keepdims=True)) @ (a / np.linalg.norm(a, axis=1, keepdims=True)).T  # noqa: E731
+            for a in k.numpy()
+        ]
+    )
     assert np.allclose(np.diagonal(ssm(ks), axis1=1, axis2=2), 1.0, atol=1e-5)
     assert value == pytest.approx(1e3 * ((ssm(ks) - ssm(ke)) ** 2).mean(axis=(1, 2)).mean(), rel=1e-4)
     assert value > 0

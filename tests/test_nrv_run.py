@@ -45,19 +45,35 @@ def _g(*s):
 def test_two_judges_controls_agreement_end_to_end_with_replay(tmp_path, ray_local):
     data = synth_nrv(tmp_path / "data", n=6, seed=0)
     out = tmp_path / "run"
-    args = [f"data.annotations={data['annotations']}", f"data.edited_dir={data['edited_dir']}", f"output.dir={out}",
-            "wandb.mode=disabled", "data.methods=[coherent,jitter]", "controls.names=[shuffled,unchanged]",
-            "judge.max_invalid_fraction=1.0",  # judge b refuses 6 of 72 on purpose: scored, not "unavailable"
-            "controls.methods=[coherent]", f"agreement.human_scores={data['human_scores']}",
-            "stats.bootstrap_samples=200", "metrics.enabled=[NRVE_Acc,BG_PSNR,BG_MSE,FPS]"]
+    args = [
+        f"data.annotations={data['annotations']}",
+        f"data.edited_dir={data['edited_dir']}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+        "data.methods=[coherent,jitter]",
+        "controls.names=[shuffled,unchanged]",
+        "judge.max_invalid_fraction=1.0",  # judge b refuses 6 of 72 on purpose: scored, not "unavailable"
+        "controls.methods=[coherent]",
+        f"agreement.human_scores={data['human_scores']}",
+        "stats.bootstrap_samples=200",
+        "metrics.enabled=[NRVE_Acc,BG_PSNR,BG_MSE,FPS]",
+    ]
     bench = NRVBench()
     cfg0 = load_config(NRV, args)
     rows = expand(bench.load_cases(cfg0), bench.variants(cfg0), tmp_path)
     answers = tmp_path / "answers.jsonl"
-    answers.write_text("".join(json.dumps({"request_id": S.request_id(r["case_id"], r["variant"], c, j),
-                                           "text": _answer(r, c, j)}) + "\n"
-                               for j in ("a", "b") for r in rows for c in S.COMPONENTS))
-    judges = f"judges=[{{name: a, backend: replay, replay_path: {answers}}}, {{name: b, backend: replay, replay_path: {answers}}}]"
+    answers.write_text(
+        "".join(
+            json.dumps({"request_id": S.request_id(r["case_id"], r["variant"], c, j), "text": _answer(r, c, j)}) + "\n"
+            for j in ("a", "b")
+            for r in rows
+            for c in S.COMPONENTS
+        )
+    )
+    judges = (
+        f"judges=[{{name: a, backend: replay, replay_path: {answers}}}, "
+        f"{{name: b, backend: replay, replay_path: {answers}}}]"
+    )
     cfg = load_config(NRV, args + [judges])
     summary = run(cfg, variants=bench.variants(cfg)).summary
 
@@ -150,18 +166,40 @@ def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
     src = VideoReader(Path(data["root"]) / "videos" / f"{data['ids'][0]}.mp4")
     niqe = NQ.save_niqe_model(tmp_path / "niqe.npz", *NQ.fit_niqe_model(src.read([0, 12]), patch=32, sharpness=0.0), 32)
     out = tmp_path / "run"
-    cfg = load_config(NRV, [f"data.annotations={data['annotations']}", f"data.edited_dir={data['edited_dir']}",
-                            f"output.dir={out}", "wandb.mode=disabled", "report.enabled=false",
-                            "data.methods=[coherent]", "judge.backend=hf", f"judge.model={judge}", "judge.name=tiny",
-                            "judge.max_tokens=16", "media.roi_frames=2", "judge.video.max_frames=2",
-                            "judge.max_invalid_fraction=1.0",  # random weights: mostly invalid, still scored
-                            "stats.bootstrap_samples=100", "ray.workers=1", "ray.batch_size=2",
-                            "metrics.enabled=[NRVE_Acc,BG_PSNR,BG_LPIPS,CLIP_S,CLIP_E,StructDist,NIQE]",
-                            "metrics.BG_LPIPS.arch=tiny", f"metrics.BG_LPIPS.weights={lpips}",
-                            f"metrics.CLIP_S.model={clip}", f"metrics.CLIP_E.model={clip}",
-                            f"metrics.StructDist.weights={dino}", "metrics.StructDist.dim=32",
-                            "metrics.StructDist.depth=2", "metrics.StructDist.heads=2", "metrics.StructDist.image_size=32",
-                            f"metrics.NIQE.model={niqe}", "metrics.NIQE.patch_size=32", "metrics.NIQE.frames=2"])
+    cfg = load_config(
+        NRV,
+        [
+            f"data.annotations={data['annotations']}",
+            f"data.edited_dir={data['edited_dir']}",
+            f"output.dir={out}",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+            "data.methods=[coherent]",
+            "judge.backend=hf",
+            f"judge.model={judge}",
+            "judge.name=tiny",
+            "judge.max_tokens=16",
+            "media.roi_frames=2",
+            "judge.video.max_frames=2",
+            "judge.max_invalid_fraction=1.0",  # random weights: mostly invalid, still scored
+            "stats.bootstrap_samples=100",
+            "ray.workers=1",
+            "ray.batch_size=2",
+            "metrics.enabled=[NRVE_Acc,BG_PSNR,BG_LPIPS,CLIP_S,CLIP_E,StructDist,NIQE]",
+            "metrics.BG_LPIPS.arch=tiny",
+            f"metrics.BG_LPIPS.weights={lpips}",
+            f"metrics.CLIP_S.model={clip}",
+            f"metrics.CLIP_E.model={clip}",
+            f"metrics.StructDist.weights={dino}",
+            "metrics.StructDist.dim=32",
+            "metrics.StructDist.depth=2",
+            "metrics.StructDist.heads=2",
+            "metrics.StructDist.image_size=32",
+            f"metrics.NIQE.model={niqe}",
+            "metrics.NIQE.patch_size=32",
+            "metrics.NIQE.frames=2",
+        ],
+    )
     summary = run(cfg).summary
     cases = pq.read_table(out / "cases").to_pylist()
     for name in ("BG_LPIPS", "CLIP_S", "CLIP_E", "StructDist", "NIQE"):
@@ -192,23 +230,44 @@ def test_each_judge_is_held_to_the_max_invalid_fraction_of_its_included_file(tmp
     makes b's scores, and the cross-judge ones, unavailable, naming b."""
     data = synth_nrv(tmp_path / "data", n=2, seed=0)
     out = tmp_path / "run"
-    args = [f"data.annotations={data['annotations']}", f"data.edited_dir={data['edited_dir']}", f"output.dir={out}",
-            "wandb.mode=disabled", "report.enabled=false", "data.methods=[coherent]", "stats.bootstrap_samples=50",
-            "metrics.enabled=[NRVE_Acc]"]
+    args = [
+        f"data.annotations={data['annotations']}",
+        f"data.edited_dir={data['edited_dir']}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+        "data.methods=[coherent]",
+        "stats.bootstrap_samples=50",
+        "metrics.enabled=[NRVE_Acc]",
+    ]
     bench = NRVBench()
     rows = bench.load_cases(load_config(NRV, args))
     answers = tmp_path / "answers.jsonl"
-    answers.write_text("".join(json.dumps({"request_id": S.request_id(r["case_id"], r["variant"], c, j),
-                                           "text": {"instr": "Answer: A", "phy": "Rating: 4", "temp": "Rating: 3"}[c]
-                                           if j == "a" else "I cannot judge this."}) + "\n"
-                               for j in ("a", "b") for r in rows for c in S.COMPONENTS))
+    answers.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "request_id": S.request_id(r["case_id"], r["variant"], c, j),
+                    "text": {"instr": "Answer: A", "phy": "Rating: 4", "temp": "Rating: 3"}[c]
+                    if j == "a"
+                    else "I cannot judge this.",
+                }
+            )
+            + "\n"
+            for j in ("a", "b")
+            for r in rows
+            for c in S.COMPONENTS
+        )
+    )
     for name, limit in (("lenient", 1.0), ("strict", 0.5)):
-        (tmp_path / f"{name}.yaml").write_text(f"include: judges/default.yaml\nbackend: replay\n"
-                                               f"replay_path: {answers}\nmax_invalid_fraction: {limit}\n")
+        (tmp_path / f"{name}.yaml").write_text(
+            f"include: judges/default.yaml\nbackend: replay\nreplay_path: {answers}\nmax_invalid_fraction: {limit}\n"
+        )
 
     def judges(b_file: str) -> str:
-        return (f"judges=[{{name: a, backend: replay, replay_path: {answers}}}, "
-                f"{{include: {tmp_path / b_file}, name: b}}]")
+        return (
+            f"judges=[{{name: a, backend: replay, replay_path: {answers}}}, {{include: {tmp_path / b_file}, name: b}}]"
+        )
 
     cfg = load_config(NRV, args + [judges("lenient.yaml")])
     assert cfg.judge.max_invalid_fraction == 0.05
@@ -219,14 +278,17 @@ def test_each_judge_is_held_to_the_max_invalid_fraction_of_its_included_file(tmp
         stats = summary["metrics"][m]
         assert "unavailable" not in stats and stats["value"] is not None, (m, stats)
         assert stats["invalid_fraction"] == pytest.approx(0.5)
-        assert summary["by_judge"]["b"][m]["invalid_fraction"] == 1.0 and "unavailable" not in summary["by_judge"]["b"][m]
+        assert (
+            summary["by_judge"]["b"][m]["invalid_fraction"] == 1.0 and "unavailable" not in summary["by_judge"]["b"][m]
+        )
         assert summary["by_judge"]["a"][m]["invalid_fraction"] == 0.0
 
     from vbench_ray.sinks import CaseSink
 
     strict = load_config(NRV, args + [judges("strict.yaml")])
-    again = bench.summarize(CaseSink(out, bench.schema(strict)).read_all(), strict,
-                            pq.read_table(out / "judgments.parquet"))
+    again = bench.summarize(
+        CaseSink(out, bench.schema(strict)).read_all(), strict, pq.read_table(out / "judgments.parquet")
+    )
     for m in ("NRVE_Acc", "S_instr", "S_phy", "S_temp"):
         assert again["by_judge"]["b"][m]["value"] is None and "judge 'b'" in again["by_judge"]["b"][m]["unavailable"]
         assert "unavailable" not in again["by_judge"]["a"][m] and again["by_judge"]["a"][m]["value"] is not None

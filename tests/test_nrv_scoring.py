@@ -20,14 +20,33 @@ CFG = S.NRVScoreConfig()
 
 
 def _case(case_id="m:0001", variant="base", answer="B", partial=()):
-    ann = {"id": "0001", "category": "CTS", "difficulty": "L1", "instruction": "Make the flag flap.",
-           "target_prompt": "A flag flaps.", "source_prompt": "A flag hangs.",
-           "mcq": {"question": "How?", "options": {"A": "gently", "B": "strongly", "C": "half"}, "answer": answer,
-                   "partial": list(partial)},
-           "physics": {"criteria": ["fold_continuity"], "question": "Continuous sheet?"},
-           "temporal": {"question": "Consistent folds?"}}
-    return {"case_id": case_id, "variant": variant, "method": "m", "instance_id": "0001", "category": "CTS",
-            "difficulty": "L1", "annotations": json.dumps(ann), "edited_path": "/tmp/e.mp4", "variant_params": None}
+    ann = {
+        "id": "0001",
+        "category": "CTS",
+        "difficulty": "L1",
+        "instruction": "Make the flag flap.",
+        "target_prompt": "A flag flaps.",
+        "source_prompt": "A flag hangs.",
+        "mcq": {
+            "question": "How?",
+            "options": {"A": "gently", "B": "strongly", "C": "half"},
+            "answer": answer,
+            "partial": list(partial),
+        },
+        "physics": {"criteria": ["fold_continuity"], "question": "Continuous sheet?"},
+        "temporal": {"question": "Consistent folds?"},
+    }
+    return {
+        "case_id": case_id,
+        "variant": variant,
+        "method": "m",
+        "instance_id": "0001",
+        "category": "CTS",
+        "difficulty": "L1",
+        "annotations": json.dumps(ann),
+        "edited_path": "/tmp/e.mp4",
+        "variant_params": None,
+    }
 
 
 def _ok(value):
@@ -36,13 +55,16 @@ def _ok(value):
 
 # ----------------------------------------------------------------------------- Eq. 1
 
+
 def test_nrve_acc_is_the_weighted_geometric_mean_by_hand():
     s = {"instr": 1.0, "phy": 0.75, "temp": 0.5}
     expected = 100 * (1 + EPS) ** (1 / 3) * (0.75 + EPS) ** (1 / 3) * (0.5 + EPS) ** (1 / 3)
     assert S.nrve_acc(s) == pytest.approx(expected, rel=1e-12)
     assert S.nrve_acc(s) == pytest.approx(100 * 0.375 ** (1 / 3), rel=1e-5)  # = 72.11
     # a failed component drags the instance to ~(1e-6)^(1/3) = 1% of the rest: the geometric-mean rule
-    assert S.nrve_acc({"instr": 0.0, "phy": 1.0, "temp": 1.0}) == pytest.approx(100 * EPS ** (1 / 3) * (1 + EPS) ** (2 / 3))
+    assert S.nrve_acc({"instr": 0.0, "phy": 1.0, "temp": 1.0}) == pytest.approx(
+        100 * EPS ** (1 / 3) * (1 + EPS) ** (2 / 3)
+    )
     assert S.nrve_acc({"instr": 0.0, "phy": 1.0, "temp": 1.0}) == pytest.approx(1.0, rel=1e-5)
     assert S.nrve_acc({"instr": 0.0, "phy": 0.0, "temp": 0.0}) == pytest.approx(100 * EPS)
     # other weights: all on instr
@@ -58,8 +80,20 @@ def test_instances_are_scored_before_averaging_not_the_components():
     judged = []
     for cid, (instr, phy, temp) in {"a": (1.0, 1.0, 1.0), "b": (0.0, 1.0, 1.0)}.items():
         for comp, score in zip(S.COMPONENTS, (instr, phy, temp)):
-            judged.append({"case_id": cid, "variant": "base", "judge": "j", "method": "m", "instance_id": cid,
-                           "category": "CTS", "difficulty": "L1", "component": comp, "score": score, "valid": True})
+            judged.append(
+                {
+                    "case_id": cid,
+                    "variant": "base",
+                    "judge": "j",
+                    "method": "m",
+                    "instance_id": cid,
+                    "category": "CTS",
+                    "difficulty": "L1",
+                    "component": comp,
+                    "score": score,
+                    "valid": True,
+                }
+            )
     inst = S.instance_scores(judged, CFG)
     per_instance = [100 * (1 + EPS), 100 * EPS ** (1 / 3) * (1 + EPS) ** (2 / 3)]
     assert [i["NRVE_Acc"] for i in inst] == pytest.approx(per_instance)
@@ -102,39 +136,47 @@ def test_cross_judge_mean_and_population_std_reproduce_table_2():
 
 # ----------------------------------------------------------------------------- parsing (App. E.5)
 
-@pytest.mark.parametrize("text, rating", [
-    ("Rating: 4", 4),
-    ("The folds look continuous. There are 3 small seams.\nRating: 2", 2),
-    ("I'd give it a score of 3/5 at first, but looking again... Final rating: 5", 5),
-    ("4", 4),
-    ('{"rating": 3, "reason": "ok"}', 3),
-    ("**Rating:** 4", 4),
-    ("<think>Rating: 1</think>Rating: 5", 5),
-    ("Overall 4 out of 5.", 4),
-    ("Rating: 4.0", 4),
-])
+
+@pytest.mark.parametrize(
+    "text, rating",
+    [
+        ("Rating: 4", 4),
+        ("The folds look continuous. There are 3 small seams.\nRating: 2", 2),
+        ("I'd give it a score of 3/5 at first, but looking again... Final rating: 5", 5),
+        ("4", 4),
+        ('{"rating": 3, "reason": "ok"}', 3),
+        ("**Rating:** 4", 4),
+        ("<think>Rating: 1</think>Rating: 5", 5),
+        ("Overall 4 out of 5.", 4),
+        ("Rating: 4.0", 4),
+    ],
+)
 def test_rating_parser_takes_the_final_explicit_rating(text, rating):
     parsed = parse("nrv_rating", text, {"min": 1, "max": 5})
     assert parsed.ok and parsed.value == {"rating": rating}
 
 
-@pytest.mark.parametrize("text", ["I cannot assess this video.", "Rating: 7", "Rating: 3.5", "", "It has 3 folds.",
-                                  "Rating: 4\nRating: 0"])
+@pytest.mark.parametrize(
+    "text", ["I cannot assess this video.", "Rating: 7", "Rating: 3.5", "", "It has 3 folds.", "Rating: 4\nRating: 0"]
+)
 def test_rating_parser_rejects_refusals_and_out_of_range(text):
     parsed = parse("nrv_rating", text, {"min": 1, "max": 5})
     assert not parsed.ok and parsed.error
 
 
-@pytest.mark.parametrize("text, choice", [
-    ("Answer: B", "B"),
-    ("The hand holds hair.\nAnswer: (b)", "B"),
-    ("B) Strands of hair", "B"),
-    ("B", "B"),
-    ("Answer: A and B", "A,B"),
-    ("Answer: AMBIGUOUS", "AMBIGUOUS"),
-    ("First I thought Answer: A. Looking again, the final answer is B.", "B"),
-    ("The answer is option A.", "A"),
-])
+@pytest.mark.parametrize(
+    "text, choice",
+    [
+        ("Answer: B", "B"),
+        ("The hand holds hair.\nAnswer: (b)", "B"),
+        ("B) Strands of hair", "B"),
+        ("B", "B"),
+        ("Answer: A and B", "A,B"),
+        ("Answer: AMBIGUOUS", "AMBIGUOUS"),
+        ("First I thought Answer: A. Looking again, the final answer is B.", "B"),
+        ("The answer is option A.", "A"),
+    ],
+)
 def test_mcq_parser(text, choice):
     parsed = parse("nrv_mcq", text, {"options": ["A", "B"]})
     assert parsed.ok and parsed.value == {"choice": choice}
@@ -147,20 +189,25 @@ def test_mcq_parser_rejects(text):
 
 # ----------------------------------------------------------------------------- the invalid-output rule
 
+
 @pytest.mark.parametrize("normalize, phy_low", [("e5", 0.0), ("eq3", 0.2)])
 def test_invalid_or_missing_answers_get_the_lowest_score(normalize, phy_low):
     case = _case()
     rid = lambda c: S.request_id(case["case_id"], "base", c)  # noqa: E731
-    results = {rid("instr"): _ok({"choice": "B"}),
-               rid("phy"): JudgeResult(rid("phy"), "invalid", None, 2, "no explicit rating"),
-               rid("temp"): _ok({"rating": 4})}
+    results = {
+        rid("instr"): _ok({"choice": "B"}),
+        rid("phy"): JudgeResult(rid("phy"), "invalid", None, 2, "no explicit rating"),
+        rid("temp"): _ok({"rating": 4}),
+    }
     rows = S.judgment_rows(case, results, "j", False, normalize)
     by = {r["component"]: r for r in rows}
     assert by["instr"]["score"] == 1.0 and by["instr"]["valid"]
     assert by["phy"]["score"] == pytest.approx(phy_low) and not by["phy"]["valid"] and by["phy"]["status"] == "invalid"
     assert by["temp"]["score"] == pytest.approx(S.normalize_rating(4, normalize)) and by["temp"]["rating"] == 4
     inst = S.instance_scores(rows, S.NRVScoreConfig(normalize=normalize))[0]
-    expected = 100 * (1 + EPS) ** (1 / 3) * (phy_low + EPS) ** (1 / 3) * (S.normalize_rating(4, normalize) + EPS) ** (1 / 3)
+    expected = (
+        100 * (1 + EPS) ** (1 / 3) * (phy_low + EPS) ** (1 / 3) * (S.normalize_rating(4, normalize) + EPS) ** (1 / 3)
+    )
     assert inst["NRVE_Acc"] == pytest.approx(expected) and inst["n_invalid"] == 1
     # a request never answered (missing result) is also the lowest score
     missing = S.judgment_rows(case, {}, "j", False, normalize)
@@ -182,7 +229,9 @@ class _Scripted(JudgeBackend):
         for r in requests:
             n = self.calls.get(r.request_id, 0)
             self.calls[r.request_id] = n + 1
-            out.append(JudgeResponse(r.request_id, text=self.texts[r.request_id][min(n, len(self.texts[r.request_id]) - 1)]))
+            out.append(
+                JudgeResponse(r.request_id, text=self.texts[r.request_id][min(n, len(self.texts[r.request_id]) - 1)])
+            )
         yield out
 
 
@@ -191,9 +240,13 @@ def test_one_deterministic_retry_then_lowest(tmp_path):
     media = {"roi": [str(tmp_path / "r0.png")], "flow": str(tmp_path / "f.png"), "frames": []}
     requests = S.build_requests(case, media)
     ids = {r.group: r.request_id for r in requests}
-    backend = _Scripted({ids["instr"]: ["I cannot tell.", "Answer: B"],  # fixed by the retry
-                         ids["phy"]: ["Sorry, no.", "Still no."],  # refuses twice: invalid
-                         ids["temp"]: ["Rating: 3"]})
+    backend = _Scripted(
+        {
+            ids["instr"]: ["I cannot tell.", "Answer: B"],  # fixed by the retry
+            ids["phy"]: ["Sorry, no.", "Still no."],  # refuses twice: invalid
+            ids["temp"]: ["Rating: 3"],
+        }
+    )
     results = JudgeStage(backend, JudgeLog(tmp_path), max_retries=1).run(requests)
     assert backend.calls == {ids["instr"]: 2, ids["phy"]: 2, ids["temp"]: 1}
     assert results[ids["instr"]].status == "ok" and results[ids["phy"]].status == "invalid"
@@ -206,10 +259,14 @@ def test_one_deterministic_retry_then_lowest(tmp_path):
 
 # ----------------------------------------------------------------------------- requests
 
+
 def test_request_layout_ids_media_and_criteria(tmp_path):
     case = _case(variant="control:shuffled")
-    media = {"roi": [str(tmp_path / f"roi_{k}.png") for k in range(3)], "flow": str(tmp_path / "flow.png"),
-             "frames": [str(tmp_path / f"f{k}.png") for k in range(3)]}
+    media = {
+        "roi": [str(tmp_path / f"roi_{k}.png") for k in range(3)],
+        "flow": str(tmp_path / "flow.png"),
+        "frames": [str(tmp_path / f"f{k}.png") for k in range(3)],
+    }
     requests = S.build_requests(case, media)
     assert [r.request_id for r in requests] == [f"nrv/m:0001/control:shuffled/nrve/{c}" for c in S.COMPONENTS]
     instr, phy, temp = requests

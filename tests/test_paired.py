@@ -67,8 +67,8 @@ def test_mcnemar_large_uses_continuity_corrected_chi_square():
     a = [True] * 30 + [False] * 10 + [True] * 50
     b = [False] * 30 + [True] * 10 + [True] * 50
     out = paired.mcnemar(a, b)
-    assert out["chi2"] == pytest.approx(19 ** 2 / 40)
-    assert out["method"] == "chi2-cc" and out["p"] == pytest.approx(math.erfc(math.sqrt(19 ** 2 / 40 / 2)))
+    assert out["chi2"] == pytest.approx(19**2 / 40)
+    assert out["method"] == "chi2-cc" and out["p"] == pytest.approx(math.erfc(math.sqrt(19**2 / 40 / 2)))
     assert paired.mcnemar([True, False], [True, False])["p"] == 1.0  # no discordant pairs
 
 
@@ -81,9 +81,7 @@ def test_holm_by_hand():
 
 
 def test_bootstrap_ranks_against_direct_numpy():
-    nums = np.array([[1.0, 0.0, 1.0, 1.0, 0.0, 1.0],
-                     [1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
-                     [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]])
+    nums = np.array([[1.0, 0.0, 1.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0, 1.0, 0.0]])
     out = paired.bootstrap_ranks(nums, seed=5, n_resamples=400)
     assert out["rank"] == [1, 2, 3]  # means 4/6, 3/6, 2/6
     idx = np.random.default_rng(5).integers(0, 6, size=(400, 6))

@@ -15,7 +15,9 @@ def test_noise_is_seeded_gaussian_with_the_given_sigma():
     again = Perturbation.parse("noise:30").apply(FRAMES)
     assert np.array_equal(out, again)  # seed 42: identical for every video of the variant
     rng = np.random.default_rng(42)
-    expected0 = np.clip(np.rint(FRAMES[0].astype(np.float32) + rng.normal(0, 30, FRAMES[0].shape).astype(np.float32)), 0, 255)
+    expected0 = np.clip(
+        np.rint(FRAMES[0].astype(np.float32) + rng.normal(0, 30, FRAMES[0].shape).astype(np.float32)), 0, 255
+    )
     assert np.array_equal(out[0], expected0.astype(np.uint8))
     diff = out.astype(float) - FRAMES.astype(float)
     mid = (FRAMES > 60) & (FRAMES < 195)  # away from clipping
@@ -28,7 +30,9 @@ def test_blur_is_opencv_gaussian_with_derived_sigma(k):
     sigma = 0.3 * ((k - 1) * 0.5 - 1) + 0.8  # OpenCV's rule for sigmaX=0
     for t in range(len(FRAMES)):
         assert np.array_equal(out[t], cv2.GaussianBlur(FRAMES[t], (k, k), 0))
-        assert np.abs(out[t].astype(int) - cv2.GaussianBlur(FRAMES[t], (k, k), sigma).astype(int)).mean() < 0.5  # k<=7: OpenCV's fixed tables
+        assert (
+            np.abs(out[t].astype(int) - cv2.GaussianBlur(FRAMES[t], (k, k), sigma).astype(int)).mean() < 0.5
+        )  # k<=7: OpenCV's fixed tables
 
 
 @pytest.mark.parametrize("factor", [0.75, 0.5, 0.25])

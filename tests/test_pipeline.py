@@ -28,8 +28,10 @@ class AddOffset:
         return {"plus": row["sq"] + self.offset}
 
 
-STAGES = [Stage("square", square_unless_three, {"sq": "float"}),
-          Stage("offset", AddOffset, {"plus": "float"}, init_kwargs={"offset": 0.5}, workers=2)]
+STAGES = [
+    Stage("square", square_unless_three, {"sq": "float"}),
+    Stage("offset", AddOffset, {"plus": "float"}, init_kwargs={"offset": 0.5}, workers=2),
+]
 
 
 def _check(table: pa.Table):
@@ -80,6 +82,7 @@ WAIT_S = 60.0  # how long the second case waits for the driver to hold the first
 def second_case_waits_for_the_first(marker: str):
     """A stage whose second case finishes only once the driver has the first in hand (``marker`` exists), or after
     ``WAIT_S``, saying which: an order of events, not a comparison of two processes' clocks."""
+
     def stage(row):
         seen = True
         if row["x"] == 1:
@@ -90,6 +93,7 @@ def second_case_waits_for_the_first(marker: str):
                     break
                 time.sleep(0.02)
         return {"sq": float(row["x"] ** 2), "first_was_in_hand": seen}
+
     return stage
 
 
@@ -99,8 +103,9 @@ def test_a_finished_case_reaches_the_driver_without_waiting_for_the_next(ray_loc
     quick first case until the slow second one had finished too. Here the second case cannot finish before the
     driver has the first (it waits for the driver's marker): held back, it would give up after ``WAIT_S``."""
     marker = tmp_path / "case-0-in-driver"
-    stage = Stage("slow", second_case_waits_for_the_first(str(marker)), {"sq": "float", "first_was_in_hand": "bool"},
-                  batch_size=1)
+    stage = Stage(
+        "slow", second_case_waits_for_the_first(str(marker)), {"sq": "float", "first_was_in_hand": "bool"}, batch_size=1
+    )
     ds = build_dataset(ROWS[:2], [stage], SCHEMA, parallelism=2)
     arrived = []
     for block in iter_blocks(ds):
@@ -126,9 +131,15 @@ def test_prewarm_imports_cpu_stage_modules_in_workers(ray_local):
     from vbench_ray.ray_start import prewarm
     from vbench_ray.metrics.stage import FrameMetricsStage
 
-    stages = [Stage("frames", FrameMetricsStage, {"SSIM": "float"},
-                    init_kwargs={"metrics": {"SSIM": {}, "MF": {}}, "video_backend": "decord"}),
-              Stage("offset", AddOffset, {"plus": "float"}, kind="pool")]
+    stages = [
+        Stage(
+            "frames",
+            FrameMetricsStage,
+            {"SSIM": "float"},
+            init_kwargs={"metrics": {"SSIM": {}, "MF": {}}, "video_backend": "decord"},
+        ),
+        Stage("offset", AddOffset, {"plus": "float"}, kind="pool"),
+    ]
     refs = prewarm(stages, {"CPU": 3.0, "GPU": 0.0})
     assert len(refs) == 3  # one per CPU
     done = ray.get(refs, timeout=120)

@@ -115,11 +115,17 @@ def test_gpu_fractions_that_do_not_fit_are_fitted_by_cost():
     2 and 20 (SRC the bottleneck). Water-filling the one GPU by cost: SRC's part 20/24 = 0.83 is over its ask, so it
     keeps 0.34; the 0.66 left by cost 1:1:2 gives TQ 0.33, over its ask: it keeps 0.25; the 0.41 left halves:
     MSM and AES 0.205 each. 0.205 + 0.205 + 0.25 + 0.34 = 1."""
-    stages = [cpu(), pool("MSM", 0.25, gpu_cost=1), pool("AES", 0.25, gpu_cost=1), pool("TQ", 0.25, gpu_cost=2),
-              pool("SRC", 0.34, gpu_cost=20)]
+    stages = [
+        cpu(),
+        pool("MSM", 0.25, gpu_cost=1),
+        pool("AES", 0.25, gpu_cost=1),
+        pool("TQ", 0.25, gpu_cost=2),
+        pool("SRC", 0.34, gpu_cost=20),
+    ]
     plans = plan_stages(stages, {"CPU": 16, "GPU": 1})
     assert {n: plans[n].num_gpus for n in ("MSM", "AES", "TQ", "SRC")} == pytest.approx(
-        {"MSM": 0.205, "AES": 0.205, "TQ": 0.25, "SRC": 0.34})
+        {"MSM": 0.205, "AES": 0.205, "TQ": 0.25, "SRC": 0.34}
+    )
     # one actor each to start (SRC's part 0.83 is 2 of 0.34, which do not pack beside the others: it gives one up);
     # each may grow to what it fits alone: floor(1 / 0.205) = 4, 4, 4, floor(1 / 0.34) = 2
     sizes = [(plans[n].min_size, plans[n].max_size) for n in ("MSM", "AES", "TQ", "SRC")]
@@ -141,8 +147,9 @@ def test_the_cost_weights_the_starting_actors():
     """AES, TQ and SRC at 0.25, 0.25, 0.34 on 8 GPUs, costs 1, 1, 6: parts of 1, 1 and 6 GPUs, so 4, 4 and
     floor(6 / 0.34) = 17 actors; 17 SRC actors do not pack (2 per GPU: 16), so 16; the eight 0.25s then go one
     per GPU beside them (0.07 left each). With equal costs it was 10, 10, 7 (the test above)."""
-    plans = plan_stages([cpu(), pool("AES", 0.25), pool("TQ", 0.25), pool("SRC", 0.34, gpu_cost=6)],
-                        {"CPU": 64, "GPU": 8})
+    plans = plan_stages(
+        [cpu(), pool("AES", 0.25), pool("TQ", 0.25), pool("SRC", 0.34, gpu_cost=6)], {"CPU": 64, "GPU": 8}
+    )
     assert [(plans[n].min_size, plans[n].max_size) for n in ("AES", "TQ", "SRC")] == [(4, 32), (4, 32), (16, 16)]
 
 
@@ -159,8 +166,11 @@ def test_the_paper_metrics_at_their_defaults_fit_one_gpu_the_slowest_the_largest
     cfgs = {n: OmegaConf.structured(METRICS[n].config_class(device="cuda")) for n in ("MSM", "AES", "TQ", "SRC")}
     cfgs["MSM"].flow = "raft"
     metrics = [METRICS[n](cfg) for n, cfg in cfgs.items()]
-    stages = metric_pool_stages(metrics, {n: OmegaConf.to_container(c) for n, c in cfgs.items()},
-                                SimpleNamespace(batch_size=2, workers=None, pools={}))
+    stages = metric_pool_stages(
+        metrics,
+        {n: OmegaConf.to_container(c) for n, c in cfgs.items()},
+        SimpleNamespace(batch_size=2, workers=None, pools={}),
+    )
     plans = plan_stages([cpu(), *stages], {"CPU": 16, "GPU": 1})
     asks = {s.name: s.num_gpus for s in stages}
     assert {n: plans[n].num_gpus for n in asks} == asks and sum(asks.values()) <= 1  # as asked: they fit
@@ -216,15 +226,25 @@ def _stream(stages: list[Stage], n: int, reserved: dict | None = None) -> pa.Tab
 
 
 def _decode(sleep: float) -> Stage:
-    return Stage("decode", _Stamp, {"t_decode": "float"}, init_kwargs={"column": "t_decode", "sleep": sleep},
-                 batch_size=1)
+    return Stage(
+        "decode", _Stamp, {"t_decode": "float"}, init_kwargs={"column": "t_decode", "sleep": sleep}, batch_size=1
+    )
 
 
 def _stamping_pool(name: str, marks: Path | None = None, together: str = "", **kw) -> Stage:
-    return Stage(name, _Stamp, {f"t_{name}": "float", f"t_{name}_ready": "float", f"t_{name}_all_up": "bool"},
-                 kind="pool", batch_size=1, **kw,
-                 init_kwargs={"column": f"t_{name}", "marks": str(marks) if marks else None,
-                              "together": tuple(f"t_{n}" for n in together.split())})
+    return Stage(
+        name,
+        _Stamp,
+        {f"t_{name}": "float", f"t_{name}_ready": "float", f"t_{name}_all_up": "bool"},
+        kind="pool",
+        batch_size=1,
+        **kw,
+        init_kwargs={
+            "column": f"t_{name}",
+            "marks": str(marks) if marks else None,
+            "together": tuple(f"t_{n}" for n in together.split()),
+        },
+    )
 
 
 def _values(table: pa.Table, column: str) -> list[float]:
@@ -243,8 +263,11 @@ def test_four_cpu_pools_stream_at_once_beside_an_actor_holding_a_cpu(ray_local, 
     holder = ray.remote(num_cpus=1)(_Stamp).remote("held")
     ray.get(holder.__ray_ready__.remote())
     try:
-        table = _stream([_decode(0.4), *[_stamping_pool(n, tmp_path, "A B C D", workers=1) for n in "ABCD"]], 12,
-                        reserved={"CPU": 1.0, "GPU": 0.0})
+        table = _stream(
+            [_decode(0.4), *[_stamping_pool(n, tmp_path, "A B C D", workers=1) for n in "ABCD"]],
+            12,
+            reserved={"CPU": 1.0, "GPU": 0.0},
+        )
     finally:
         ray.kill(holder)
     assert table.num_rows == 12
@@ -257,8 +280,14 @@ def test_two_gpu_pools_share_the_one_gpu_at_once(ray_local, tmp_path):
     """The session's Ray has one (fake) GPU. Two pools of half a GPU each: sized alone, each asked for two actors
     (the whole GPU), and the second pool got its first actor only once the first pool was done with every case.
     Planned together they get one actor each, up at once (each waits for the other before its first row)."""
-    table = _stream([_decode(0.4), _stamping_pool("G1", tmp_path, "G1 G2", num_gpus=0.5),
-                     _stamping_pool("G2", tmp_path, "G1 G2", num_gpus=0.5)], 10)
+    table = _stream(
+        [
+            _decode(0.4),
+            _stamping_pool("G1", tmp_path, "G1 G2", num_gpus=0.5),
+            _stamping_pool("G2", tmp_path, "G1 G2", num_gpus=0.5),
+        ],
+        10,
+    )
     assert table.num_rows == 10
     assert all(_values(table, "t_G1_all_up")) and all(_values(table, "t_G2_all_up"))
 
@@ -274,10 +303,24 @@ def test_a_pool_that_is_done_leaves_its_gpu_share_to_the_pool_still_working(ray_
     start. Once A's input is exhausted Ray Data removes A's actor; B, with a queue, may grow into the half A held
     (its max counts every actor it fits on the GPUs alone): a second B actor starts after A's last row. With the max
     at what the starting actors leave free (none here), B stayed at one actor to the end."""
-    fast = Stage("A", _Stamp, {"t_A": "float", "t_A_ready": "float"}, kind="pool", num_gpus=0.5, batch_size=1,
-                 init_kwargs={"column": "t_A", "sleep": 0.02})
-    slow = Stage("B", _Slow, {"t_B": "float", "t_B_ready": "float"}, kind="pool", num_gpus=0.5, batch_size=1,
-                 init_kwargs={"column": "t_B", "sleep": 0.6})
+    fast = Stage(
+        "A",
+        _Stamp,
+        {"t_A": "float", "t_A_ready": "float"},
+        kind="pool",
+        num_gpus=0.5,
+        batch_size=1,
+        init_kwargs={"column": "t_A", "sleep": 0.02},
+    )
+    slow = Stage(
+        "B",
+        _Slow,
+        {"t_B": "float", "t_B_ready": "float"},
+        kind="pool",
+        num_gpus=0.5,
+        batch_size=1,
+        init_kwargs={"column": "t_B", "sleep": 0.6},
+    )
     plans = plan_stages([_decode(0.0), fast, slow], {"CPU": 4, "GPU": 1})
     assert (plans["B"].min_size, plans["B"].max_size) == (1, 2)
     table = _stream([_decode(0.02), fast, slow], 16)

@@ -81,11 +81,12 @@ ray.shutdown()
 @pytest.mark.slow
 def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp_path):
     env = user_env(PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("@@RESULT@@ "))
-    out = json.loads(line[len("@@RESULT@@ "):])
+    out = json.loads(line[len("@@RESULT@@ ") :])
     assert out["began_broken"] is True and out["broken_raised"] == "no Ray today"
     assert out["began"] is True and out["up_at_return"] is False and out["began_twice"] is False
     assert out["ray_data_before"] is False and out["ray_data_after"] is True
@@ -126,8 +127,9 @@ print("@@BOUND@@", ray.data.Dataset is sys.modules["ray.data.dataset"].Dataset, 
 def test_a_failed_background_import_of_ray_data_leaves_no_half_made_modules(tmp_path):
     """Without the clean-up the last call raises ``module 'ray.data' has no attribute '_internal'`` (checked)."""
     env = user_env(PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", FAILED_IMPORT], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", FAILED_IMPORT], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
     assert "@@FAILED@@ True" in proc.stdout, proc.stdout + proc.stderr[-3000:]  # the failure did happen
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "@@BOUND@@ True" in proc.stdout

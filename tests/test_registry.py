@@ -105,7 +105,6 @@ def test_judge_backends_are_listed_without_importing_them():
     assert "judge.model" in vllm and "GPU" in vllm
 
 
-
 def test_a_config_naming_an_unknown_benchmark_says_which_there_are():
     from vbench_ray.config import ConfigError
     from vbench_ray.configure import load_config

@@ -12,13 +12,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Names of design notes and paper folders kept outside this repository (split so this file does not match itself).
-_OUTSIDE = re.compile("|".join([
-    r"\.\./" + "shared",
-    r"\b" + "DESIGN" + r"\.md\b",
-    r"\b" + "ANCHORS" + r"\.md\b",
-    r"\b" + "STACK" + r"\.md\b",
-    r"\b" + "seeds" + r"/",
-]))
+_OUTSIDE = re.compile(
+    "|".join(
+        [
+            r"\.\./" + "shared",
+            r"\b" + "DESIGN" + r"\.md\b",
+            r"\b" + "ANCHORS" + r"\.md\b",
+            r"\b" + "STACK" + r"\.md\b",
+            r"\b" + "seeds" + r"/",
+        ]
+    )
+)
 _ISSUE = re.compile(r"\b" + "issues?" + r"\s*#?\s*\d+", re.IGNORECASE)
 _SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", "mutants", "runs"}
 
@@ -26,8 +30,13 @@ _SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__", "mutants", "runs"}
 def _repo_files() -> list:
     """Tracked files plus new ones git does not ignore; a plain walk where the tree is not a git checkout."""
     try:
-        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                             capture_output=True, check=True, timeout=60).stdout
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
         return [ROOT / p for p in out.decode().split("\0") if p]
     except (OSError, subprocess.CalledProcessError):
         files = []

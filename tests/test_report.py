@@ -25,29 +25,65 @@ SUMMARY = {
     "n_cases": 4,
     "n_rows": 4,
     "metrics": {
-        "SSIM": {"value": 0.81, "ci95": [0.74, 0.88], "n": 9, "n_excluded": 2, "n_failed": 1,
-                 "higher_is_better": True, "scale": "[0,1]"},
-        "MSM": {"value": 0.9, "ci95": [0.85, 0.95], "n": 3, "n_excluded": 0, "n_failed": 1,
-                "higher_is_better": True, "scale": "[0,1]"},
-        "MF": {"value": 12.3456, "ci95": [-1.5, 20.0], "n": 11, "n_excluded": 1, "n_failed": 0,
-               "higher_is_better": False, "scale": "pixels"},
-        "UAS <judge>": {"value": None, "ci95": None, "n": 0, "n_excluded": 0, "n_failed": 4,
-                        "higher_is_better": True, "scale": "[0,1]"},
+        "SSIM": {
+            "value": 0.81,
+            "ci95": [0.74, 0.88],
+            "n": 9,
+            "n_excluded": 2,
+            "n_failed": 1,
+            "higher_is_better": True,
+            "scale": "[0,1]",
+        },
+        "MSM": {
+            "value": 0.9,
+            "ci95": [0.85, 0.95],
+            "n": 3,
+            "n_excluded": 0,
+            "n_failed": 1,
+            "higher_is_better": True,
+            "scale": "[0,1]",
+        },
+        "MF": {
+            "value": 12.3456,
+            "ci95": [-1.5, 20.0],
+            "n": 11,
+            "n_excluded": 1,
+            "n_failed": 0,
+            "higher_is_better": False,
+            "scale": "pixels",
+        },
+        "UAS <judge>": {
+            "value": None,
+            "ci95": None,
+            "n": 0,
+            "n_excluded": 0,
+            "n_failed": 4,
+            "higher_is_better": True,
+            "scale": "[0,1]",
+        },
     },
     "by_category": {
-        "Background": {"SSIM": {"value": None, "ci95": None, "n": 0},
-                       "MSM": {"value": 0.9, "ci95": [0.85, 0.95], "n": 3},
-                       "MF": {"value": -0.5, "ci95": [-1.5, 0.4], "n": 2}},
-        "Subject & <Style>": {"SSIM": {"value": 0.81, "ci95": [0.74, 0.88], "n": 9},
-                              "MF": {"value": 15.0, "ci95": [10.0, 20.0], "n": 9}},
+        "Background": {
+            "SSIM": {"value": None, "ci95": None, "n": 0},
+            "MSM": {"value": 0.9, "ci95": [0.85, 0.95], "n": 3},
+            "MF": {"value": -0.5, "ci95": [-1.5, 0.4], "n": 2},
+        },
+        "Subject & <Style>": {
+            "SSIM": {"value": 0.81, "ci95": [0.74, 0.88], "n": 9},
+            "MF": {"value": 15.0, "ci95": [10.0, 20.0], "n": 9},
+        },
     },
     "by_variant": {
         "base": {"SSIM": {"value": 0.81, "ci95": [0.74, 0.88], "n": 9}},
         "fps8": {"SSIM": {"value": 0.79, "ci95": [0.7, 0.86], "n": 9}},
     },
-    "failures": {"count": 1, "by_stage": {"load": 1},
-                 "examples": [{"case_id": "7", "variant": "base", "stage": "load",
-                               "error": "edited video not found: /data/7.mp4"}]},
+    "failures": {
+        "count": 1,
+        "by_stage": {"load": 1},
+        "examples": [
+            {"case_id": "7", "variant": "base", "stage": "load", "error": "edited video not found: /data/7.mp4"}
+        ],
+    },
     "exclusions": {"SSIM": {"category:Background": 2}, "MF": {"category:Camera": 1}},
     "notes": ["judge scores from random weights mean nothing <really>"],
 }
@@ -70,7 +106,7 @@ def _frames(t: int, h: int, w: int, shift: int) -> np.ndarray:
         out[i, ..., 1] = yy * 255 // h
         out[i, ..., 2] = (i * 16 + shift) % 256
         x0 = (i * 4) % (w - 12)
-        out[i, 10:22, x0:x0 + 12] = 255
+        out[i, 10:22, x0 : x0 + 12] = 255
     return out
 
 
@@ -91,19 +127,22 @@ def run_dir(tmp_path: Path) -> Path:
         ("1", src, edited, None, 0.9),
         ("30", src, edited, None, 0.8),  # fourth eligible case: beyond n_strips=3
     ]
-    df = pd.DataFrame({
-        "benchmark": "cove",
-        "case_id": [r[0] for r in rows],
-        "variant": "base",
-        "categories": [["Background"], ["Subject & <Style>"], ["Camera"], ["Background"], ["Subject"]],
-        "instruction": [f"make the sky <purple> & add {'stars ' * 60}" if r[0] == "1" else f"edit {r[0]}"
-                        for r in rows],
-        "source_path": [str(r[1]) for r in rows],
-        "edited_path": [None if r[2] is None else str(r[2]) for r in rows],
-        "SSIM": [r[4] for r in rows],
-        "MF": [3.25, None, None, 1.5, 2.0],
-        "error_load": [r[3] for r in rows],
-    })
+    df = pd.DataFrame(
+        {
+            "benchmark": "cove",
+            "case_id": [r[0] for r in rows],
+            "variant": "base",
+            "categories": [["Background"], ["Subject & <Style>"], ["Camera"], ["Background"], ["Subject"]],
+            "instruction": [
+                f"make the sky <purple> & add {'stars ' * 60}" if r[0] == "1" else f"edit {r[0]}" for r in rows
+            ],
+            "source_path": [str(r[1]) for r in rows],
+            "edited_path": [None if r[2] is None else str(r[2]) for r in rows],
+            "SSIM": [r[4] for r in rows],
+            "MF": [3.25, None, None, 1.5, 2.0],
+            "error_load": [r[3] for r in rows],
+        }
+    )
     df.iloc[:2].to_parquet(run / "cases" / "part-00000.parquet", index=False)
     df.iloc[2:].drop(columns=["MF"]).to_parquet(run / "cases" / "part-00001.parquet", index=False)
     return run
@@ -205,8 +244,14 @@ def test_report_minimal_run(tmp_path: Path):
     """Only the required parts: no cases folder, no breakdowns, null values everywhere."""
     run = tmp_path / "bare"
     run.mkdir()
-    summary = {"benchmark": "nrv", "run_name": "x", "metrics": {"Acc": {"value": None, "ci95": None, "n": None}},
-               "by_category": {}, "failures": {}, "exclusions": None}
+    summary = {
+        "benchmark": "nrv",
+        "run_name": "x",
+        "metrics": {"Acc": {"value": None, "ci95": None, "n": None}},
+        "by_category": {},
+        "failures": {},
+        "exclusions": None,
+    }
     (run / "summary.json").write_text(json.dumps(summary))
     out = write_report(run, out=tmp_path / "elsewhere" / "r.html")
     doc = _parse(out.read_text(encoding="utf-8"))
@@ -231,9 +276,19 @@ def _chromium() -> str:
 
 
 def _run_chromium(exe: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", *args]
+    cmd = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -249,8 +304,9 @@ def test_report_renders_in_chromium(run_dir: Path, tmp_path: Path):
     assert len(re.findall(r'<img src="data:image/png;base64,', dom.stdout)) == 5
 
     shot = tmp_path / "r.png"
-    res = _run_chromium(exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,1600",
-                        "--hide-scrollbars", url)
+    res = _run_chromium(
+        exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,1600", "--hide-scrollbars", url
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert shot.is_file() and shot.stat().st_size > 20_000
 

@@ -19,23 +19,52 @@ def _m(value, lo, hi, n=4):
 
 
 # given in a scrambled order (as a sweep file may list them): the curve must sort them
-VARIANTS = [("base", None, None), ("fps:4", "fps", 4.0), ("fps:0.5", "fps", 0.5), ("fps:2", "fps", 2.0),
-            ("res:720", "resolution", 720), ("res:240", "resolution", 240), ("noise:30", "noise", "noise:30"),
-            ("noise:15", "noise", "noise:15"), ("blur:9", "noise", "blur:9"), ("blur:5", "noise", "blur:5"),
-            ("order:reverse", "order", "reverse")]
-SSIM = {"base": 0.8, "fps:4": 0.78, "fps:0.5": 0.6, "fps:2": 0.7, "res:720": 0.79, "res:240": 0.5,
-        "noise:30": 0.4, "noise:15": 0.55, "blur:9": 0.45, "blur:5": 0.65, "order:reverse": 0.75}
+VARIANTS = [
+    ("base", None, None),
+    ("fps:4", "fps", 4.0),
+    ("fps:0.5", "fps", 0.5),
+    ("fps:2", "fps", 2.0),
+    ("res:720", "resolution", 720),
+    ("res:240", "resolution", 240),
+    ("noise:30", "noise", "noise:30"),
+    ("noise:15", "noise", "noise:15"),
+    ("blur:9", "noise", "blur:9"),
+    ("blur:5", "noise", "blur:5"),
+    ("order:reverse", "order", "reverse"),
+]
+SSIM = {
+    "base": 0.8,
+    "fps:4": 0.78,
+    "fps:0.5": 0.6,
+    "fps:2": 0.7,
+    "res:720": 0.79,
+    "res:240": 0.5,
+    "noise:30": 0.4,
+    "noise:15": 0.55,
+    "blur:9": 0.45,
+    "blur:5": 0.65,
+    "order:reverse": 0.75,
+}
 SUMMARY = {
-    "benchmark": "vidic", "run_name": "sweep", "n_rows": 4, "metrics": {"SSIM": _m(0.8, 0.7, 0.9), "Avg": _m(50, 40, 60)},
+    "benchmark": "vidic",
+    "run_name": "sweep",
+    "n_rows": 4,
+    "metrics": {"SSIM": _m(0.8, 0.7, 0.9), "Avg": _m(50, 40, 60)},
     "by_category": {"style": {"SSIM": _m(0.7, 0.6, 0.8)}, "camera": {"SSIM": _m(0.9, 0.8, 1.0)}},
     "by_method": {"m1": {"SSIM": _m(0.6, 0.5, 0.7)}, "m2": {"SSIM": _m(0.85, 0.8, 0.9)}},
-    "by_variant": {name: {"SSIM": _m(v, v - 0.05, v + 0.05), "Avg": _m(100 * v, 100 * v - 5, 100 * v + 5)}
-                   for name, v in SSIM.items()},
+    "by_variant": {
+        name: {"SSIM": _m(v, v - 0.05, v + 0.05), "Avg": _m(100 * v, 100 * v - 5, 100 * v + 5)}
+        for name, v in SSIM.items()
+    },
     "sweep": {"name": "robustness", "variants": [{"name": n, "axis": a, "value": v} for n, a, v in VARIANTS]},
 }
 # noise kinds start at the base video's neutral level (sigma 0, no blur); fps and resolution have no base point
-LINES = {("fps", "SSIM"): [0.5, 2.0, 4.0], ("resolution", "SSIM"): [240, 720], ("noise", "SSIM"): [0, 15, 30],
-         ("blur", "SSIM"): [0, 5, 9]}
+LINES = {
+    ("fps", "SSIM"): [0.5, 2.0, 4.0],
+    ("resolution", "SSIM"): [240, 720],
+    ("noise", "SSIM"): [0, 15, 30],
+    ("blur", "SSIM"): [0, 5, 9],
+}
 
 
 @pytest.fixture()
@@ -47,8 +76,9 @@ def sweep_run(tmp_path: Path) -> Path:
 
 def _line_charts(page: str) -> dict[tuple[str, str], list[tuple[float, float]]]:
     out = {}
-    for axis, metric, body in re.findall(r'<svg class="line-chart" data-axis="([^"]*)" data-metric="([^"]*)"(.*?)</svg>',
-                                         page, re.S):
+    for axis, metric, body in re.findall(
+        r'<svg class="line-chart" data-axis="([^"]*)" data-metric="([^"]*)"(.*?)</svg>', page, re.S
+    ):
         pts = re.findall(r'<circle class="pt" data-x="([^"]+)" data-value="([^"]+)" cx="([^"]+)"', body)
         out[(axis, metric)] = [(float(x), float(v), float(cx)) for x, v, cx in pts]
     return out
@@ -90,6 +120,7 @@ def test_sweep_curves_render_in_chromium(sweep_run: Path, tmp_path: Path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     _check_lines(dom.stdout)
     shot = tmp_path / "sweep.png"
-    res = _run_chromium(exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,2400",
-                        "--hide-scrollbars", url)
+    res = _run_chromium(
+        exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars", url
+    )
     assert res.returncode == 0 and shot.stat().st_size > 20_000

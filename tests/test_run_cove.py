@@ -52,8 +52,10 @@ def _ssim_by_hand(source: Path, edited: Path, t: int = 10, size: int = 224) -> f
             all_frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
         m = min(len(all_frames), t)
         idx = [len(all_frames) // 2] if m == 1 else [round(i * (len(all_frames) - 1) / (m - 1)) for i in range(m)]
-        return [cv2.resize(cv2.cvtColor(all_frames[i], cv2.COLOR_RGB2GRAY), (size, size),
-                           interpolation=cv2.INTER_AREA) for i in idx]
+        return [
+            cv2.resize(cv2.cvtColor(all_frames[i], cv2.COLOR_RGB2GRAY), (size, size), interpolation=cv2.INTER_AREA)
+            for i in idx
+        ]
 
     a, b = frames(source), frames(edited)
     k = min(len(a), len(b))
@@ -85,8 +87,11 @@ def test_clean_run_writes_the_run_directory(cove_data, tmp_path, ray_local):
         assert s["ci95"][0] <= s["value"] <= s["ci95"][1]
         assert s["n"] + s["n_excluded"] + s["n_failed"] == 8
     # SSIM recomputed here from the mp4 files (PyAV, OpenCV, scikit-image), not from the run's own table
-    by_hand = {r["case_id"]: _ssim_by_hand(Path(r["source_path"]), Path(r["edited_path"]))
-               for r in table if not r["excluded_SSIM"]}
+    by_hand = {
+        r["case_id"]: _ssim_by_hand(Path(r["source_path"]), Path(r["edited_path"]))
+        for r in table
+        if not r["excluded_SSIM"]
+    }
     assert {r["case_id"]: r["SSIM"] for r in table if not r["excluded_SSIM"]} == pytest.approx(by_hand, abs=1e-4)
     assert summary["metrics"]["SSIM"]["value"] == pytest.approx(np.mean(list(by_hand.values())), abs=1e-4)
     assert summary["exclusions"]["SSIM"] == {"category:Background": sum("Background" in r["categories"] for r in table)}
@@ -182,9 +187,13 @@ def test_killed_run_restarts_without_recomputing(cove_data, tmp_path, ray_local)
     data = _bigger_set(cove_data, tmp_path / "data", copies=4)
     out = tmp_path / "run"
     args = cove_overrides(data, out, "ray.shard_rows=1", "ray.batch_size=1", "ray.workers=1", "ray.num_cpus=2")
-    proc = subprocess.Popen([sys.executable, "-m", "vbench_ray.cli", "run", str(COVE), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env=user_env())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vbench_ray.cli", "run", str(COVE), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=user_env(),
+    )
     try:
         deadline = time.time() + 300
         while time.time() < deadline and len(list((out / "cases").glob("part-*.parquet"))) < 3:

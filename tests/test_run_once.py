@@ -24,8 +24,12 @@ from conftest import REPO, cove_overrides
 from vbench_ray.configure import load_config
 
 COVE = REPO / "configs" / "cove.yaml"
-ANSWER = json.dumps({"choices": [{"message": {"content": "[]"}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
+ANSWER = json.dumps(
+    {
+        "choices": [{"message": {"content": "[]"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+    }
+).encode()
 
 
 class GatedJudge:
@@ -69,8 +73,14 @@ def _snapshot(root: Path) -> dict:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     """The command in a process of its own (the lock is per process: the run's own reads pass)."""
-    return subprocess.run([sys.executable, "-m", "vbench_ray.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-m", "vbench_ray.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 @pytest.mark.ray
@@ -80,9 +90,18 @@ def test_a_second_run_on_a_directory_in_use_refuses_and_writes_nothing(ray_local
 
     judge = GatedJudge()
     out = tmp_path / "run"
-    args = cove_overrides(cove_data, out, "metrics.enabled=[IFS]", "run.limit=1", "judge.backend=http",
-                          f"judge.http.base_url={judge.base_url}", "judge.model=gated", "judge.max_retries=0",
-                          "judge.http.max_retries=0", "judge.max_invalid_fraction=1.0")
+    args = cove_overrides(
+        cove_data,
+        out,
+        "metrics.enabled=[IFS]",
+        "run.limit=1",
+        "judge.backend=http",
+        f"judge.http.base_url={judge.base_url}",
+        "judge.model=gated",
+        "judge.max_retries=0",
+        "judge.http.max_retries=0",
+        "judge.max_invalid_fraction=1.0",
+    )
     first: dict = {}
     thread = threading.Thread(target=lambda: first.update(result=run(load_config(COVE, args))), daemon=True)
     try:
@@ -118,10 +137,17 @@ def test_a_second_run_on_a_directory_in_use_refuses_and_writes_nothing(ray_local
 def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
     from vbench_ray.run_lock import RunInProgress, RunLock, holder
 
-    code = ("import sys, time; from vbench_ray.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); "
-            "print('held', flush=True); time.sleep(120)")
-    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys, time; from vbench_ray.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "print('held', flush=True); time.sleep(120)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert child.stdout.readline().strip() == "held"
         assert f"pid {child.pid}" in holder(tmp_path)
@@ -147,9 +173,18 @@ def test_a_resume_with_nothing_left_loads_no_judge(ray_local, cove_data, tmp_pat
 
     model = build_tiny_judge(tmp_path / "tiny-judge")
     out = tmp_path / "run"
-    args = cove_overrides(cove_data, out, "metrics.enabled=[IFS]", "run.limit=1", "judge.backend=hf",
-                          f"judge.model={model}", "judge.max_tokens=8", "judge.max_retries=0", "judge.hf.workers=2",
-                          "judge.max_invalid_fraction=1.0")
+    args = cove_overrides(
+        cove_data,
+        out,
+        "metrics.enabled=[IFS]",
+        "run.limit=1",
+        "judge.backend=hf",
+        f"judge.model={model}",
+        "judge.max_tokens=8",
+        "judge.max_retries=0",
+        "judge.hf.workers=2",
+        "judge.max_invalid_fraction=1.0",
+    )
     first = run(load_config(COVE, args))
     loads = (out / "engines.jsonl").read_text().splitlines()
     assert first.n_computed == 1 and len(loads) == 2  # two replicas, one load each

@@ -16,8 +16,12 @@ HTTP_JUDGE = ("judge.backend=http", "judge.model=j", "judge.http.base_url=http:/
 
 def test_dry_run_prints_the_plan_and_computes_nothing(ray_local, cove_data, tmp_path, capsys):
     out = tmp_path / "run"
-    argv = ["run", str(COVE), *cove_overrides(cove_data, out, "metrics.enabled=[SSIM,MSM,MF,UAS]", *HTTP_JUDGE),
-            "--dry-run"]
+    argv = [
+        "run",
+        str(COVE),
+        *cove_overrides(cove_data, out, "metrics.enabled=[SSIM,MSM,MF,UAS]", *HTTP_JUDGE),
+        "--dry-run",
+    ]
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert not out.exists()  # nothing written: no run directory, no lock, no config.yaml
@@ -55,14 +59,24 @@ def test_a_run_builds_its_stages_and_phases_once(ray_local, cove_data, tmp_path,
             if not inspect.stack()[1].filename.endswith("preflight.py"):
                 calls[name] += 1
             return original(self, cfg)
+
         return wrapper
 
     for name in calls:
         monkeypatch.setattr(CoveBench, name, counted(name))
     replay = tmp_path / "answers.jsonl"
     replay.write_text("")
-    cfg = load_config(COVE, cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM,UAS]",
-                                           "judge.backend=replay", f"judge.replay_path={replay}", "run.limit=2"))
+    cfg = load_config(
+        COVE,
+        cove_overrides(
+            cove_data,
+            tmp_path / "run",
+            "metrics.enabled=[SSIM,UAS]",
+            "judge.backend=replay",
+            f"judge.replay_path={replay}",
+            "run.limit=2",
+        ),
+    )
     run(cfg)
     assert calls == {"stages": 1, "judge_phases": 1}
 
@@ -74,9 +88,17 @@ def test_dry_run_of_a_phase_replayed_from_a_file_the_run_writes(ray_local, tmp_p
 
     data = synth_vidic(tmp_path / "vidic", n=2, seed=0)
     out = tmp_path / "run"
-    argv = ["run", str(REPO / "configs" / "vidic.yaml"), f"data.checklist={data['checklist']}",
-            f"data.video_root={data['video_root']}", f"data.responses={data['responses']}", f"output.dir={out}",
-            "wandb.mode=disabled", *HTTP_JUDGE, "--dry-run"]
+    argv = [
+        "run",
+        str(REPO / "configs" / "vidic.yaml"),
+        f"data.checklist={data['checklist']}",
+        f"data.video_root={data['video_root']}",
+        f"data.responses={data['responses']}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+        *HTTP_JUDGE,
+        "--dry-run",
+    ]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert not out.exists()

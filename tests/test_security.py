@@ -22,13 +22,28 @@ PLANTED_ENV = "VBR_PLANTED_SECRET"
 # hand-written, not generated: the fragments below are cut from it by hand
 KEY = "sk-live-Q7w9ZpL2xR4mN8vB6tY1"
 
-BAD_IDS = ["", ".", "..", "../..", "../victim", "/etc", "/abs/path", "a/b", "a\\b", "-rf", "a b", "a\x00b",
-           "x" * 129, "naïve"]
+BAD_IDS = [
+    "",
+    ".",
+    "..",
+    "../..",
+    "../victim",
+    "/etc",
+    "/abs/path",
+    "a/b",
+    "a\\b",
+    "-rf",
+    "a b",
+    "a\x00b",
+    "x" * 129,
+    "naïve",
+]
 
 
 # --------------------------------------------------------------------------------------------------------------
 # 1. ids that become paths
 # --------------------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("bad", BAD_IDS)
 def test_safe_id_refuses_what_could_leave_its_folder(bad):
@@ -47,8 +62,15 @@ def test_within_refuses_every_way_out(tmp_path):
     (tmp_path / "outside").mkdir()
     (root / "sub" / "link").symlink_to(tmp_path / "outside")
     assert within(root, "sub", "x.json") == (root / "sub" / "x.json").resolve()
-    for parts in (("..",), ("../outside",), ("/etc/passwd",), ("sub", "..", ".."), ("sub", "link", "f"),
-                  ("sub", ".."), (".",)):
+    for parts in (
+        ("..",),
+        ("../outside",),
+        ("/etc/passwd",),
+        ("sub", "..", ".."),
+        ("sub", "link", "f"),
+        ("sub", ".."),
+        (".",),
+    ):
         with pytest.raises(ValueError, match="escapes"):
             within(root, *parts)
     with pytest.raises(ValueError):
@@ -165,6 +187,7 @@ def test_nrv_instance_ids_cannot_reach_outside_the_edited_folder(tmp_path):
 # 2. secrets through config interpolation
 # --------------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def planted(monkeypatch):
     monkeypatch.setenv(PLANTED_ENV, KEY)
@@ -176,15 +199,18 @@ def _cove_args(tmp_path, *extra):
     return cove_overrides(data, tmp_path / "run", *extra)
 
 
-@pytest.mark.parametrize("override,key", [
-    (f"judge.model=${{oc.env:{PLANTED_ENV}}}", "judge.model"),
-    (f"run.name=${{oc.env:{PLANTED_ENV}}}", "run.name"),
-    (f"run.name=prefix-${{oc.env:{PLANTED_ENV},default}}", "run.name"),
-    (f"judge.model=${{env:{PLANTED_ENV}}}", "judge.model"),
-    (f"run.notes=['${{oc.decode:\"${{oc.env:{PLANTED_ENV}}}\"}}']", "run.notes[0]"),
-    (f"judge.model='${{ oc.env : {PLANTED_ENV} }}'", "judge.model"),  # the grammar allows the spaces
-    ("wandb.group=${my_custom_resolver:x}", "wandb.group"),
-])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        (f"judge.model=${{oc.env:{PLANTED_ENV}}}", "judge.model"),
+        (f"run.name=${{oc.env:{PLANTED_ENV}}}", "run.name"),
+        (f"run.name=prefix-${{oc.env:{PLANTED_ENV},default}}", "run.name"),
+        (f"judge.model=${{env:{PLANTED_ENV}}}", "judge.model"),
+        (f"run.notes=['${{oc.decode:\"${{oc.env:{PLANTED_ENV}}}\"}}']", "run.notes[0]"),
+        (f"judge.model='${{ oc.env : {PLANTED_ENV} }}'", "judge.model"),  # the grammar allows the spaces
+        ("wandb.group=${my_custom_resolver:x}", "wandb.group"),
+    ],
+)
 def test_resolver_interpolations_are_refused_naming_the_key(tmp_path, planted, override, key):
     with pytest.raises(ConfigError) as err:
         load_config(COVE, _cove_args(tmp_path, override))
@@ -214,14 +240,18 @@ def test_plain_interpolations_and_literal_values_still_work(tmp_path, planted):
 # 3. redaction
 # --------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,kept", [
-    ("invalid key sk-live-Q7w9ZpL2xR4mN8vB6tY1 given", ["invalid key ", " given"]),
-    ("INVALID KEY SK-LIVE-Q7W9ZPL2XR4MN8VB6TY1", ["INVALID KEY "]),
-    ("key ending in ...L2xR4mN8vB6tY1 was rejected", ["key ending in ...", " was rejected"]),
-    ("masked: sk-live-Q7w9****", ["masked: ", "****"]),          # its first 12 characters
-    ("fragment 9zpl2xr4 (lower-cased)", ["fragment ", " (lower-cased)"]),   # 8 characters from the middle
-    ("two Q7w9ZpL2 and mN8vB6tY1", ["two ", " and "]),
-])
+
+@pytest.mark.parametrize(
+    "text,kept",
+    [
+        ("invalid key sk-live-Q7w9ZpL2xR4mN8vB6tY1 given", ["invalid key ", " given"]),
+        ("INVALID KEY SK-LIVE-Q7W9ZPL2XR4MN8VB6TY1", ["INVALID KEY "]),
+        ("key ending in ...L2xR4mN8vB6tY1 was rejected", ["key ending in ...", " was rejected"]),
+        ("masked: sk-live-Q7w9****", ["masked: ", "****"]),  # its first 12 characters
+        ("fragment 9zpl2xr4 (lower-cased)", ["fragment ", " (lower-cased)"]),  # 8 characters from the middle
+        ("two Q7w9ZpL2 and mN8vB6tY1", ["two ", " and "]),
+    ],
+)
 def test_redaction_removes_the_key_in_any_case_and_any_8_character_piece(text, kept):
     from vbench_ray.judges.backends.media import scrub
 
@@ -229,7 +259,7 @@ def test_redaction_removes_the_key_in_any_case_and_any_8_character_piece(text, k
     assert "***" in out and all(k in out for k in kept), out
     low = out.lower()
     for i in range(len(KEY) - 7):
-        assert KEY[i:i + 8].lower() not in low, (KEY[i:i + 8], out)
+        assert KEY[i : i + 8].lower() not in low, (KEY[i : i + 8], out)
 
 
 def _echoes(key: str) -> dict[str, str]:
@@ -238,12 +268,17 @@ def _echoes(key: str) -> dict[str, str]:
     import urllib.parse
 
     header = f"Authorization: Bearer {key}".encode()
-    return {"base64": base64.b64encode(header).decode(), "base64, one byte on": base64.b64encode(b"x" + header).decode(),
-            "base64url": base64.urlsafe_b64encode(b"Bearer  " + key.encode()).decode(),
-            "hex": key.encode().hex(), "HEX": key.encode().hex().upper(),
-            "URL-encoded": urllib.parse.quote(f"Bearer {key}/é", safe=""),
-            "prefix...suffix": f"{key[:6]}...{key[-4:]}", "prefix…suffix": f"{key[:8]}…{key[-3:]}",
-            "masked prefix": f"{key[:5]}****{key[-2:]}"}
+    return {
+        "base64": base64.b64encode(header).decode(),
+        "base64, one byte on": base64.b64encode(b"x" + header).decode(),
+        "base64url": base64.urlsafe_b64encode(b"Bearer  " + key.encode()).decode(),
+        "hex": key.encode().hex(),
+        "HEX": key.encode().hex().upper(),
+        "URL-encoded": urllib.parse.quote(f"Bearer {key}/é", safe=""),
+        "prefix...suffix": f"{key[:6]}...{key[-4:]}",
+        "prefix…suffix": f"{key[:8]}…{key[-3:]}",
+        "masked prefix": f"{key[:5]}****{key[-2:]}",
+    }
 
 
 def _leaks(text: str, key: str) -> list[str]:
@@ -255,10 +290,10 @@ def _leaks(text: str, key: str) -> list[str]:
     forms = [key, raw.hex()]
     for pad in (b"", b"x", b"xx"):  # the key's bytes at each offset of a base64 quantum
         enc = base64.b64encode(pad + raw).decode()
-        inner = enc[len(pad) * 4 // 3 + 1: len(enc) - 4] if pad else enc[:-4]
+        inner = enc[len(pad) * 4 // 3 + 1 : len(enc) - 4] if pad else enc[:-4]
         forms += [inner, inner.replace("+", "-").replace("/", "_")]
     low = text.lower()
-    found = [f[i:i + 8] for f in forms for i in range(len(f) - 7) if f[i:i + 8].lower() in low]
+    found = [f[i : i + 8] for f in forms for i in range(len(f) - 7) if f[i : i + 8].lower() in low]
     return found + [m for m in (f"{key[:6]}...", f"{key[:8]}…", f"{key[:5]}****") if m.lower() in low]
 
 
@@ -306,10 +341,17 @@ def test_agent_client_and_http_judge_responses_use_the_same_redaction():
             yield pa.Table.from_pylist(self.rows)
 
     requests = [JudgeRequest(request_id=f"r{i}", messages=[{"role": "user", "content": "q"}]) for i in range(2)]
-    rows = [response_row(0, text=f"answer A; your key ...{KEY[-12:].upper()}"),
-            response_row(1, error=f"http: HTTP 401: {KEY.lower()} rejected")]
-    got = {r.request_id: r for batch in stream_responses(requests, {}, lambda _rows: Rows(
-        [{**row, IDX: row[IDX]} for row in rows]), model="m", secrets=[KEY]) for r in batch}
+    rows = [
+        response_row(0, text=f"answer A; your key ...{KEY[-12:].upper()}"),
+        response_row(1, error=f"http: HTTP 401: {KEY.lower()} rejected"),
+    ]
+    got = {
+        r.request_id: r
+        for batch in stream_responses(
+            requests, {}, lambda _rows: Rows([{**row, IDX: row[IDX]} for row in rows]), model="m", secrets=[KEY]
+        )
+        for r in batch
+    }
     assert got["r0"].text == "answer A; your key ...***"
     assert got["r1"].error == "http: HTTP 401: *** rejected"
 
@@ -317,6 +359,7 @@ def test_agent_client_and_http_judge_responses_use_the_same_redaction():
 # --------------------------------------------------------------------------------------------------------------
 # 2 + 3 end to end: a planted secret never reaches any file a run writes
 # --------------------------------------------------------------------------------------------------------------
+
 
 class EchoingJudge:
     """An OpenAI-compatible server that echoes the Authorization header back: in 200 answers (upper-cased, its
@@ -344,9 +387,15 @@ class EchoingJudge:
                 else:
                     encoded = "; ".join(f"{shape}: {echo}" for shape, echo in _echoes(key).items())
                     text = f"I cannot answer. Your key {key.upper()} (ends with {key[-12:]}) was noted. {encoded}"
-                    status, body = 200, {"choices": [{"index": 0, "finish_reason": "stop",
-                                                      "message": {"role": "assistant", "content": text}}],
-                                         "usage": {"prompt_tokens": 5, "completion_tokens": 5}}
+                    status, body = (
+                        200,
+                        {
+                            "choices": [
+                                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                            ],
+                            "usage": {"prompt_tokens": 5, "completion_tokens": 5},
+                        },
+                    )
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -375,10 +424,23 @@ def test_a_planted_secret_reaches_no_file_of_the_run(cove_data, tmp_path, ray_lo
     server = EchoingJudge()
     out = tmp_path / "run"
     try:
-        cfg = load_config(COVE, cove_overrides(
-            cove_data, out, "metrics.enabled=[UAS,IFS,VRS,SEM]", "wandb.mode=offline", "report.enabled=true",
-            "run.limit=3", "judge.backend=http", f"judge.http.base_url={server.base_url}", "judge.model=echo-judge",
-            f"judge.http.api_key_env={PLANTED_ENV}", "judge.http.max_retries=0", "judge.max_retries=1"))
+        cfg = load_config(
+            COVE,
+            cove_overrides(
+                cove_data,
+                out,
+                "metrics.enabled=[UAS,IFS,VRS,SEM]",
+                "wandb.mode=offline",
+                "report.enabled=true",
+                "run.limit=3",
+                "judge.backend=http",
+                f"judge.http.base_url={server.base_url}",
+                "judge.model=echo-judge",
+                f"judge.http.api_key_env={PLANTED_ENV}",
+                "judge.http.max_retries=0",
+                "judge.max_retries=1",
+            ),
+        )
         run(cfg)
     finally:
         server.close()
@@ -393,7 +455,7 @@ def test_a_planted_secret_reaches_no_file_of_the_run(cove_data, tmp_path, ray_lo
 
     session_logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
     scanned = written + [p for p in session_logs.rglob("*") if p.is_file()]
-    pieces = {KEY[i:i + 8].lower().encode() for i in range(len(KEY) - 7)}
+    pieces = {KEY[i : i + 8].lower().encode() for i in range(len(KEY) - 7)}
     leaked = [str(p) for p in scanned if any(piece in p.read_bytes().lower() for piece in pieces)]
     assert not leaked, leaked  # ... and redacted everywhere
     # nor any encoded form of it (issue 23, item 2): base64 at each offset, hex, the key's ends around a mask

@@ -44,10 +44,13 @@ def official_reward(solution: dict, correct: list[str], has_mp4: bool = True) ->
     tails: list[int] = []
     for x in [rank[c] for c in pred]:
         i = bisect_left(tails, x)
-        tails[i:i + 1] = [x]
+        tails[i : i + 1] = [x]
     lis = len(tails) / len(pred)
-    adj = 1.0 if n <= 1 else sum(pos.get(correct[i + 1], -2) - pos.get(correct[i], -1) == 1
-                                 for i in range(n - 1)) / (n - 1)
+    adj = (
+        1.0
+        if n <= 1
+        else sum(pos.get(correct[i + 1], -2) - pos.get(correct[i], -1) == 1 for i in range(n - 1)) / (n - 1)
+    )
     return (1.0 - nd) * adj * lis if has_mp4 else 0.0
 
 
@@ -67,8 +70,10 @@ def submissions(draw):
         sources[draw(st.integers(0, len(sources) - 1))] = draw(st.sampled_from(key))  # maybe a duplicate
     if draw(st.integers(0, 9)) == 0:
         sources = sources[:-1]
-    segments = [{"output": [i, i + 1], "source_range": [0, 1], **({} if s is None else {"source": s})}
-                for i, s in enumerate(sources)]
+    segments = [
+        {"output": [i, i + 1], "source_range": [0, 1], **({} if s is None else {"source": s})}
+        for i, s in enumerate(sources)
+    ]
     return key, {"segments": segments}, draw(st.integers(0, 5)) > 0
 
 
@@ -133,8 +138,10 @@ def shown_submissions(draw):
     sources = list(order)
     if draw(st.integers(0, 9)) == 0:
         sources[0] = sources[0] + ".mp4"  # the official key has no extension: a slot set mismatch
-    shown = [draw(st.sampled_from([str(c) for c in range(1, N_CLIPS + 1)])) if draw(st.integers(0, 4)) == 0 else c
-             for c in order]  # a slot of the video showing another clip
+    shown = [
+        draw(st.sampled_from([str(c) for c in range(1, N_CLIPS + 1)])) if draw(st.integers(0, 4)) == 0 else c
+        for c in order
+    ]  # a slot of the video showing another clip
     kind = draw(st.sampled_from(("video", "video", "video", "trimmed", "empty", "junk", "missing")))
     length = CLIP_FRAMES // 2 if kind == "trimmed" else CLIP_FRAMES  # trimmed: half of each clip, declared whole
     segments = []
@@ -191,15 +198,26 @@ def test_a_right_order_with_a_wrong_video_scores_as_the_official_judge(materials
     an ``order``-only answer (no ranges to check) 0; with ``sequencing.video=exists`` all 1.0."""
     key = ["3", "1", "2"]
     task = TaskBundle(root=materials, meta={"task_id": "s", "family": "sequencing"}, truth={"order": key})
-    cases = {"right": ([3, 1, 2], "segments", 1.0), "one wrong": ([3, 1, 4], "segments", 2 / 3),
-             "two swapped": ([2, 1, 3], "segments", 1 / 3), "order only": ([3, 1, 2], "order", 0.0)}
+    cases = {
+        "right": ([3, 1, 2], "segments", 1.0),
+        "one wrong": ([3, 1, 4], "segments", 2 / 3),
+        "two swapped": ([2, 1, 3], "segments", 1 / 3),
+        "order only": ([3, 1, 2], "order", 0.0),
+    }
     exists = sequencing.SequencingConfig(video="exists")
     for name, (shown, shape, want) in cases.items():
         sub = _submit(tmp_path, key, shown, shape)
         v = sequencing.verify(task, sub)
         assert abs(v.reward - want) <= 1e-9, (name, v.details)
-        assert abs(v.reward - O.sequencing_judge(sub / "solution.json", sub / "solution.mp4",
-                                                 materials / "inputs" / "clips", key)["reward"]) <= 1e-9, name
+        assert (
+            abs(
+                v.reward
+                - O.sequencing_judge(sub / "solution.json", sub / "solution.mp4", materials / "inputs" / "clips", key)[
+                    "reward"
+                ]
+            )
+            <= 1e-9
+        ), name
         assert v.details["strict"] == 1 and sequencing.verify(task, sub, exists).reward == 1.0
         if want < 1.0:
             assert "solution.mp4 shows" in v.details["reason"], v.details
@@ -216,8 +234,9 @@ def test_the_oracle_agent_still_scores_one_on_synthetic_bundles(tmp_path):
     from vbench_ray.agentic.bundle import list_tasks, load_task
     from vbench_ray.agentic.synth import synth_agentic
 
-    synth_agentic(tmp_path / "b", seed=3, n_assembly=0, n_sequencing=1, n_repair=0, n_repurpose=0,
-                  sequencing_clips=(4, 4))
+    synth_agentic(
+        tmp_path / "b", seed=3, n_assembly=0, n_sequencing=1, n_repair=0, n_repurpose=0, sequencing_clips=(4, 4)
+    )
     task = load_task(list_tasks(tmp_path / "b" / "tasks")[0])
     sequencing_oracle(task, tmp_path / "o", np.random.default_rng(0))
     v = sequencing.verify(task, tmp_path / "o")
@@ -233,5 +252,7 @@ def test_an_unknown_video_check_is_refused_before_anything_runs(tmp_path):
     from vbench_ray.configure import load_config
 
     with pytest.raises(ConfigError, match=r"sequencing.video` = 'pixels' is not one of \['frames', 'exists'\]"):
-        load_config(REPO / "configs" / "agentic.yaml",
-                    ["sequencing.video=pixels", f"data.tasks_dir={tmp_path}", f"output.dir={tmp_path / 'o'}"])
+        load_config(
+            REPO / "configs" / "agentic.yaml",
+            ["sequencing.video=pixels", f"data.tasks_dir={tmp_path}", f"output.dir={tmp_path / 'o'}"],
+        )

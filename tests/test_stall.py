@@ -55,9 +55,13 @@ def test_a_stream_that_cannot_be_placed_fails_naming_what_it_waits_for(ray_local
     ray.get(squatter.ready.remote())
     try:
         t0 = time.perf_counter()
-        code = main(["run", str(REPO / "configs" / "cove.yaml"),
-                     *cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM]", "run.limit=1",
-                                     "ray.stall_s=8")])
+        code = main(
+            [
+                "run",
+                str(REPO / "configs" / "cove.yaml"),
+                *cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SSIM]", "run.limit=1", "ray.stall_s=8"),
+            ]
+        )
         wall = time.perf_counter() - t0
     finally:
         ray.kill(squatter)

@@ -40,8 +40,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.arrivals.append(time.time())
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         time.sleep(self.server.delay)
-        body = json.dumps({"choices": [{"message": {"content": "[]"}, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 10, "completion_tokens": 1}}).encode()
+        body = json.dumps(
+            {
+                "choices": [{"message": {"content": "[]"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -59,12 +63,24 @@ def test_rows_reach_the_sink_and_the_judge_while_cases_are_still_decoded(ray_loc
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         out = tmp_path / "run"
-        cfg = load_config(COVE, cove_overrides(
-            cove_data, out, "metrics.enabled=[SSIM,MSM,MF,IFS]", "ray.workers=1", "ray.batch_size=1",
-            # a judge batch of one: the judge starts on the first decoded case, not once a second one is decoded
-            "ray.shard_rows=1", "ray.judge_batch_size=1", "judge.backend=http",
-            f"judge.http.base_url=http://127.0.0.1:{server.server_port}/v1",
-            "judge.model=slow", "judge.max_retries=0", "judge.http.max_retries=0"))
+        cfg = load_config(
+            COVE,
+            cove_overrides(
+                cove_data,
+                out,
+                "metrics.enabled=[SSIM,MSM,MF,IFS]",
+                "ray.workers=1",
+                "ray.batch_size=1",
+                # a judge batch of one: the judge starts on the first decoded case, not once a second one is decoded
+                "ray.shard_rows=1",
+                "ray.judge_batch_size=1",
+                "judge.backend=http",
+                f"judge.http.base_url=http://127.0.0.1:{server.server_port}/v1",
+                "judge.model=slow",
+                "judge.max_retries=0",
+                "judge.http.max_retries=0",
+            ),
+        )
         result = run(cfg)
     finally:
         server.shutdown()
@@ -102,10 +118,22 @@ def vidic_data(tmp_path_factory):
 def test_a_judge_model_loads_once_per_replica_across_rounds_and_phases(ray_local, tiny_judge, vidic_data, tmp_path):
     out = tmp_path / "run"
     hf = ["backend=hf", f"model={tiny_judge}", "max_tokens=16", "hf.batch_size=4", "max_retries=2"]
-    cfg = load_config(VIDIC, [f"data.checklist={vidic_data['checklist']}", f"data.video_root={vidic_data['video_root']}",
-                              f"output.dir={out}", "wandb.mode=disabled", "report.enabled=false", "run.limit=3",
-                              "error_analysis.enabled=true", "stats.bootstrap_samples=50",
-                              *[f"model.{a}" for a in hf], *[f"judge.{a}" for a in hf], "judge.parse=lenient"])
+    cfg = load_config(
+        VIDIC,
+        [
+            f"data.checklist={vidic_data['checklist']}",
+            f"data.video_root={vidic_data['video_root']}",
+            f"output.dir={out}",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+            "run.limit=3",
+            "error_analysis.enabled=true",
+            "stats.bootstrap_samples=50",
+            *[f"model.{a}" for a in hf],
+            *[f"judge.{a}" for a in hf],
+            "judge.parse=lenient",
+        ],
+    )
     summary = run(cfg).summary
     judge = summary["judge"]
     # the random model's answers are gibberish: the judge phase re-asked (several rounds) ...
@@ -126,8 +154,17 @@ def test_a_stream_that_cannot_run_is_refused_before_its_judge_loads(ray_local, t
     from vbench_ray.config import ConfigError
 
     out = tmp_path / "run"
-    cfg = load_config(COVE, cove_overrides(cove_data, out, "metrics.enabled=[SSIM,UAS]", "judge.backend=hf",
-                                           f"judge.model={tiny_judge}", "judge.hf.workers=4"))
+    cfg = load_config(
+        COVE,
+        cove_overrides(
+            cove_data,
+            out,
+            "metrics.enabled=[SSIM,UAS]",
+            "judge.backend=hf",
+            f"judge.model={tiny_judge}",
+            "judge.hf.workers=4",
+        ),
+    )
     with pytest.raises(ConfigError, match="the judge engines hold 4"):
         run(cfg)
     assert not (out / "engines.jsonl").exists(), (out / "engines.jsonl").read_text()
@@ -137,8 +174,16 @@ def test_a_stream_that_cannot_run_is_refused_before_its_judge_loads(ray_local, t
 def test_a_gpu_metric_gets_its_own_pool_and_decoding_asks_for_no_gpu(cove_data, tmp_path):
     from vbench_ray.benchmarks.cove import CoveBench
 
-    cfg = load_config(COVE, cove_overrides(cove_data, tmp_path / "run", "metrics.MSM.flow=raft",
-                                           "metrics.MSM.device=cuda", "metrics.MSM.raft_weights=/nonexistent"))
+    cfg = load_config(
+        COVE,
+        cove_overrides(
+            cove_data,
+            tmp_path / "run",
+            "metrics.MSM.flow=raft",
+            "metrics.MSM.device=cuda",
+            "metrics.MSM.raft_weights=/nonexistent",
+        ),
+    )
     stages = {s.name: s for s in CoveBench().stages(cfg)}
     assert stages["frames"].kind == "cpu" and stages["frames"].num_gpus == 0
     assert stages["MSM"].kind == "pool" and stages["MSM"].num_gpus == 0.1
@@ -167,9 +212,12 @@ class _Resources:
 def test_pool_runs_on_the_fake_gpu_while_decode_tasks_hold_none(ray_local):
     rows = [{"case_id": str(i), "variant": "base"} for i in range(4)]
     schema = pa.schema([("case_id", pa.string()), ("variant", pa.string())])
-    stages = [Stage("decode", _Resources, {"decode_res": "str"}, init_kwargs={"column": "decode_res"}),
-              Stage("model", _Resources, {"model_res": "str"}, kind="pool", num_gpus=0.5,
-                    init_kwargs={"column": "model_res"})]
+    stages = [
+        Stage("decode", _Resources, {"decode_res": "str"}, init_kwargs={"column": "decode_res"}),
+        Stage(
+            "model", _Resources, {"model_res": "str"}, kind="pool", num_gpus=0.5, init_kwargs={"column": "model_res"}
+        ),
+    ]
     table = pa.concat_tables(list(build_dataset(rows, stages, schema, 4).iter_batches(batch_format="pyarrow")))
     for r in table.to_pylist():
         decode, model = json.loads(r["decode_res"]), json.loads(r["model_res"])
@@ -183,8 +231,13 @@ def test_an_editor_pool_edits_first_in_the_stream_and_its_videos_are_evaluated(r
     import filecmp
 
     out = tmp_path / "run"
-    args = [a for a in cove_overrides(cove_data, out, "metrics.enabled=[SSIM]", "editor.name=identity",
-                                      "metrics.exclude.SSIM.categories=[]") if not a.startswith("data.edited_dir")]
+    args = [
+        a
+        for a in cove_overrides(
+            cove_data, out, "metrics.enabled=[SSIM]", "editor.name=identity", "metrics.exclude.SSIM.categories=[]"
+        )
+        if not a.startswith("data.edited_dir")
+    ]
     summary = run(load_config(COVE, args)).summary
     rows = pq.read_table(out / "cases").to_pylist()
     assert len(rows) == 8 and all(r["error_load"] is None and r["error_edit"] is None for r in rows)

@@ -16,8 +16,9 @@ from vbench_ray.video.perturb import Perturbation
 
 
 def test_variants_from_axes():
-    vs = variants_from_axes({"fps": [0.5, 2], "resolution": [240], "noise": ["noise:15", "blur:9"],
-                             "order": ["forward", "reverse"]})
+    vs = variants_from_axes(
+        {"fps": [0.5, 2], "resolution": [240], "noise": ["noise:15", "blur:9"], "order": ["forward", "reverse"]}
+    )
     assert [v.name for v in vs] == ["base", "fps:0.5", "fps:2", "res:240", "noise:15", "blur:9", "order:reverse"]
     assert vs[1].params == {"fps": 0.5} and vs[3].params == {"perturb": "resize:240"}
     assert make_variant("order", "forward") is BASE
@@ -27,11 +28,19 @@ def test_variants_from_axes():
 
 
 def test_expand_points_perturbed_variants_at_one_file_per_video(tmp_path):
-    cases = [{"case_id": "1", "variant": "base", "source_path": "/d/a.mp4", "edited_path": "/d/b.mp4"},
-             {"case_id": "2", "variant": "base", "source_path": "/d/a.mp4", "edited_path": "/d/c.mp4"}]
+    cases = [
+        {"case_id": "1", "variant": "base", "source_path": "/d/a.mp4", "edited_path": "/d/b.mp4"},
+        {"case_id": "2", "variant": "base", "source_path": "/d/a.mp4", "edited_path": "/d/c.mp4"},
+    ]
     rows = expand(cases, variants_from_axes({"noise": ["noise:15"], "fps": [1]}), tmp_path)
-    assert [(r["case_id"], r["variant"]) for r in rows] == [("1", "base"), ("2", "base"), ("1", "noise:15"),
-                                                            ("2", "noise:15"), ("1", "fps:1"), ("2", "fps:1")]
+    assert [(r["case_id"], r["variant"]) for r in rows] == [
+        ("1", "base"),
+        ("2", "base"),
+        ("1", "noise:15"),
+        ("2", "noise:15"),
+        ("1", "fps:1"),
+        ("2", "fps:1"),
+    ]
     noisy = [r for r in rows if r["variant"] == "noise:15"]
     assert noisy[0]["source_path"] == noisy[1]["source_path"] != "/d/a.mp4"  # shared source: one file
     assert json.loads(rows[4]["variant_params"]) == {"fps": 1.0} and rows[4]["source_path"] == "/d/a.mp4"
@@ -51,8 +60,10 @@ def test_sweep_file_errors(tmp_path):
 @pytest.mark.slow
 def test_sweep_over_cove_renders_each_video_once_and_reuses_it(cove_data, tmp_path, ray_local, capsys):
     sweep_file = tmp_path / "sweep.yaml"
-    sweep_file.write_text(f"base: {REPO}/configs/cove.yaml\nname: tiny_sweep\n"
-                          "axes:\n  resolution: [48]\n  noise: [noise:30, blur:9]\n  fps: [1]\n")
+    sweep_file.write_text(
+        f"base: {REPO}/configs/cove.yaml\nname: tiny_sweep\n"
+        "axes:\n  resolution: [48]\n  noise: [noise:30, blur:9]\n  fps: [1]\n"
+    )
     out = tmp_path / "run"
     sweep = load_sweep(sweep_file, cove_overrides(cove_data, out, "run.limit=4"))
     assert sweep.config.wandb.group == "tiny_sweep"

@@ -102,8 +102,14 @@ def test_checklist_schema(bench):
     yes_no = []
     for task, mt in zip(checklist, manifest["tasks"]):
         assert list(task) == [
-            "id", "summary_of_changes", "original_description", "editing_instruction",
-            "target_video_description", "evaluation_groups", "videoA_path", "category",
+            "id",
+            "summary_of_changes",
+            "original_description",
+            "editing_instruction",
+            "target_video_description",
+            "evaluation_groups",
+            "videoA_path",
+            "category",
         ]
         assert isinstance(task["id"], int) and task["id"] == mt["id"]
         for k in ("summary_of_changes", "original_description", "editing_instruction", "target_video_description"):
@@ -131,7 +137,9 @@ def test_checklist_schema(bench):
                 gids.add(q["id"])
             last = gi == len(groups) - 1
             if last:
-                assert all(q["type"] == "Score-MCQ" and q["dimension"] == "Semantic Preservation" for q in g["questions"])
+                assert all(
+                    q["type"] == "Score-MCQ" and q["dimension"] == "Semantic Preservation" for q in g["questions"]
+                )
             else:
                 assert not any(q["type"] == "Score-MCQ" for q in g["questions"])
                 for c in g["category"]:

@@ -8,10 +8,18 @@ from vbench_ray.runner import RunResult
 
 def test_nrv_run_prints_every_metric_per_method(capsys, tmp_path: Path):
     block = {"NRVE_Acc": {"value": 0.5, "ci95": [0.25, 0.75], "n": 8}, "FPS": {"value": 12.0, "ci95": None, "n": 8}}
-    summary = {"benchmark": "nrv", "n_rows": 16, "metrics": block,
-               "by_method": {"m1": {"NRVE_Acc": {"value": 0.75, "ci95": [0.5, 1.0], "n": 4},
-                                    "FPS": {"value": 10.0, "ci95": None, "n": 4}},
-                             "m2": {"NRVE_Acc": {"value": 0.25, "ci95": [0.0, 0.5], "n": 4}}}}
+    summary = {
+        "benchmark": "nrv",
+        "n_rows": 16,
+        "metrics": block,
+        "by_method": {
+            "m1": {
+                "NRVE_Acc": {"value": 0.75, "ci95": [0.5, 1.0], "n": 4},
+                "FPS": {"value": 10.0, "ci95": None, "n": 4},
+            },
+            "m2": {"NRVE_Acc": {"value": 0.25, "ci95": [0.0, 0.5], "n": 4}},
+        },
+    }
     _print_result(RunResult(run_dir=tmp_path, summary=summary, n_computed=16, seconds=1.0))
     lines = capsys.readouterr().out.splitlines()
     at = lines.index("per method:")

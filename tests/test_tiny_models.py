@@ -58,6 +58,7 @@ RESULT = "@@RESULT@@ "
 # fixtures and process helpers
 # --------------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("tiny_models")
@@ -78,8 +79,9 @@ def tiny_video(tiny_dir) -> Path:
     """A real 4 s, 8 fps, 112x112 h264 mp4 (32 frames)."""
     from vbench_ray.video.encode import write_video
 
-    return write_video(tiny_dir / "media" / "square.mp4", moving_square_video(t=32, h=112, w=112, step=3, seed=1),
-                       fps=8)
+    return write_video(
+        tiny_dir / "media" / "square.mp4", moving_square_video(t=32, h=112, w=112, step=3, seed=1), fps=8
+    )
 
 
 def _stub_env() -> dict:
@@ -96,8 +98,14 @@ def _run_script(script: str, args: list, env: dict, log: Path, timeout: float) -
     path.write_text(script)
     rc = None
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, str(path), *map(str, args)], env=env, cwd=str(log.parent),
-                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(path), *map(str, args)],
+            env=env,
+            cwd=str(log.parent),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -108,7 +116,7 @@ def _run_script(script: str, args: list, env: dict, log: Path, timeout: float) -
     text = log.read_text(errors="replace")
     results = [line for line in text.splitlines() if line.startswith(RESULT)]
     assert rc == 0 and results, f"rc={rc} (None: killed after {timeout}s); log {log}:\n{text[-8000:]}"
-    return json.loads(results[-1][len(RESULT):])
+    return json.loads(results[-1][len(RESULT) :])
 
 
 def _digest(path: Path) -> str:
@@ -119,6 +127,7 @@ def _digest(path: Path) -> str:
 # the builders
 # --------------------------------------------------------------------------------------------------------------
 
+
 def test_builders_are_deterministic_and_cached(tiny_qwen2, tiny_qwen2_vl, tmp_path):
     marker = tiny_qwen2 / ".tiny_model_complete"
     before = marker.stat().st_mtime_ns
@@ -128,8 +137,12 @@ def test_builders_are_deterministic_and_cached(tiny_qwen2, tiny_qwen2_vl, tmp_pa
     for name in ("model.safetensors", "tokenizer.json", "config.json"):
         assert _digest(again / name) == _digest(tiny_qwen2 / name), name
         assert _digest(again_vl / name) == _digest(tiny_qwen2_vl / name), name
-    for name in ("preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json",
-                 "chat_template.jinja"):
+    for name in (
+        "preprocessor_config.json",
+        "video_preprocessor_config.json",
+        "processor_config.json",
+        "chat_template.jinja",
+    ):
         assert (tiny_qwen2_vl / name).is_file(), name
     assert not list(tmp_path.glob(".q2*")), "temporary build directories left behind"
 
@@ -138,22 +151,32 @@ def test_chat_templates(tiny_qwen2, tiny_qwen2_vl):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_qwen2)
-    prompt = tok.apply_chat_template([{"role": "user", "content": "Describe the video."}], tokenize=False,
-                                     add_generation_prompt=True)
-    assert prompt == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-                      "<|im_start|>user\nDescribe the video.<|im_end|>\n<|im_start|>assistant\n")
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "Describe the video."}], tokenize=False, add_generation_prompt=True
+    )
+    assert prompt == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nDescribe the video.<|im_end|>\n<|im_start|>assistant\n"
+    )
     ids = tok(prompt)["input_ids"]
     assert ids[0] == tok.convert_tokens_to_ids("<|im_start|>") and tok.decode(ids) == prompt
 
     tok_vl = AutoTokenizer.from_pretrained(tiny_qwen2_vl)
-    parts = [{"type": "video_url", "video_url": {"url": "file:///v.mp4"}},
-             {"type": "image_url", "image_url": {"url": "file:///i.png"}},
-             {"type": "text", "text": "Same scene?"}]
-    prompt = tok_vl.apply_chat_template([{"role": "system", "content": "Judge."}, {"role": "user", "content": parts}],
-                                        tokenize=False, add_generation_prompt=True)
-    assert prompt == ("<|im_start|>system\nJudge.<|im_end|>\n<|im_start|>user\n"
-                      "<|vision_start|><|video_pad|><|vision_end|><|vision_start|><|image_pad|><|vision_end|>"
-                      "Same scene?<|im_end|>\n<|im_start|>assistant\n")
+    parts = [
+        {"type": "video_url", "video_url": {"url": "file:///v.mp4"}},
+        {"type": "image_url", "image_url": {"url": "file:///i.png"}},
+        {"type": "text", "text": "Same scene?"},
+    ]
+    prompt = tok_vl.apply_chat_template(
+        [{"role": "system", "content": "Judge."}, {"role": "user", "content": parts}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert prompt == (
+        "<|im_start|>system\nJudge.<|im_end|>\n<|im_start|>user\n"
+        "<|vision_start|><|video_pad|><|vision_end|><|vision_start|><|image_pad|><|vision_end|>"
+        "Same scene?<|im_end|>\n<|im_start|>assistant\n"
+    )
     # the placeholders are single special tokens
     for t in ("<|vision_start|>", "<|video_pad|>", "<|image_pad|>", "<|vision_end|>"):
         assert len(tok_vl(t)["input_ids"]) == 1, t
@@ -163,17 +186,22 @@ def test_chat_templates(tiny_qwen2, tiny_qwen2_vl):
 # a. transformers
 # --------------------------------------------------------------------------------------------------------------
 
+
 def test_transformers_qwen2_generates(tiny_qwen2):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_qwen2)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen2, dtype=torch.float32).eval()
-    enc = tok.apply_chat_template([{"role": "user", "content": "Is the edit faithful?"}], add_generation_prompt=True,
-                                  return_tensors="pt", return_dict=True)
+    enc = tok.apply_chat_template(
+        [{"role": "user", "content": "Is the edit faithful?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     out = model.generate(**enc, max_new_tokens=6, min_new_tokens=6, do_sample=False)
     assert out.shape[1] == enc["input_ids"].shape[1] + 6
-    assert isinstance(tok.decode(out[0, enc["input_ids"].shape[1]:]), str)
+    assert isinstance(tok.decode(out[0, enc["input_ids"].shape[1] :]), str)
 
 
 def test_transformers_qwen2_vl_generates_with_an_image(tiny_qwen2_vl):
@@ -185,17 +213,24 @@ def test_transformers_qwen2_vl_generates_with_an_image(tiny_qwen2_vl):
     tok = AutoTokenizer.from_pretrained(tiny_qwen2_vl)
     model = Qwen2VLForConditionalGeneration.from_pretrained(tiny_qwen2_vl, dtype=torch.float32).eval()
     cfg = json.loads((tiny_qwen2_vl / "preprocessor_config.json").read_text())
-    proc = Qwen2VLImageProcessorPil(**{k: v for k, v in cfg.items()
-                                      if k not in ("image_processor_type", "processor_class")})
+    proc = Qwen2VLImageProcessorPil(
+        **{k: v for k, v in cfg.items() if k not in ("image_processor_type", "processor_class")}
+    )
     image = moving_square_video(t=1, h=112, w=112)[0]
     feats = proc(images=[image], return_tensors="pt")
     assert feats["image_grid_thw"].tolist() == [[1, 8, 8]]  # 112 / 14 = 8 patches a side
-    n_tokens = int(feats["image_grid_thw"].prod()) // 4       # 2x2 spatial merge
+    n_tokens = int(feats["image_grid_thw"].prod()) // 4  # 2x2 spatial merge
     msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Ok?"}]}]
     prompt = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     enc = tok(prompt.replace("<|image_pad|>", "<|image_pad|>" * n_tokens), return_tensors="pt")
-    out = model.generate(**enc, pixel_values=feats["pixel_values"], image_grid_thw=feats["image_grid_thw"],
-                         max_new_tokens=5, min_new_tokens=5, do_sample=False)
+    out = model.generate(
+        **enc,
+        pixel_values=feats["pixel_values"],
+        image_grid_thw=feats["image_grid_thw"],
+        max_new_tokens=5,
+        min_new_tokens=5,
+        do_sample=False,
+    )
     assert out.shape[1] == enc["input_ids"].shape[1] + 5
 
 
@@ -235,8 +270,9 @@ if __name__ == "__main__":
 
 def test_transformers_qwen2_vl_processor_video_and_image_with_stub(tiny_qwen2_vl, tiny_video, tmp_path):
     """The stock Qwen2VLProcessor (image + video processors) loads and runs with the torchvision stand-in."""
-    res = _run_script(TRANSFORMERS_VL_SCRIPT, [tiny_qwen2_vl, tiny_video], _stub_env(),
-                      tmp_path / "transformers_vl.log", timeout=180)
+    res = _run_script(
+        TRANSFORMERS_VL_SCRIPT, [tiny_qwen2_vl, tiny_video], _stub_env(), tmp_path / "transformers_vl.log", timeout=180
+    )
     assert res["processor"] == "Qwen2VLProcessor"
     assert res["video_processor"] == "Qwen2VLVideoProcessor" and res["image_processor"] == "Qwen2VLImageProcessor"
     assert res["video"]["grid_thw"] == [[4, 8, 8]]  # 8 frames / temporal patch 2, 112 px / 14

@@ -24,8 +24,10 @@ def test_a_missing_or_misnamed_edited_video_counts_under_missing_output(cove_cop
     edited = cove_copy["edited_dir"]
     (edited / "1.mp4").unlink()
     (edited / "2.mp4").rename(edited / "my_model_output.mp4")
-    cfg = load_config(COVE, cove_overrides(cove_copy, tmp_path / "run", JUDGE_ONLY, "judge.backend=replay",
-                                           f"judge.replay_path={answers}"))
+    cfg = load_config(
+        COVE,
+        cove_overrides(cove_copy, tmp_path / "run", JUDGE_ONLY, "judge.backend=replay", f"judge.replay_path={answers}"),
+    )
     result = run(cfg)
     assert result.summary["missing_output"] == {"rule": "wrong", "n_cases": 2, "cases": ["1", "2"]}
     judged = pq.read_table(tmp_path / "run" / "judgments.parquet").to_pylist()
@@ -42,10 +44,30 @@ def _rows(results, parse="lenient"):
     from cove_messy import case_of
     from vbench_ray.benchmarks import cove_checklist as ck
 
-    task = {"id": 1, "evaluation_groups": [{"category": [{"Level 1": "Subject"}], "questions": [
-        {"id": "Q1", "type": "Single-TF", "dimension": "Execution Accuracy", "question": "?", "expected_answer": "Yes"},
-        {"id": "Q2", "type": "Score-MCQ", "dimension": "Semantic Preservation", "question": "?",
-         "expected_answer": "5"}]}]}
+    task = {
+        "id": 1,
+        "evaluation_groups": [
+            {
+                "category": [{"Level 1": "Subject"}],
+                "questions": [
+                    {
+                        "id": "Q1",
+                        "type": "Single-TF",
+                        "dimension": "Execution Accuracy",
+                        "question": "?",
+                        "expected_answer": "Yes",
+                    },
+                    {
+                        "id": "Q2",
+                        "type": "Score-MCQ",
+                        "dimension": "Semantic Preservation",
+                        "question": "?",
+                        "expected_answer": "5",
+                    },
+                ],
+            }
+        ],
+    }
     return ck.judgment_rows({**case_of(task), "categories": ["Subject"]}, results, parse)
 
 
@@ -57,7 +79,9 @@ def test_c_a_metric_with_no_valid_answer_is_na_in_headline_and_categories():
     from vbench_ray.benchmarks import cove_checklist as ck
     from vbench_ray.judges.stage import JudgeResult
 
-    dead = {f"cove/1/base/checklist/{t}": JudgeResult("", "invalid", None, 4, "no JSON") for t in ("Single-TF", "Score-MCQ")}
+    dead = {
+        f"cove/1/base/checklist/{t}": JudgeResult("", "invalid", None, 4, "no JSON") for t in ("Single-TF", "Score-MCQ")
+    }
     rows = _rows(dead)
     cfg = SimpleNamespace(aggregation="pooled", uas_unit="group")
     for metric in ("IFS", "SEM", "UAS"):
@@ -73,10 +97,12 @@ def test_c_unavailable_metrics_are_null_in_every_breakdown():
     were still 0 / 0.0001."""
     from vbench_ray.benchmarks.nrv import _blank_unavailable
 
-    summary = {"metrics": {"NRVE_Acc": {"value": None, "unavailable": "dead judge"}, "PSNR": {"value": 30.0}},
-               "by_method": {"m1": {"NRVE_Acc": {"value": 0.0001, "ci95": [0, 0.001]}, "PSNR": {"value": 31.0}}},
-               "by_category": {"c": {"NRVE_Acc": {"value": 0.0}}},
-               "cross_judge": {"by_method": {"m1": {"NRVE_Acc": {"mean": 0.0001, "std": 0.0}}}}}
+    summary = {
+        "metrics": {"NRVE_Acc": {"value": None, "unavailable": "dead judge"}, "PSNR": {"value": 30.0}},
+        "by_method": {"m1": {"NRVE_Acc": {"value": 0.0001, "ci95": [0, 0.001]}, "PSNR": {"value": 31.0}}},
+        "by_category": {"c": {"NRVE_Acc": {"value": 0.0}}},
+        "cross_judge": {"by_method": {"m1": {"NRVE_Acc": {"mean": 0.0001, "std": 0.0}}}},
+    }
     _blank_unavailable(summary)
     assert summary["by_method"]["m1"]["NRVE_Acc"] == {"value": None, "ci95": None, "unavailable": True}
     assert summary["by_method"]["m1"]["PSNR"] == {"value": 31.0}
@@ -95,8 +121,12 @@ def test_c_leaderboard_category_levels_skip_dropped_answers_and_dead_runs():
 
     task = {"evaluation_groups": [{"category": [{"Level 1": "Subject"}], "questions": []}]}
     cases = pd.DataFrame([{"case_id": "1", "annotations": json.dumps(task)}])
-    judged = pd.DataFrame([{"case_id": "1", "group": 0, "metric": "IFS", "correct": True},
-                           {"case_id": "1", "group": 0, "metric": "VRS", "correct": None}])
+    judged = pd.DataFrame(
+        [
+            {"case_id": "1", "group": 0, "metric": "IFS", "correct": True},
+            {"case_id": "1", "group": 0, "metric": "VRS", "correct": None},
+        ]
+    )
     run = SimpleNamespace(judgments=judged, cases=cases, config={}, summary={"metrics": {"UAS": {"value": 100.0}}})
     assert category_levels(run, n_resamples=20)["level1"]["Subject"]["value"] == 100.0
     run.summary = {"metrics": {"UAS": {"value": None, "unavailable": "dead judge"}}}
@@ -124,10 +154,14 @@ def test_e_cli_line_says_why_a_metric_has_no_number(capsys):
 
     from vbench_ray.cli import _print_result
 
-    summary = {"metrics": {"SEM": {"value": None, "ci95": None, "n": 8, "n_invalid": 8,
-                                   "note": "no valid judge answer: no number"}}}
-    _print_result(SimpleNamespace(summary=summary, run_dir="r", summary_path="s", report_path="p", n_computed=1,
-                                  seconds=1.0))
+    summary = {
+        "metrics": {
+            "SEM": {"value": None, "ci95": None, "n": 8, "n_invalid": 8, "note": "no valid judge answer: no number"}
+        }
+    }
+    _print_result(
+        SimpleNamespace(summary=summary, run_dir="r", summary_path="s", report_path="p", n_computed=1, seconds=1.0)
+    )
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("SEM"))
     assert "n/a" in line and "no valid judge answer" in line and " 10" not in line
 
@@ -142,14 +176,30 @@ def test_e_a_number_made_partly_of_fallbacks_says_so_on_its_line(capsys):
     from vbench_ray.cli import _print_result
     from vbench_ray.judges.stage import JudgeResult
 
-    task = {"id": 1, "evaluation_groups": [{"questions": [
-        {"id": f"Q{k}", "type": "Score-MCQ", "dimension": "Semantic Preservation", "question": "?"} for k in (1, 2)]}]}
+    task = {
+        "id": 1,
+        "evaluation_groups": [
+            {
+                "questions": [
+                    {"id": f"Q{k}", "type": "Score-MCQ", "dimension": "Semantic Preservation", "question": "?"}
+                    for k in (1, 2)
+                ]
+            }
+        ],
+    }
     value = {"Q1": {"official": 9, "lenient": 9}}
-    rows = ck.judgment_rows(case_of(task), {"cove/1/base/checklist/Score-MCQ": JudgeResult("", "invalid", value)},
-                            "lenient", validity="question")
+    rows = ck.judgment_rows(
+        case_of(task),
+        {"cove/1/base/checklist/Score-MCQ": JudgeResult("", "invalid", value)},
+        "lenient",
+        validity="question",
+    )
     sem = ck.aggregate(rows, "SEM", SimpleNamespace(aggregation="pooled", uas_unit="group"), 0, 20, 0.95)
     assert sem["value"] == pytest.approx(50.0) and sem["n_fallback"] == 1  # (9 + 1) / 2 x 10
-    _print_result(SimpleNamespace(summary={"metrics": {"SEM": sem}}, run_dir="r", summary_path="s", report_path="p",
-                                  n_computed=1, seconds=1.0))
+    _print_result(
+        SimpleNamespace(
+            summary={"metrics": {"SEM": sem}}, run_dir="r", summary_path="s", report_path="p", n_computed=1, seconds=1.0
+        )
+    )
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("SEM"))
     assert "includes 1 never-valid answers scored wrong / Score-MCQ 1" in line

@@ -108,8 +108,8 @@ def test_pyav_frames_start_over_when_decoded_timestamps_disagree(long_video, ful
     reader._impl._pts = [p + 1 for p in reader._impl._pts]  # no decoded frame carries these
     got = list(reader.frames([2500, 10]))
     restart = max(k for k, (_, f) in enumerate(got) if f is None)
-    assert [i for i, _ in got[restart + 1:]] == [10, 2500]
-    assert all(np.array_equal(f, frames[i]) for i, f in got[restart + 1:])
+    assert [i for i, _ in got[restart + 1 :]] == [10, 2500]
+    assert all(np.array_equal(f, frames[i]) for i, f in got[restart + 1 :])
 
 
 def _peak_rss_mb() -> float | None:

@@ -21,15 +21,23 @@ from vbench_ray.judges.stage import JudgeResult
 from vbench_ray.runner import run
 
 VIDIC = REPO / "configs" / "vidic.yaml"
-DESCRIPTION = ("[Subject]\nSimilarities: both show one shape.\n"
-               "Differences: In Video A, it is red. In Video B, it is blue.")
+DESCRIPTION = (
+    "[Subject]\nSimilarities: both show one shape.\nDifferences: In Video A, it is red. In Video B, it is blue."
+)
 
 
 # ----------------------------------------------------------------------------- helpers
 
+
 def _cfg(checklist, out, *extra, video_root=None):
-    args = [f"data.checklist={checklist}", f"output.dir={out}", "wandb.mode=disabled", "report.enabled=false",
-            "stats.bootstrap_samples=200", *extra]
+    args = [
+        f"data.checklist={checklist}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+        "stats.bootstrap_samples=200",
+        *extra,
+    ]
     if video_root is not None:
         args.append(f"data.video_root={video_root}")
     return load_config(VIDIC, args)
@@ -37,7 +45,12 @@ def _cfg(checklist, out, *extra, video_root=None):
 
 def _replay(answers: Path, model: bool = True) -> list[str]:
     # these tiny runs break answers on purpose: keep the metrics past judge.max_invalid_fraction (issue 14, item 6)
-    out = ["judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=1", "judge.max_invalid_fraction=1"]
+    out = [
+        "judge.backend=replay",
+        f"judge.replay_path={answers}",
+        "judge.max_retries=1",
+        "judge.max_invalid_fraction=1",
+    ]
     if model:
         out += ["model.backend=replay", f"model.replay_path={answers}", "model.max_retries=1"]
     return out
@@ -71,17 +84,31 @@ def _q(cls, question, gold):
 def hand_checklist(root: Path) -> Path:
     """Two pairs (official spellings: lower-case classes), with empty stand-in videos."""
     items = [
-        {"index": 0, "video1_path": "data/x/0_src.mp4", "video2_path": "data/x/0_tgt.mp4",
-         "structured_analysis": {
-             "Similarities": [_q("style", "Is the style different?", "no"),
-                              _q("camera", "Is the camera movement different?", "no")],
-             "Differences": [_q("subject", "Is the shape red in A but blue in B?", "yes"),
-                             _q("motion", "Does the shape move the other way in B?", "yes"),
-                             _q("position", "Is the shape higher in B?", "yes")]}},
-        {"index": 1, "video1_path": "data/x/1_src.mp4", "video2_path": "data/x/1_tgt.mp4",
-         "structured_analysis": {
-             "Similarities": [_q("background", "Is the background different?", "No")],
-             "Differences": [_q("Subject", "Are there two shapes in B?", "YES")]}},
+        {
+            "index": 0,
+            "video1_path": "data/x/0_src.mp4",
+            "video2_path": "data/x/0_tgt.mp4",
+            "structured_analysis": {
+                "Similarities": [
+                    _q("style", "Is the style different?", "no"),
+                    _q("camera", "Is the camera movement different?", "no"),
+                ],
+                "Differences": [
+                    _q("subject", "Is the shape red in A but blue in B?", "yes"),
+                    _q("motion", "Does the shape move the other way in B?", "yes"),
+                    _q("position", "Is the shape higher in B?", "yes"),
+                ],
+            },
+        },
+        {
+            "index": 1,
+            "video1_path": "data/x/1_src.mp4",
+            "video2_path": "data/x/1_tgt.mp4",
+            "structured_analysis": {
+                "Similarities": [_q("background", "Is the background different?", "No")],
+                "Differences": [_q("Subject", "Are there two shapes in B?", "YES")],
+            },
+        },
     ]
     for item in items:
         for key in ("video1_path", "video2_path"):
@@ -112,6 +139,7 @@ def _counts(items) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------------- config
 
+
 def test_vidic_yaml_documents_the_defaults():
     documented = read_yaml(VIDIC)  # with its `include`s resolved (model, judge: configs/judges/)
     schema = OmegaConf.structured(VidicConfig)
@@ -136,30 +164,37 @@ def test_config_defaults_and_choices(tmp_path):
 
 # ----------------------------------------------------------------------------- parsers
 
-@pytest.mark.parametrize("text, answer", [
-    ('Sure.\n```json\n{"answer": "yes", "explanation": "B is blue"}\n```', "yes"),
-    ('```JSON\n{"answer": "No", "explanation": "same"}\n```', "no"),
-    ('{"answer": "no", "explanation": "not mentioned"}', "no"),
-    ('<think>answer: yes?</think>{"answer": "no", "explanation": "x"}', "no"),
-    ("Answer: YES\nExplanation: the description says so", "yes"),
-    ("answer：no （全角冒号）", "no"),
-    ('The result is {"answer": "yes", "explanation": "stated"} as shown', "yes"),  # not raw JSON: regex
-    ('{"answer": "yes.", "explanation": ""}', "yes"),
-])
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ('Sure.\n```json\n{"answer": "yes", "explanation": "B is blue"}\n```', "yes"),
+        ('```JSON\n{"answer": "No", "explanation": "same"}\n```', "no"),
+        ('{"answer": "no", "explanation": "not mentioned"}', "no"),
+        ('<think>answer: yes?</think>{"answer": "no", "explanation": "x"}', "no"),
+        ("Answer: YES\nExplanation: the description says so", "yes"),
+        ("answer：no （全角冒号）", "no"),
+        ('The result is {"answer": "yes", "explanation": "stated"} as shown', "yes"),  # not raw JSON: regex
+        ('{"answer": "yes.", "explanation": ""}', "yes"),
+    ],
+)
 def test_judge_parser_accepts(text, answer):
     parsed = scoring.parse_judge(text)
     assert parsed.ok, parsed.error
     assert parsed.value["answer"] == answer
 
 
-@pytest.mark.parametrize("text, why", [
-    ('```json\n{"answer": "unsure", "explanation": "?"}\n```', "yes"),
-    ("answer: unsure", "yes"),
-    ("I think the videos are probably different.", "no JSON"),
-    ('{"explanation": "forgot"}', "no \"answer\""),
-    ('{"answer": "maybe"}', "yes"),
-    ("", "no JSON"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('```json\n{"answer": "unsure", "explanation": "?"}\n```', "yes"),
+        ("answer: unsure", "yes"),
+        ("I think the videos are probably different.", "no JSON"),
+        ('{"explanation": "forgot"}', "no \"answer\""),
+        ('{"answer": "maybe"}', "yes"),
+        ("", "no JSON"),
+    ],
+)
 def test_judge_parser_rejects(text, why):
     parsed = scoring.parse_judge(text)
     assert not parsed.ok and why in parsed.error
@@ -178,6 +213,7 @@ def test_free_text_and_error_type_parsers():
 
 
 # ----------------------------------------------------------------------------- loader
+
 
 def test_loader_rows(tmp_path):
     checklist = hand_checklist(tmp_path)
@@ -230,8 +266,10 @@ def test_loader_per_case_problems_name_file_and_field(tmp_path):
     checklist.write_text(json.dumps(items))
     official = {c["case_id"]: c for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", video_root=tmp_path))}
     assert not official["0"]["error_load"]  # data.questions=official: scored as the official code (test_vidic_parity)
-    cases = {c["case_id"]: c for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", "data.questions=strict",
-                                                                   video_root=tmp_path))}
+    cases = {
+        c["case_id"]: c
+        for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", "data.questions=strict", video_root=tmp_path))
+    }
     e0 = cases["0"]["error_load"]
     assert "checklist.json: item[0] (index=0).structured_analysis.Differences[1].class: unknown class 'lighting'" in e0
     assert "structured_analysis.Similarities[0].question: missing or empty" in e0
@@ -245,6 +283,7 @@ def test_loader_per_case_problems_name_file_and_field(tmp_path):
 
 
 # ----------------------------------------------------------------------------- requests
+
 
 def _case(tmp_path, variant="base", params=None):
     checklist = hand_checklist(tmp_path)
@@ -280,21 +319,28 @@ def test_judge_request_layout(tmp_path):
     case = _case(tmp_path)
     results = {"vidic/0/base/describe/response": JudgeResult("x", "ok", "desc with {question} inside")}
     requests = scoring.judge_requests([case], results)
-    assert [r.request_id for r in requests] == [f"vidic/0/base/judge/{t}" for t in ("sim0", "sim1", "diff0", "diff1",
-                                                                                     "diff2")]
+    assert [r.request_id for r in requests] == [
+        f"vidic/0/base/judge/{t}" for t in ("sim0", "sim1", "diff0", "diff1", "diff2")
+    ]
     sim, diff = requests[0], requests[2]
     assert sim.messages[0] == {
-        "role": "system", "content": "You are a rigorous video analysis assistant. This is a Similarities problem."}
+        "role": "system",
+        "content": "You are a rigorous video analysis assistant. This is a Similarities problem.",
+    }
     assert diff.messages[0]["content"].endswith("This is a Differences problem.")
     user = sim.messages[1]["content"]
     assert "desc with {question} inside" in user and user.rstrip().endswith("Is the style different?")
     assert "Default" in user or "default" in user
-    assert not any(p.get("type") == "video_url" for m in sim.messages for p in
-                   (m["content"] if isinstance(m["content"], list) else []))  # text-only
+    assert not any(
+        p.get("type") == "video_url"
+        for m in sim.messages
+        for p in (m["content"] if isinstance(m["content"], list) else [])
+    )  # text-only
     assert scoring.judge_requests([case], {}) == []  # no description, no judge request
 
 
 # ----------------------------------------------------------------------------- scoring by hand
+
 
 def test_scores_by_hand(tmp_path):
     """Pair 0: sim0 right, sim1 wrong, diff0 right, diff1 wrong, diff2 right; pair 1: both right.
@@ -302,8 +348,11 @@ def test_scores_by_hand(tmp_path):
     checklist = hand_checklist(tmp_path)
     wrong = {(0, "sim1"), (0, "diff1")}
     answers = tmp_path / "answers.jsonl"
-    script(checklist, answers, answer=lambda i, tag, gold: _json_answer(
-        ({"yes": "no", "no": "yes"}[gold]) if (i, tag) in wrong else gold))
+    script(
+        checklist,
+        answers,
+        answer=lambda i, tag, gold: _json_answer(({"yes": "no", "no": "yes"}[gold]) if (i, tag) in wrong else gold),
+    )
     result = run(_cfg(checklist, tmp_path / "run", *_replay(answers), video_root=tmp_path))
     m = result.summary["metrics"]
     assert m["Sim"]["value"] == pytest.approx(200 / 3) and m["Sim"]["n"] == 3
@@ -321,11 +370,27 @@ def test_scores_by_hand(tmp_path):
     assert cat["Motion"]["Diff"]["value"] == 0.0 and cat["Position"]["Avg"]["value"] == 100.0
     assert cat["Background"]["Avg"]["value"] == 100.0 and cat["Playback Technique"]["Avg"]["n"] == 0
     judged = pq.read_table(tmp_path / "run" / "judgments.parquet").to_pylist()
-    assert len(judged) == 7 and set(judged[0]) >= {"case_id", "variant", "section", "k", "class", "question",
-                                                   "correct_answer", "answer", "correct", "status", "request_id"}
+    assert len(judged) == 7 and set(judged[0]) >= {
+        "case_id",
+        "variant",
+        "section",
+        "k",
+        "class",
+        "question",
+        "correct_answer",
+        "answer",
+        "correct",
+        "status",
+        "request_id",
+    }
     row = next(r for r in judged if r["request_id"] == "vidic/0/base/judge/diff1")
-    assert (row["section"], row["k"], row["class"], row["answer"], row["correct"]) == ("Differences", 1, "Motion",
-                                                                                       "no", False)
+    assert (row["section"], row["k"], row["class"], row["answer"], row["correct"]) == (
+        "Differences",
+        1,
+        "Motion",
+        "no",
+        False,
+    )
     # the gold as the checklist writes it (official: compared lower-cased, never rewritten)
     assert next(r for r in judged if r["request_id"] == "vidic/1/base/judge/diff0")["correct_answer"] == "YES"
     assert result.summary["judge"]["describe"]["n_ok"] == 2 and result.summary["judge"]["judge"]["n_ok"] == 7
@@ -334,8 +399,12 @@ def test_scores_by_hand(tmp_path):
 def test_invalid_answers_and_failed_descriptions_count_wrong(tmp_path):
     checklist = hand_checklist(tmp_path)
     answers = tmp_path / "answers.jsonl"
-    script(checklist, answers, describe=lambda item: "   " if item["index"] == 1 else DESCRIPTION,
-           answer=lambda i, tag, gold: '{"answer": "unsure"}' if (i, tag) == (0, "diff0") else _json_answer(gold))
+    script(
+        checklist,
+        answers,
+        describe=lambda item: "   " if item["index"] == 1 else DESCRIPTION,
+        answer=lambda i, tag, gold: '{"answer": "unsure"}' if (i, tag) == (0, "diff0") else _json_answer(gold),
+    )
     out = tmp_path / "run"
     # judge.parse=lenient: an unsure answer is invalid and re-asked (official: the answer "unsure", wrong)
     result = run(_cfg(checklist, out, *_replay(answers), "judge.parse=lenient", video_root=tmp_path))
@@ -354,16 +423,19 @@ def test_invalid_answers_and_failed_descriptions_count_wrong(tmp_path):
     assert not any(r["request_id"].startswith("vidic/1/base/judge/") for r in log)  # nothing judged without text
 
 
-@pytest.mark.parametrize("text, answer", [
-    ('```json\n{"answer": "Yes.", "explanation": "x"}\n```', "Yes."),  # kept literally: scores wrong
-    ('The result is {"answer": "yes", "explanation": "stated"} as shown', "error"),  # JSON in prose
-    ('<think>first guess answer: no</think>{"answer": "yes"}', "no"),  # the regex meets the think block first
-    ('```JSON\n{"answer": "no"}\n```', "error"),  # the fence is case-sensitive, and "answer": is not answer:
-    ("Answer: YES\nExplanation: said so", "yes"),
-    ("answer：unsure", "unsure"),
-    ('{"answer": "no", "explanation": "same"}', "no"),
-    ("", "error"),
-])
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ('```json\n{"answer": "Yes.", "explanation": "x"}\n```', "Yes."),  # kept literally: scores wrong
+        ('The result is {"answer": "yes", "explanation": "stated"} as shown', "error"),  # JSON in prose
+        ('<think>first guess answer: no</think>{"answer": "yes"}', "no"),  # the regex meets the think block first
+        ('```JSON\n{"answer": "no"}\n```', "error"),  # the fence is case-sensitive, and "answer": is not answer:
+        ("Answer: YES\nExplanation: said so", "yes"),
+        ("answer：unsure", "unsure"),
+        ('{"answer": "no", "explanation": "same"}', "no"),
+        ("", "error"),
+    ],
+)
 def test_official_judge_chain(text, answer):
     """Item 7: the official parse_judge_response chain, by hand."""
     assert scoring.official_judge_answer(text) == answer
@@ -376,10 +448,12 @@ def test_official_parse_is_the_default_and_counts_disagreements(tmp_path):
     Pair 0: sim0 "No." in a fence, sim1 JSON inside prose, diff0 a <think> block guessing "answer: no"
     before the final JSON "yes", diff1 plain right, diff2 "answer: unsure"; pair 1: both plain right."""
     checklist = hand_checklist(tmp_path)
-    texts = {(0, "sim0"): '```json\n{"answer": "No.", "explanation": "x"}\n```',
-             (0, "sim1"): 'The answer is {"answer": "no", "explanation": "same"} as stated',
-             (0, "diff0"): '<think>first guess answer: no</think>{"answer": "yes", "explanation": "B is blue"}',
-             (0, "diff2"): "answer: unsure"}
+    texts = {
+        (0, "sim0"): '```json\n{"answer": "No.", "explanation": "x"}\n```',
+        (0, "sim1"): 'The answer is {"answer": "no", "explanation": "same"} as stated',
+        (0, "diff0"): '<think>first guess answer: no</think>{"answer": "yes", "explanation": "B is blue"}',
+        (0, "diff2"): "answer: unsure",
+    }
     answers = tmp_path / "answers.jsonl"
     script(checklist, answers, answer=lambda i, tag, gold: texts.get((i, tag), _json_answer(gold)))
     official = run(_cfg(checklist, tmp_path / "o", *_replay(answers), video_root=tmp_path)).summary["metrics"]
@@ -389,8 +463,9 @@ def test_official_parse_is_the_default_and_counts_disagreements(tmp_path):
     # lenient on the same replies: all but diff2 (unsure, never valid) -> 6/7; they disagree on sim0, sim1, diff0
     assert official["Avg"]["other_parse"] == {"parse": "lenient", "value": pytest.approx(600 / 7)}
     assert official["Avg"]["n_scored_differently"] == 3 and official["Avg"]["n_invalid"] == 0
-    lenient = run(_cfg(checklist, tmp_path / "l", *_replay(answers), "judge.parse=lenient",
-                       video_root=tmp_path)).summary["metrics"]
+    lenient = run(
+        _cfg(checklist, tmp_path / "l", *_replay(answers), "judge.parse=lenient", video_root=tmp_path)
+    ).summary["metrics"]
     assert lenient["Avg"]["value"] == pytest.approx(600 / 7) and lenient["Avg"]["n_invalid"] == 1
     assert lenient["Avg"]["other_parse"]["value"] == pytest.approx(300 / 7)
     assert lenient["Avg"]["n_scored_differently"] == 3
@@ -415,6 +490,7 @@ def test_load_errors_score_as_the_official_pipeline(tmp_path):
 
 
 # ----------------------------------------------------------------------------- end to end on synthetic data
+
 
 def test_synth_vidic_layout_and_determinism(vidic_data, tmp_path):
     from vbench_ray.synth.vidic import synth_vidic
@@ -462,19 +538,30 @@ def test_end_to_end_perfect_then_one_wrong(vidic_data, tmp_path):
     assert s["metrics"]["Sim"]["value"] == pytest.approx(100.0)
     assert s["metrics"]["Diff"]["value"] == pytest.approx(100.0 * (n_diff - 1) / n_diff)
     assert s["metrics"]["Avg"]["value"] == pytest.approx(100.0 * (n_sim + n_diff - 1) / (n_sim + n_diff))
-    motion = [q for i in items for sec in ("Similarities", "Differences") for q in i["structured_analysis"][sec]
-              if q["class"] == "motion"]
+    motion = [
+        q
+        for i in items
+        for sec in ("Similarities", "Differences")
+        for q in i["structured_analysis"][sec]
+        if q["class"] == "motion"
+    ]
     assert s["by_category"]["Motion"]["Avg"]["value"] == pytest.approx(100.0 * (len(motion) - 1) / len(motion))
     assert s["by_category"]["Subject"]["Avg"]["value"] == 100.0
 
 
 def test_error_analysis_phase(vidic_data, tmp_path):
     checklist, root = Path(vidic_data["checklist"]), vidic_data["video_root"]
-    error_answer = {"request_id": "vidic/4/base/error/diff0",
-                    "text": '```json\n{"error_type": "Missed Detection (Incomplete)", "explanation": "not said"}\n```'}
+    error_answer = {
+        "request_id": "vidic/4/base/error/diff0",
+        "text": '```json\n{"error_type": "Missed Detection (Incomplete)", "explanation": "not said"}\n```',
+    }
     answers = tmp_path / "answers.jsonl"
-    script(checklist, answers, answer=lambda i, tag, gold: _json_answer("no" if (i, tag) == (4, "diff0") else gold),
-           extra=[error_answer])
+    script(
+        checklist,
+        answers,
+        answer=lambda i, tag, gold: _json_answer("no" if (i, tag) == (4, "diff0") else gold),
+        extra=[error_answer],
+    )
     out = tmp_path / "run"
     s = run(_cfg(checklist, out, *_replay(answers), "error_analysis.enabled=true", video_root=root)).summary
     assert s["error_types"]["counts"]["Missed Detection"] == 1 and s["error_types"]["n_wrong"] == 1
@@ -527,16 +614,22 @@ def test_variants_reach_the_describe_requests(vidic_data, tmp_path):
     cfg = _cfg(Path(vidic_data["checklist"]), tmp_path / "o", video_root=vidic_data["video_root"])
     bench = VidicBench()
     base = bench.load_cases(cfg)[:2]
-    rows = base + [{**c, "variant": "fps:1", "variant_params": json.dumps({"fps": 1.0})} for c in base] \
+    rows = (
+        base
+        + [{**c, "variant": "fps:1", "variant_params": json.dumps({"fps": 1.0})} for c in base]
         + [{**c, "variant": "order:reverse", "variant_params": json.dumps({"order": "reverse"})} for c in base]
+    )
     describe = bench.judge_phases(cfg)[0]
     assert describe.name == "describe" and describe.judge_cfg.temperature == 0.7
     requests = {r.request_id: r for r in describe.build(rows, {})}
     assert len(requests) == 6
     assert requests["vidic/0/fps:1/describe/response"].video == {"fps": 1.0}
     assert requests["vidic/0/base/describe/response"].video is None
-    parts = [p for p in requests["vidic/1/order:reverse/describe/response"].messages[0]["content"]
-             if p["type"] == "video_url"]
+    parts = [
+        p
+        for p in requests["vidic/1/order:reverse/describe/response"].messages[0]["content"]
+        if p["type"] == "video_url"
+    ]
     assert parts[0]["video_url"]["url"].endswith("1_tgt.mp4") and parts[1]["video_url"]["url"].endswith("1_src.mp4")
 
 
@@ -544,9 +637,18 @@ def test_report_renders(vidic_data, tmp_path):
     checklist, root = Path(vidic_data["checklist"]), vidic_data["video_root"]
     answers = tmp_path / "answers.jsonl"
     script(checklist, answers)
-    cfg = load_config(VIDIC, [f"data.checklist={checklist}", f"data.video_root={root}", f"output.dir={tmp_path / 'r'}",
-                              "wandb.mode=disabled", "report.n_strips=1", "stats.bootstrap_samples=100",
-                              *_replay(answers)])
+    cfg = load_config(
+        VIDIC,
+        [
+            f"data.checklist={checklist}",
+            f"data.video_root={root}",
+            f"output.dir={tmp_path / 'r'}",
+            "wandb.mode=disabled",
+            "report.n_strips=1",
+            "stats.bootstrap_samples=100",
+            *_replay(answers),
+        ],
+    )
     result = run(cfg)
     assert result.report_path.exists() and "Avg" in result.report_path.read_text()
     shutil.rmtree(tmp_path / "r")
@@ -561,8 +663,10 @@ def test_robustness_sweep_end_to_end_with_replay(vidic_data, tmp_path, ray_local
 
     checklist, root = Path(vidic_data["checklist"]), vidic_data["video_root"]
     sweep_file = tmp_path / "sweep.yaml"
-    sweep_file.write_text(f"base: {VIDIC}\nname: mini_robustness\naxes:\n  fps: [0.5, 1]\n  resolution: [48]\n"
-                          "  noise: [noise:15, blur:5, saturation:0.5]\n  order: [forward, reverse]\n")
+    sweep_file.write_text(
+        f"base: {VIDIC}\nname: mini_robustness\naxes:\n  fps: [0.5, 1]\n  resolution: [48]\n"
+        "  noise: [noise:15, blur:5, saturation:0.5]\n  order: [forward, reverse]\n"
+    )
     variants = [v.name for v in load_sweep(sweep_file, [f"data.checklist={checklist}", "output.dir=x"]).variants]
     assert variants == ["base", "fps:0.5", "fps:1", "res:48", "noise:15", "blur:5", "saturation:0.5", "order:reverse"]
     lines = []
@@ -570,12 +674,20 @@ def test_robustness_sweep_end_to_end_with_replay(vidic_data, tmp_path, ray_local
         for v in variants:
             lines.append({"request_id": f"vidic/{item['index']}/{v}/describe/response", "text": DESCRIPTION})
             for q in scoring.parse_questions(item, "")[0]:
-                lines.append({"request_id": f"vidic/{item['index']}/{v}/judge/{q.tag}", "text": _json_answer(q.correct_answer)})
+                lines.append(
+                    {"request_id": f"vidic/{item['index']}/{v}/judge/{q.tag}", "text": _json_answer(q.correct_answer)}
+                )
     answers = tmp_path / "answers.jsonl"
     answers.write_text("".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "run"
-    args = [f"data.checklist={checklist}", f"data.video_root={root}", f"output.dir={out}", "run.limit=3",
-            "wandb.mode=disabled", *_replay(answers)]
+    args = [
+        f"data.checklist={checklist}",
+        f"data.video_root={root}",
+        f"output.dir={out}",
+        "run.limit=3",
+        "wandb.mode=disabled",
+        *_replay(answers),
+    ]
     sweep = load_sweep(sweep_file, args)
     first = run(sweep.config, variants=sweep.variants).summary
     assert set(first["by_variant"]) == set(variants)
@@ -599,21 +711,34 @@ def test_sweep_with_the_tiny_models(vidic_data, tmp_path, ray_local):
 
     tiny = build_tiny_judge(tmp_path / "tiny")
     sweep_file = tmp_path / "sweep.yaml"
-    sweep_file.write_text(f"base: {VIDIC}\nname: tiny_sweep\naxes:\n  fps: [1]\n  noise: [blur:5]\n"
-                          "  order: [reverse]\n")
+    sweep_file.write_text(
+        f"base: {VIDIC}\nname: tiny_sweep\naxes:\n  fps: [1]\n  noise: [blur:5]\n  order: [reverse]\n"
+    )
     out = tmp_path / "run"
-    args = [f"data.checklist={vidic_data['checklist']}", f"data.video_root={vidic_data['video_root']}",
-            f"output.dir={out}", "run.limit=2", "wandb.mode=offline", "report.enabled=false"]
+    args = [
+        f"data.checklist={vidic_data['checklist']}",
+        f"data.video_root={vidic_data['video_root']}",
+        f"output.dir={out}",
+        "run.limit=2",
+        "wandb.mode=offline",
+        "report.enabled=false",
+    ]
     for role in ("model", "judge"):
-        args += [f"{role}.backend=hf", f"{role}.model={tiny}", f"{role}.max_tokens=16", f"{role}.max_retries=0",
-                 f"{role}.video.max_frames=8"]
+        args += [
+            f"{role}.backend=hf",
+            f"{role}.model={tiny}",
+            f"{role}.max_tokens=16",
+            f"{role}.max_retries=0",
+            f"{role}.video.max_frames=8",
+        ]
     sweep = load_sweep(sweep_file, args)
     s = run(sweep.config, variants=sweep.variants).summary
     assert set(s["by_variant"]) == {"base", "fps:1", "blur:5", "order:reverse"}
-    describe = [json.loads(line) for line in (out / "judge_log.jsonl").read_text().splitlines()
-                if "/describe/" in line]
+    describe = [json.loads(line) for line in (out / "judge_log.jsonl").read_text().splitlines() if "/describe/" in line]
     assert len(describe) == 2 * 4 and all(r["text"] is not None and r["prompt_tokens"] for r in describe)
-    tokens = {r["request_id"].split("/")[2]: r["prompt_tokens"] for r in describe if r["request_id"].startswith("vidic/0/")}
+    tokens = {
+        r["request_id"].split("/")[2]: r["prompt_tokens"] for r in describe if r["request_id"].startswith("vidic/0/")
+    }
     assert tokens["fps:1"] < tokens["base"]  # 3 s clips: 3 frames per video at 1 fps, 6 at the base 2 fps
     for v in s["by_variant"].values():
         assert v["Avg"]["n"] > 0 and 0.0 <= v["Avg"]["value"] <= 100.0
@@ -629,23 +754,45 @@ def test_error_types_count_only_judged_wrong_answers(tmp_path):
     checklist = hand_checklist(tmp_path)
     answers = tmp_path / "answers.jsonl"
     wrong = {(0, "sim1"), (0, "diff1")}
-    extra = [{"request_id": "vidic/0/base/error/sim1", "text": json.dumps({"error_type": "Hallucination",
-                                                                          "explanation": "made up"})},
-             {"request_id": "vidic/0/base/error/diff1", "text": json.dumps({"error_type": "Bogus"})}]
+    extra = [
+        {
+            "request_id": "vidic/0/base/error/sim1",
+            "text": json.dumps({"error_type": "Hallucination", "explanation": "made up"}),
+        },
+        {"request_id": "vidic/0/base/error/diff1", "text": json.dumps({"error_type": "Bogus"})},
+    ]
 
     def answer(i, tag, gold):
         if (i, tag) == (0, "diff0"):
             return '{"answer": "unsure"}'
         return _json_answer({"yes": "no", "no": "yes"}[gold.lower()] if (i, tag) in wrong else gold)
 
-    script(checklist, answers, describe=lambda item: "   " if item["index"] == 1 else DESCRIPTION, answer=answer,
-           extra=extra)
-    s = run(_cfg(checklist, tmp_path / "run", *_replay(answers), "judge.parse=lenient",
-                 "error_analysis.enabled=true", video_root=tmp_path)).summary
+    script(
+        checklist,
+        answers,
+        describe=lambda item: "   " if item["index"] == 1 else DESCRIPTION,
+        answer=answer,
+        extra=extra,
+    )
+    s = run(
+        _cfg(
+            checklist,
+            tmp_path / "run",
+            *_replay(answers),
+            "judge.parse=lenient",
+            "error_analysis.enabled=true",
+            video_root=tmp_path,
+        )
+    ).summary
     e = s["error_types"]
     assert (e["n_wrong"], e["n_analysed"], e["n_unanalysed"]) == (2, 1, 1)
-    assert e["counts"] == {"Hallucination": 1, "Missed Detection": 0, "Self-Contradiction": 0,
-                           "Vague / Imprecise": 0, "Reasoning Error": 0}
+    assert e["counts"] == {
+        "Hallucination": 1,
+        "Missed Detection": 0,
+        "Self-Contradiction": 0,
+        "Vague / Imprecise": 0,
+        "Reasoning Error": 0,
+    }
     assert e["percent"]["Hallucination"] == 100.0 and e["percent"]["Reasoning Error"] == 0.0
     assert e["by_section"]["Sim"]["Hallucination"] == 1 and sum(e["by_section"]["Diff"].values()) == 0
     m = s["metrics"]  # right: 0/sim0, 0/diff2 of 7; Sim 1 of 3; Diff 1 of 4

@@ -33,8 +33,10 @@ def _alpha_pairwise(units, delta):
     units = [u for u in units if len(u) >= 2]
     values = [x for u in units for x in u]
     n = len(values)
-    d_o = sum(sum(delta(u[i], u[j]) for i, j in itertools.permutations(range(len(u)), 2)) / (len(u) - 1)
-              for u in units) / n
+    d_o = (
+        sum(sum(delta(u[i], u[j]) for i, j in itertools.permutations(range(len(u)), 2)) / (len(u) - 1) for u in units)
+        / n
+    )
     d_e = sum(delta(values[i], values[j]) for i, j in itertools.permutations(range(n), 2)) / (n * (n - 1))
     return 1 - d_o / d_e
 
@@ -48,12 +50,19 @@ def _ordinal_delta(units):
         lo, hi = sorted((c, k))
         between = sum(counts[g] for g in order if lo <= g <= hi)
         return (between - (counts[c] + counts[k]) / 2) ** 2
+
     return delta
 
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the 4 observers x 12 units example
-KRIPP = list(zip([1, 2, 3, 3, 2, 1, 4, 1, 2, N, N, N], [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, N, 3],
-                 [N, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, N], [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, N]))
+KRIPP = list(
+    zip(
+        [1, 2, 3, 3, 2, 1, 4, 1, 2, N, N, N],
+        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, N, 3],
+        [N, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, N],
+        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, N],
+    )
+)
 
 
 def test_krippendorff_alpha_by_hand_and_published_example():
@@ -75,7 +84,8 @@ def test_krippendorff_alpha_edges():
     assert krippendorff_alpha([[1], [2]]) is None  # nothing pairable
     # a lone rating in a unit does not count: same as without it
     assert krippendorff_alpha([[1, 1], [1, 2], [2, 2], [4, N]], "interval") == pytest.approx(
-        krippendorff_alpha([[1, 1], [1, 2], [2, 2]], "interval"))
+        krippendorff_alpha([[1, 1], [1, 2], [2, 2]], "interval")
+    )
     # systematic disagreement is below 0
     assert krippendorff_alpha([[1, 2], [2, 1], [1, 2]]) < 0
     with pytest.raises(ValueError):
@@ -92,8 +102,16 @@ def _nrv_records(tmp_path):
     temp = {"s1": [5, 5, 5], "s2": [2, 3, 3], "s3": [1, 1, 2], "s4": [3, 3]}
     for sid in instr:
         for a, (i, p, t) in enumerate(zip(instr[sid], phy[sid], temp[sid])):
-            rows.append({"method": "m1" if sid != "s4" else "m2", "id": sid, "annotator": f"a{a}", "instr": i,
-                         "phy": p, "temp": t})
+            rows.append(
+                {
+                    "method": "m1" if sid != "s4" else "m2",
+                    "id": sid,
+                    "annotator": f"a{a}",
+                    "instr": i,
+                    "phy": p,
+                    "temp": t,
+                }
+            )
     rows.append({"method": "m2", "id": "s5", "annotator": "a0", "instr": 1, "phy": 5, "temp": 5})  # one annotator
     path = tmp_path / "human.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -110,7 +128,9 @@ def test_nrv_inter_annotator_fleiss_and_alpha(tmp_path):
     assert out["instr"]["value"] == pytest.approx(0.25)
     assert (out["instr"]["n_samples"], out["instr"]["n_annotators"]) == (3, 3)
     units = [[1, 1, 1], [1, 0.5, 1], [0, 0, 0.5], [1, 0]]
-    assert out["instr"]["krippendorff_alpha_nominal"] == pytest.approx(_alpha_pairwise(units, lambda a, b: float(a != b)))
+    assert out["instr"]["krippendorff_alpha_nominal"] == pytest.approx(
+        _alpha_pairwise(units, lambda a, b: float(a != b))
+    )
     for key, table in (("phy", phy), ("temp", temp)):
         u = list(table.values())
         assert out[key]["value"] == pytest.approx(_alpha_pairwise(u, _ordinal_delta(u)))
@@ -123,8 +143,12 @@ def test_nrv_inter_annotator_fleiss_and_alpha(tmp_path):
 def test_nrv_inter_annotator_in_summary_and_report(tmp_path):
     records, _, _ = _nrv_records(tmp_path)
     assert inter_annotator([r for r in records if r["id"] == "s5"]) is None  # single annotations: nothing to say
-    judge_rows = {"j": [{"method": m, "instance_id": s, "category": "HFF", "NRVE_Acc": v, "S_instr": v, "S_phy": v,
-                         "S_temp": v} for m, s, v in (("m1", "s1", 50.0), ("m1", "s2", 40.0), ("m2", "s4", 30.0))]}
+    judge_rows = {
+        "j": [
+            {"method": m, "instance_id": s, "category": "HFF", "NRVE_Acc": v, "S_instr": v, "S_phy": v, "S_temp": v}
+            for m, s, v in (("m1", "s1", 50.0), ("m1", "s2", 40.0), ("m2", "s4", 30.0))
+        ]
+    }
     summary = agreement_summary(judge_rows, records, "e5", {"instr": 1 / 3, "phy": 1 / 3, "temp": 1 / 3}, 1e-6)
     assert summary["inter_annotator"]["instr"]["value"] == pytest.approx(0.25)
     tables = {t["title"]: t for t in report_tables({"agreement": summary}, [], False)}
@@ -136,40 +160,79 @@ def test_nrv_inter_annotator_in_summary_and_report(tmp_path):
 # ----------------------------------------------------------------------------- ViDiC runs on disk
 
 
-def vidic_run(root: Path, name: str, answers: dict[tuple[str, str, int], tuple[str | None, str]],
-              avg: float | None = None) -> Path:
+def vidic_run(
+    root: Path, name: str, answers: dict[tuple[str, str, int], tuple[str | None, str]], avg: float | None = None
+) -> Path:
     """A finished ViDiC run: ``answers[(case, section, k)] = (judge answer, status)``; gold is always yes."""
     run = root / name
     run.mkdir(parents=True)
-    config = {"benchmark": "vidic", "run": {"name": None, "seed": 0}, "stats": {"confidence": 0.95},
-              "judge": {"backend": "replay", "model": "/m/judge", "name": None, "temperature": 0.0}}
+    config = {
+        "benchmark": "vidic",
+        "run": {"name": None, "seed": 0},
+        "stats": {"confidence": 0.95},
+        "judge": {"backend": "replay", "model": "/m/judge", "name": None, "temperature": 0.0},
+    }
     (run / "config.yaml").write_text(yaml.safe_dump(config))
-    rows = [{"case_id": c, "variant": "base", "section": s, "k": k, "answer": a, "correct_answer": "yes",
-             "correct": a == "yes", "status": st} for (c, s, k), (a, st) in answers.items()]
+    rows = [
+        {
+            "case_id": c,
+            "variant": "base",
+            "section": s,
+            "k": k,
+            "answer": a,
+            "correct_answer": "yes",
+            "correct": a == "yes",
+            "status": st,
+        }
+        for (c, s, k), (a, st) in answers.items()
+    ]
     pd.DataFrame(rows).to_parquet(run / "judgments.parquet")
     acc = 100.0 * np.mean([r["correct"] for r in rows])
-    summary = {"benchmark": "vidic", "run_name": name, "n_cases": len({r["case_id"] for r in rows}),
-               "metrics": {m: {"value": avg if avg is not None else acc, "ci95": [0.0, 100.0], "n": len(rows),
-                               "higher_is_better": True} for m in ("Avg", "Sim", "Diff")}}
+    summary = {
+        "benchmark": "vidic",
+        "run_name": name,
+        "n_cases": len({r["case_id"] for r in rows}),
+        "metrics": {
+            m: {
+                "value": avg if avg is not None else acc,
+                "ci95": [0.0, 100.0],
+                "n": len(rows),
+                "higher_is_better": True,
+            }
+            for m in ("Avg", "Sim", "Diff")
+        },
+    }
     (run / "summary.json").write_text(json.dumps(summary))
     return run
 
 
 S, D = "Similarities", "Differences"
-A_ANSWERS = {("1", S, 0): ("yes", "ok"), ("1", S, 1): ("no", "ok"), ("1", D, 0): ("yes", "ok"),
-             ("2", S, 0): ("yes", "ok"), ("2", D, 0): ("no", "ok"), ("2", D, 1): (None, "invalid"),
-             ("3", S, 0): (None, "describe_missing")}
-HUMAN = [{"model": "A", "case_id": "1", "question_id": "sim0", "answer": "yes"},
-         {"model": "A", "case_id": "1", "question_id": "sim1", "answer": "Yes"},
-         {"model": "A", "case_id": "1", "section": "difference", "k": 0, "answer": "yes"},
-         {"model": "A", "case_id": "2", "question_id": "sim0", "answer": "yes"},
-         {"model": "A", "case_id": "2", "question_id": "diff0", "answer": "no"},
-         {"model": "A", "case_id": "2", "question_id": "diff1", "answer": "yes"},
-         {"model": "A", "case_id": "3", "question_id": "sim0", "answer": "no"},  # the judge never saw it
-         {"model": "R1", "case_id": "1", "question_id": "sim0", "answer": "yes"},  # labels for the repeats
-         {"model": "R1", "case_id": "1", "question_id": "sim1", "answer": "no"}]
-ROUNDS = {("1", S, 0): ("yes", "yes", "yes"), ("1", S, 1): ("no", "no", "yes"), ("1", D, 0): ("yes", "yes", "yes"),
-          ("2", D, 0): ("no", "no", "no")}
+A_ANSWERS = {
+    ("1", S, 0): ("yes", "ok"),
+    ("1", S, 1): ("no", "ok"),
+    ("1", D, 0): ("yes", "ok"),
+    ("2", S, 0): ("yes", "ok"),
+    ("2", D, 0): ("no", "ok"),
+    ("2", D, 1): (None, "invalid"),
+    ("3", S, 0): (None, "describe_missing"),
+}
+HUMAN = [
+    {"model": "A", "case_id": "1", "question_id": "sim0", "answer": "yes"},
+    {"model": "A", "case_id": "1", "question_id": "sim1", "answer": "Yes"},
+    {"model": "A", "case_id": "1", "section": "difference", "k": 0, "answer": "yes"},
+    {"model": "A", "case_id": "2", "question_id": "sim0", "answer": "yes"},
+    {"model": "A", "case_id": "2", "question_id": "diff0", "answer": "no"},
+    {"model": "A", "case_id": "2", "question_id": "diff1", "answer": "yes"},
+    {"model": "A", "case_id": "3", "question_id": "sim0", "answer": "no"},  # the judge never saw it
+    {"model": "R1", "case_id": "1", "question_id": "sim0", "answer": "yes"},  # labels for the repeats
+    {"model": "R1", "case_id": "1", "question_id": "sim1", "answer": "no"},
+]
+ROUNDS = {
+    ("1", S, 0): ("yes", "yes", "yes"),
+    ("1", S, 1): ("no", "no", "yes"),
+    ("1", D, 0): ("yes", "yes", "yes"),
+    ("2", D, 0): ("no", "no", "no"),
+}
 
 
 def _kappa(a, b):
@@ -184,8 +247,10 @@ def _kappa(a, b):
 def vidic_board(tmp_path):
     a = vidic_run(tmp_path, "A", A_ANSWERS)
     b = vidic_run(tmp_path, "B", {k: ("no", "ok") for k in A_ANSWERS})
-    repeats = [vidic_run(tmp_path, f"R{i + 1}", {k: (v[i], "ok") for k, v in ROUNDS.items()}, avg=avg)
-               for i, avg in enumerate((70.0, 69.5, 71.0))]
+    repeats = [
+        vidic_run(tmp_path, f"R{i + 1}", {k: (v[i], "ok") for k, v in ROUNDS.items()}, avg=avg)
+        for i, avg in enumerate((70.0, 69.5, 71.0))
+    ]
     human = tmp_path / "human.jsonl"
     human.write_text("".join(json.dumps(r) + "\n" for r in HUMAN))
     return compare([a, b], n_resamples=50, n_permutations=50, human_answers=human, judge_repeats=repeats)
@@ -253,12 +318,28 @@ def test_analysis_tables_and_wandb_logging(vidic_board, tmp_path, monkeypatch):
     assert st.loc["all", "fleiss_kappa"] == pytest.approx(23 / 35) and st.loc["Similarity", "agreement"] == 0.5
     m = tables["judge_stability_metrics"]
     assert list(m.loc[m["metric"] == "Avg", "value"]) == [70.0, 69.5, 71.0]
-    assert list(tables["judge_stability_human"]["accuracy"]) == [1.0, 1.0, 0.5]  # R2 answers sim1 "no" like the human; R3 "yes"
+    assert list(tables["judge_stability_human"]["accuracy"]) == [
+        1.0,
+        1.0,
+        0.5,
+    ]  # R2 answers sim1 "no" like the human; R3 "yes"
     # CoVEBench sections flatten too: one row per (attribute, model, bin) and per correlation cell
-    cove = {"analyses": {"breakdowns": {"edit_points": {"bins": ["1", "2"], "runs": {
-                "x": [{"bin": "1", "value": 50.0, "ci95": [40.0, 60.0], "n_cases": 3},
-                      {"bin": "2", "value": None, "ci95": None, "n_cases": 0}]}}},
-            "correlations": {"metrics": ["A", "B"], "rho": [[1.0, 0.3], [0.3, 1.0]], "n": [[4, 4], [4, 4]]}}}
+    cove = {
+        "analyses": {
+            "breakdowns": {
+                "edit_points": {
+                    "bins": ["1", "2"],
+                    "runs": {
+                        "x": [
+                            {"bin": "1", "value": 50.0, "ci95": [40.0, 60.0], "n_cases": 3},
+                            {"bin": "2", "value": None, "ci95": None, "n_cases": 0},
+                        ]
+                    },
+                }
+            },
+            "correlations": {"metrics": ["A", "B"], "rho": [[1.0, 0.3], [0.3, 1.0]], "n": [[4, 4], [4, 4]]},
+        }
+    }
     t = analysis_tables(cove)
     b = t["breakdowns"]
     assert b["bin"].tolist() == ["1", "2"] and b["n_cases"].tolist() == [3, 0]
@@ -277,12 +358,17 @@ def test_analysis_tables_and_wandb_logging(vidic_board, tmp_path, monkeypatch):
         def finish(self):
             pass
 
-    fake = types.SimpleNamespace(init=lambda **kw: FakeRun(), Table=lambda dataframe: dataframe,
-                                 Html=lambda html, inject=False: html)
+    fake = types.SimpleNamespace(
+        init=lambda **kw: FakeRun(), Table=lambda dataframe: dataframe, Html=lambda html, inject=False: html
+    )
     monkeypatch.setitem(sys.modules, "wandb", fake)
     log_wandb(vidic_board, tmp_path / "out", mode="offline")
-    assert {"analyses/judge_human", "analyses/judge_stability", "analyses/judge_stability_metrics",
-            "analyses/judge_stability_human"} <= set(logged)
+    assert {
+        "analyses/judge_human",
+        "analyses/judge_stability",
+        "analyses/judge_stability_metrics",
+        "analyses/judge_stability_human",
+    } <= set(logged)
     assert logged["analyses/judge_human"].equals(jh)
 
 

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
@@ -57,10 +57,14 @@ def official_scores(items: list[dict]) -> dict:
                 tally = per_class.setdefault(q.get("class", "unknown"), [0, 0])
                 tally[0] += hit
                 tally[1] += 1
-    pct = (lambda c, t: 100.0 * c / t if t else None)
+    pct = lambda c, t: 100.0 * c / t if t else None
     total = [sum(v[0] for v in right.values()), sum(v[1] for v in right.values())]
-    return {"Sim": pct(*right["Similarities"]), "Diff": pct(*right["Differences"]), "Avg": pct(*total),
-            "classes": {c: pct(*v) for c, v in per_class.items()}}
+    return {
+        "Sim": pct(*right["Similarities"]),
+        "Diff": pct(*right["Differences"]),
+        "Avg": pct(*total),
+        "classes": {c: pct(*v) for c, v in per_class.items()},
+    }
 
 
 ANSWERS = ("yes", "no", "Yes", "NO", "Yes.", "unsure", "maybe", "", " yes")
@@ -78,9 +82,18 @@ def replies(draw):
     body = json.dumps(obj)
     shape = draw(st.integers(0, 9))
     word = draw(st.sampled_from(("yes", "no", "unsure", "YES")))
-    return [f"```json\n{body}\n```", f"```JSON\n{body}\n```", body, f"Result: {body} done",
-            f"answer: {word}\nexplanation: x", f"Answer：{word}", f"<think>answer: {word}</think>{body}",
-            f"[{body}]", "no idea", f"```json\n{body[:-1]}\n```\nanswer: {word}"][shape]
+    return [
+        f"```json\n{body}\n```",
+        f"```JSON\n{body}\n```",
+        body,
+        f"Result: {body} done",
+        f"answer: {word}\nexplanation: x",
+        f"Answer：{word}",
+        f"<think>answer: {word}</think>{body}",
+        f"[{body}]",
+        "no idea",
+        f"```json\n{body[:-1]}\n```\nanswer: {word}",
+    ][shape]
 
 
 @st.composite
@@ -92,14 +105,26 @@ def checklists(draw):
             analysis[section] = []
             for k in range(draw(st.integers(0, 3))):
                 odd = draw(st.integers(0, 3)) == 0  # one question in four carries an official-only shape
-                q = {"class": draw(st.sampled_from(CLASSES + ODD_CLASSES + (MISSING,) if odd else CLASSES)),
-                     "question": draw(st.sampled_from((f"q{i}{section}{k}?", MISSING))) if odd else f"q{i}{section}{k}?",
-                     "correct_answer": draw(st.sampled_from(GOLDS + (MISSING,) if odd else ("yes", "no", "Yes", "No")))}
+                q = {
+                    "class": draw(st.sampled_from(CLASSES + ODD_CLASSES + (MISSING,) if odd else CLASSES)),
+                    "question": draw(st.sampled_from((f"q{i}{section}{k}?", MISSING))) if odd else f"q{i}{section}{k}?",
+                    "correct_answer": draw(st.sampled_from(GOLDS + (MISSING,) if odd else ("yes", "no", "Yes", "No"))),
+                }
                 analysis[section].append({key: v for key, v in q.items() if v is not MISSING})
-        items.append({"index": i, "video1_path": f"data/{i}_a.mp4", "video2_path": f"data/{i}_b.mp4",
-                      "structured_analysis": analysis})
-    texts = {(i, section, k): draw(replies()) for i, item in enumerate(items)
-             for section, qs in item["structured_analysis"].items() for k in range(len(qs))}
+        items.append(
+            {
+                "index": i,
+                "video1_path": f"data/{i}_a.mp4",
+                "video2_path": f"data/{i}_b.mp4",
+                "structured_analysis": analysis,
+            }
+        )
+    texts = {
+        (i, section, k): draw(replies())
+        for i, item in enumerate(items)
+        for section, qs in item["structured_analysis"].items()
+        for k in range(len(qs))
+    }
     return items, texts
 
 
@@ -115,23 +140,31 @@ class Scripted:
         out = []
         for r in requests:
             section = "Similarities" if r.group.startswith("sim") else "Differences"
-            out.append(JudgeResponse(r.request_id, text=self.texts[(int(r.case_id), section,
-                                                                     int(r.group.lstrip("simdf")))]))
+            out.append(
+                JudgeResponse(r.request_id, text=self.texts[(int(r.case_id), section, int(r.group.lstrip("simdf")))])
+            )
         yield out
 
 
 @lru_cache(maxsize=None)
 def _config(tmp: str, overrides: tuple[str, ...]):
-    return load_config(REPO / "configs" / "vidic.yaml", [f"data.checklist={tmp}/checklist.json",
-                                                         f"data.responses={tmp}/responses.json",
-                                                         f"output.dir={tmp}/o", *overrides])
+    return load_config(
+        REPO / "configs" / "vidic.yaml",
+        [
+            f"data.checklist={tmp}/checklist.json",
+            f"data.responses={tmp}/responses.json",
+            f"output.dir={tmp}/o",
+            *overrides,
+        ],
+    )
 
 
 def load(items: list[dict], tmp: str, *overrides: str) -> list[dict]:
     """The cases the project's loader makes of ``items`` (descriptions from a responses file: no videos)."""
     (Path(tmp) / "checklist.json").write_text(json.dumps(items))
-    (Path(tmp) / "responses.json").write_text(json.dumps(
-        [{k: item[k] for k in ("video1_path", "video2_path")} | {"response": "x"} for item in items]))
+    (Path(tmp) / "responses.json").write_text(
+        json.dumps([{k: item[k] for k in ("video1_path", "video2_path")} | {"response": "x"} for item in items])
+    )
     return VidicBench().load_cases(_config(tmp, overrides))
 
 
@@ -149,12 +182,14 @@ def test_official_parse_matches_the_official_code(data):
     with tempfile.TemporaryDirectory() as tmp:
         cases = load(items, FUZZ_DIR)
         assert not any(c["error_load"] for c in cases), [c["error_load"] for c in cases]
-        results = {scoring.describe_id(c): JudgeResult(scoring.describe_id(c), "ok", "A is red, B is blue.")
-                   for c in cases}
+        results = {
+            scoring.describe_id(c): JudgeResult(scoring.describe_id(c), "ok", "A is red, B is blue.") for c in cases
+        }
         requests = scoring.judge_requests(cases, results, "official")
         for r in requests:  # the question goes to the judge as the checklist writes it ("" when absent)
-            q = items[int(r.case_id)]["structured_analysis"][r.group.startswith("sim") and "Similarities"
-                                                              or "Differences"][int(r.group.lstrip("simdf"))]
+            q = items[int(r.case_id)]["structured_analysis"][
+                r.group.startswith("sim") and "Similarities" or "Differences"
+            ][int(r.group.lstrip("simdf"))]
             assert r.messages[1]["content"].endswith("Question]\n" + q.get("question", "") + "\n")
         results.update(JudgeStage(Scripted(texts), JudgeLog(tmp), max_retries=3).run(requests))
     rows = [r for c in cases for r in scoring.judgment_rows(c, results, "official")]
@@ -181,11 +216,24 @@ def test_official_only_shapes_are_scored_not_load_errors(tmp_path):
     """The six questions of the official checklist_final.json (23d5004) with gold "" or "np", and a class the
     project does not know, were a whole-item load error; the official code scores them (wrong, unless the
     judge's answer matches literally). ``data.questions=strict`` keeps the refusal."""
-    item = {"index": 0, "video1_path": "a.mp4", "video2_path": "b.mp4", "structured_analysis": {
-        "Similarities": [{"class": "camera", "question": "Is the camera technique different in both videos?",
-                          "correct_answer": "np"}],
-        "Differences": [{"class": "lighting", "question": "Is B darker?", "correct_answer": "yes"},
-                        {"question": "Does A begin desaturated?", "correct_answer": ""}]}}
+    item = {
+        "index": 0,
+        "video1_path": "a.mp4",
+        "video2_path": "b.mp4",
+        "structured_analysis": {
+            "Similarities": [
+                {
+                    "class": "camera",
+                    "question": "Is the camera technique different in both videos?",
+                    "correct_answer": "np",
+                }
+            ],
+            "Differences": [
+                {"class": "lighting", "question": "Is B darker?", "correct_answer": "yes"},
+                {"question": "Does A begin desaturated?", "correct_answer": ""},
+            ],
+        },
+    }
     (case,) = load([item], str(tmp_path))
     assert case["error_load"] is None and case["categories"] == ["Camera", "lighting", "unknown"]
     results = {scoring.describe_id(case): JudgeResult(scoring.describe_id(case), "ok", "same")}
@@ -194,7 +242,10 @@ def test_official_only_shapes_are_scored_not_load_errors(tmp_path):
         results[rid] = JudgeResult(rid, "ok", {"answer": answer, "explanation": "", "lenient": None})
     rows = scoring.judgment_rows(case, results, "official")
     assert [(r["class"], r["correct_answer"], r["correct"]) for r in rows] == [
-        ("Camera", "np", False), ("lighting", "yes", True), ("unknown", "", True)]
+        ("Camera", "np", False),
+        ("lighting", "yes", True),
+        ("unknown", "", True),
+    ]
     m = scoring.section_metrics(rows, 0, 20, 0.95)  # by hand: Sim 0/1, Diff 2/2, Avg 2/3
     assert (m["Sim"]["value"], m["Diff"]["value"], abs(m["Avg"]["value"] - 200 / 3) < 1e-9) == (0.0, 100.0, True)
     (tmp_path / "s").mkdir()

@@ -41,13 +41,13 @@ def _read(path: str | Path) -> list:
         if left < CHUNK:  # the block's tail is padding
             pos += left
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + CHUNK])
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + CHUNK])
         if kind == 0 and length == 0:
             pos += left
             continue
         if pos + CHUNK + length > len(data):  # a chunk still being written
             break
-        chunk = data[pos + CHUNK:pos + CHUNK + length]
+        chunk = data[pos + CHUNK : pos + CHUNK + length]
         pos += CHUNK + length
         parts = chunk if kind in (1, 2) else parts + chunk
         if kind in (1, 4):
@@ -59,8 +59,11 @@ def _read(path: str | Path) -> list:
 
 def history(path: str | Path) -> list[dict]:
     """Every ``run.log`` step as ``{key: value}`` (values JSON-decoded)."""
-    return [{item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in r.history.item}
-            for r in records(path) if r.WhichOneof("record_type") == "history"]
+    return [
+        {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in r.history.item}
+        for r in records(path)
+        if r.WhichOneof("record_type") == "history"
+    ]
 
 
 def run_record(path: str | Path):

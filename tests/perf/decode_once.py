@@ -34,10 +34,17 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         data = synth_cove(Path(tmp) / "d", n=args.n, seed=0, frames=args.frames, size=(w, h))
-        cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "cove.yaml", [
-            f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-            f"data.edited_dir={data['edited_dir']}", f"output.dir={tmp}/run",
-            "metrics.exclude.SSIM.categories=[]", "metrics.exclude.MF.categories=[]"])
+        cfg = load_config(
+            Path(__file__).resolve().parents[2] / "configs" / "cove.yaml",
+            [
+                f"data.checklist={data['checklist']}",
+                f"data.source_dir={data['source_dir']}",
+                f"data.edited_dir={data['edited_dir']}",
+                f"output.dir={tmp}/run",
+                "metrics.exclude.SSIM.categories=[]",
+                "metrics.exclude.MF.categories=[]",
+            ],
+        )
         rows = CoveBench().load_cases(cfg)
         metric_cfgs = {m: dict(getattr(cfg.metrics, m)) for m in cfg.metrics.enabled}
         stage = FrameMetricsStage(metric_cfgs)

@@ -47,8 +47,9 @@ def build(work: Path, tiny: bool, device: str) -> dict[str, dict]:
     out = {m: {k: cfgs[m][k] for k in keys} for m, keys in keep.items()}
     out["SRC"].update(SRC_ACCEPT_ALL)
     if tiny:  # toy models throughout (TQ's tiny arch, SRC's few frames) and Farneback for MSM
-        out["TQ"].update({k: cfgs["TQ"][k] for k in ("arch", "clip_len", "num_clips", "frame_interval", "fsize",
-                                                      "aligned")})
+        out["TQ"].update(
+            {k: cfgs["TQ"][k] for k in ("arch", "clip_len", "num_clips", "frame_interval", "fsize", "aligned")}
+        )
         out["SRC"]["max_frames"] = cfgs["SRC"]["max_frames"]
         out["MSM"] = {"flow": "farneback"}
     else:
@@ -104,10 +105,12 @@ class GpuMonitor:
         while not self._stop.is_set():
             now = time.time()
             try:
-                gpus = subprocess.run(q + ["--query-gpu=index,utilization.gpu,memory.used"], capture_output=True,
-                                      text=True, timeout=5).stdout
-                apps = subprocess.run(q + ["--query-compute-apps=pid,used_memory"], capture_output=True, text=True,
-                                      timeout=5).stdout
+                gpus = subprocess.run(
+                    q + ["--query-gpu=index,utilization.gpu,memory.used"], capture_output=True, text=True, timeout=5
+                ).stdout
+                apps = subprocess.run(
+                    q + ["--query-compute-apps=pid,used_memory"], capture_output=True, text=True, timeout=5
+                ).stdout
             except (OSError, subprocess.SubprocessError):
                 return
             for line in gpus.strip().splitlines():
@@ -151,10 +154,21 @@ def process_names(pids) -> dict[int, str]:
 def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra: list[str]) -> dict:
     import pyarrow.parquet as pq
 
-    args = [sys.executable, "-m", "vbench_ray.cli", "run", str(REPO / "configs" / "cove.yaml"),
-            f"data.checklist={d['checklist']}", f"data.source_dir={d['source_dir']}",
-            f"data.edited_dir={d['edited_dir']}", f"output.dir={out}", "metrics.enabled=[SSIM,MSM,AES,TQ,SRC]",
-            "metrics.exclude.SSIM.categories=[]", "wandb.mode=disabled", "report.enabled=false"]
+    args = [
+        sys.executable,
+        "-m",
+        "vbench_ray.cli",
+        "run",
+        str(REPO / "configs" / "cove.yaml"),
+        f"data.checklist={d['checklist']}",
+        f"data.source_dir={d['source_dir']}",
+        f"data.edited_dir={d['edited_dir']}",
+        f"output.dir={out}",
+        "metrics.enabled=[SSIM,MSM,AES,TQ,SRC]",
+        "metrics.exclude.SSIM.categories=[]",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+    ]
     for m, keys in models.items():
         args += [f"metrics.{m}.{k}={v}" for k, v in keys.items()]
         if m != "MSM" or keys.get("flow") == "raft":
@@ -177,19 +191,33 @@ def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra:
         at = [a for a in table.get(f"at_{s}", []) if a]
         secs = [x for x in table.get(f"seconds_{s}", []) if x is not None]
         if at:
-            stages[s] = {"first_s": round(min(at) - start, 1), "last_s": round(max(at) - start, 1),
-                         "s_per_case": round(sum(secs) / max(1, len(secs)), 4), "rows": len(at)}
+            stages[s] = {
+                "first_s": round(min(at) - start, 1),
+                "last_s": round(max(at) - start, 1),
+                "s_per_case": round(sum(secs) / max(1, len(secs)), 4),
+                "rows": len(at),
+            }
     src_at = [a for a in table.get("at_SRC", []) if a] or [start]
     errors = {c: sum(1 for v in vals if v) for c, vals in table.items() if c.startswith("error_")}
     means = {m: _mean(table.get(m, [])) for m in ("SSIM",) + POOLS}
     plan = [line.split("stage ", 1)[1] for line in log.splitlines() if "pool of" in line and "stage " in line]
     fitted = [line for line in log.splitlines() if "fitted by cost" in line]
-    return {"gpus": gpus, "cases": n, "wall_s": round(wall, 1), "cases_per_s": round(n / wall, 3),
-            "timing": json.loads((out / "summary.json").read_text()).get("timing"), "stages": stages,
-            "gpu_util_run": mon.utilisation(), "gpu_util_stream": mon.utilisation(min(src_at), max(src_at)),
-            "gpu_peak_mib": mon.peak_memory(),
-            "proc_peak_mib": {f"{names.get(p, p)}:{p}": m for p, m in sorted(mon.procs.items())},
-            "plan": plan, "fitted": fitted, "errors": errors, "means": means}
+    return {
+        "gpus": gpus,
+        "cases": n,
+        "wall_s": round(wall, 1),
+        "cases_per_s": round(n / wall, 3),
+        "timing": json.loads((out / "summary.json").read_text()).get("timing"),
+        "stages": stages,
+        "gpu_util_run": mon.utilisation(),
+        "gpu_util_stream": mon.utilisation(min(src_at), max(src_at)),
+        "gpu_peak_mib": mon.peak_memory(),
+        "proc_peak_mib": {f"{names.get(p, p)}:{p}": m for p, m in sorted(mon.procs.items())},
+        "plan": plan,
+        "fitted": fitted,
+        "errors": errors,
+        "means": means,
+    }
 
 
 def _mean(values) -> float | None:
@@ -199,15 +227,20 @@ def _mean(values) -> float | None:
 
 def show(r: dict) -> None:
     t = r["timing"] or {}
-    print(f"\n== {r['gpus']} GPU(s), {r['cases']} cases: wall {r['wall_s']} s, {r['cases_per_s']} cases/s; Ray ready "
-          f"{t.get('ray_ready')} s, first row {t.get('first_row')} s (the run's own clock)", flush=True)
+    print(
+        f"\n== {r['gpus']} GPU(s), {r['cases']} cases: wall {r['wall_s']} s, {r['cases_per_s']} cases/s; Ray ready "
+        f"{t.get('ray_ready')} s, first row {t.get('first_row')} s (the run's own clock)",
+        flush=True,
+    )
     for line in r["plan"] + r["fitted"]:
         print("   plan:", line.strip()[:200])
     print("   | stage | first row s | last row s | s per case in its actor | rows |")
     for s, v in r["stages"].items():
         print(f"   | {s} | {v['first_s']} | {v['last_s']} | {v['s_per_case']} | {v['rows']} |")
-    print(f"   GPU util % (run): {r['gpu_util_run']}; (first to last SRC row): {r['gpu_util_stream']}; "
-          f"peak MiB per GPU {r['gpu_peak_mib']}")
+    print(
+        f"   GPU util % (run): {r['gpu_util_run']}; (first to last SRC row): {r['gpu_util_stream']}; "
+        f"peak MiB per GPU {r['gpu_peak_mib']}"
+    )
     print(f"   peak MiB per process: {r['proc_peak_mib']}")
     print(f"   errors: {r['errors']}; means: {r['means']}", flush=True)
 
@@ -231,8 +264,11 @@ def main() -> None:
     models = build(work, args.tiny, device)
     w, h = map(int, args.size.split("x"))
     d = data(work, args.cases, args.unique, args.frames, w, h)
-    print(f"models and {args.cases} cases ({args.unique} distinct pairs, {w}x{h}x{args.frames}) ready in "
-          f"{time.time() - t0:.1f} s", flush=True)
+    print(
+        f"models and {args.cases} cases ({args.unique} distinct pairs, {w}x{h}x{args.frames}) ready in "
+        f"{time.time() - t0:.1f} s",
+        flush=True,
+    )
     results = []
     for g in (int(x) for x in args.gpus.split(",")):
         out = work / f"run_{g}gpu_{int(time.time())}"
@@ -245,9 +281,11 @@ def main() -> None:
     if len(results) > 1:
         base = results[0]
         for r in results[1:]:
-            print(f"\n{r['gpus']} vs {base['gpus']} GPU(s): wall x{base['wall_s'] / r['wall_s']:.2f}; SRC stage "
-                  f"(first to last row) x{_span(base, 'SRC') / max(1e-9, _span(r, 'SRC')):.2f}; means equal: "
-                  f"{r['means'] == base['means']}")
+            print(
+                f"\n{r['gpus']} vs {base['gpus']} GPU(s): wall x{base['wall_s'] / r['wall_s']:.2f}; SRC stage "
+                f"(first to last row) x{_span(base, 'SRC') / max(1e-9, _span(r, 'SRC')):.2f}; means equal: "
+                f"{r['means'] == base['means']}"
+            )
 
 
 def _span(r: dict, stage: str) -> float:

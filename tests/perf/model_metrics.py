@@ -79,6 +79,7 @@ ENTITIES = ["young woman on the left", "red car", "small dog"]
 
 # ----------------------------------------------------------------------------- models (random weights)
 
+
 def build_models(d: Path, tiny: bool, device: str, only: list[str]) -> dict[str, dict]:
     """``{metric: its metrics.<M> config as a dict}`` with random weights written under ``d``."""
     import torch
@@ -98,9 +99,16 @@ def build_models(d: Path, tiny: bool, device: str, only: list[str]) -> dict[str,
             from transformers import SiglipVisionConfig, SiglipVisionModel
 
             torch.manual_seed(0)
-            SiglipVisionModel(SiglipVisionConfig(hidden_size=1152, intermediate_size=4304, num_hidden_layers=27,
-                                                 num_attention_heads=16, image_size=384, patch_size=14)
-                              ).save_pretrained(d / "siglip")
+            SiglipVisionModel(
+                SiglipVisionConfig(
+                    hidden_size=1152,
+                    intermediate_size=4304,
+                    num_hidden_layers=27,
+                    num_attention_heads=16,
+                    image_size=384,
+                    patch_size=14,
+                )
+            ).save_pretrained(d / "siglip")
             torch.save(build_head(1152).state_dict(), d / "aes_head.pth")
             aes = {"encoder": str(d / "siglip"), "weights": str(d / "aes_head.pth")}
         cfgs["AES"] = asdict(AESConfig(**aes, device=device, keyframes=True))
@@ -118,6 +126,7 @@ def build_models(d: Path, tiny: bool, device: str, only: list[str]) -> dict[str,
 
 
 # ----------------------------------------------------------------------------- videos
+
 
 def write_videos(d: Path, n: int, width: int, height: int, frames: int, fps: float) -> list[tuple[str, str]]:
     """``n`` (source, edited) mp4 pairs (OpenCV mp4v): a textured background with moving squares; the edit
@@ -137,8 +146,8 @@ def write_videos(d: Path, n: int, width: int, height: int, frames: int, fps: flo
             for t in range(frames):
                 f = np.roll(bg, 2 * t, axis=1).copy()
                 x = (8 + 4 * t) % max(1, width - s)
-                f[height // 4:height // 4 + s, x:x + s] = colour
-                f[height // 2:height // 2 + s, width // 2:width // 2 + s] = (230, 230, 230)
+                f[height // 4 : height // 4 + s, x : x + s] = colour
+                f[height // 2 : height // 2 + s, width // 2 : width // 2 + s] = (230, 230, 230)
                 writer.write(f)
             writer.release()
             pair.append(str(path))
@@ -187,8 +196,11 @@ def metric_inputs(name: str, cfg: dict, pair: tuple[str, str], keyframe_every: i
     metric = build_metric(name, OmegaConf.create(cfg))
     src_path, edit_path = pair
     edited = read_frames(edit_path, metric.sampling().indices(video_info(edit_path, keyframe_every)))
-    source = (read_frames(src_path, metric.sampling().indices(video_info(src_path, keyframe_every)))
-              if metric.needs_source else None)
+    source = (
+        read_frames(src_path, metric.sampling().indices(video_info(src_path, keyframe_every)))
+        if metric.needs_source
+        else None
+    )
     return edited, source, ({"entities": ENTITIES[:2]} if name == "SRC" else {})
 
 
@@ -198,6 +210,7 @@ def frames_of(item) -> int:
 
 
 # ----------------------------------------------------------------------------- the pool path
+
 
 def _cuda(device: str) -> bool:
     return str(device).startswith("cuda")
@@ -225,8 +238,10 @@ def _pool_table(name: str, cfg: dict, pairs, keyframe_every: int):
     # what the decode stage packs: the metric's pool inputs (TQ: its fragment mosaics, cut on the CPU)
     items = [on_cpu.pool_inputs(e, s, dict(kw or {})) for e, s, kw in items]
     decode = (time.perf_counter() - t0) / len(pairs)
-    table = pa.Table.from_pylist([{"case_id": str(k), payload_column(name): pack(*item)} for k, item in enumerate(items)],
-                                 schema=pa.schema([("case_id", pa.string()), (payload_column(name), pa.large_binary())]))
+    table = pa.Table.from_pylist(
+        [{"case_id": str(k), payload_column(name): pack(*item)} for k, item in enumerate(items)],
+        schema=pa.schema([("case_id", pa.string()), (payload_column(name), pa.large_binary())]),
+    )
     return table, frames, decode
 
 
@@ -244,8 +259,7 @@ def _reset_phases(metric) -> None:
         metric.phase_cases = 0
 
 
-def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = False,
-             before_timing=None) -> dict:
+def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = False, before_timing=None) -> dict:
     """The metric's pool stage as the stream runs it, minus Ray: packed rows in an Arrow table, sliced into
     batches of ``pool_batch`` cases, each through the stage's runner (``to_pylist``, ``MetricPool``, the output
     columns); one warm-up batch first. ``profile`` prints where the timed batches spent their time (cProfile,
@@ -262,8 +276,9 @@ def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = F
 
     device = cfg["device"]
     table, frames, decode = _pool_table(name, cfg, pairs, keyframe_every)
-    stage = metric_pool_stages([build_metric(name, OmegaConf.create(cfg))], {name: cfg},
-                               SimpleNamespace(batch_size=1, pools={}, workers=None))[0]
+    stage = metric_pool_stages(
+        [build_metric(name, OmegaConf.create(cfg))], {name: cfg}, SimpleNamespace(batch_size=1, pools={}, workers=None)
+    )[0]
     if _cuda(device):
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
@@ -301,12 +316,23 @@ def run_pool(name: str, cfg: dict, pairs, keyframe_every: int, profile: bool = F
     del runner, metric
     if _cuda(device):
         torch.cuda.empty_cache()
-    return {"load_s": load, "seconds": seconds, "per_video_s": seconds / table.num_rows, "decode_per_video_s": decode,
-            "frames": frames, "videos": table.num_rows, "peak_mib": peak, "pool_batch": batch,
-            "started": started, "ended": started + seconds, "phases_ms_per_case": phases}
+    return {
+        "load_s": load,
+        "seconds": seconds,
+        "per_video_s": seconds / table.num_rows,
+        "decode_per_video_s": decode,
+        "frames": frames,
+        "videos": table.num_rows,
+        "peak_mib": peak,
+        "pool_batch": batch,
+        "started": started,
+        "ended": started + seconds,
+        "phases_ms_per_case": phases,
+    }
 
 
 # ----------------------------------------------------------------------------- N pool actors on one GPU
+
 
 def pool_actor_main(job_path: str) -> None:
     """One of ``--actors N`` processes: the pool path on its share of the videos; it waits at the barrier (all
@@ -322,8 +348,9 @@ def pool_actor_main(job_path: str) -> None:
                 raise TimeoutError("the other actors never got ready")
             time.sleep(0.005)
 
-    out = run_pool(job["name"], job["cfg"], [tuple(p) for p in job["pairs"]], job["keyframe_every"],
-                   before_timing=wait_for_go)
+    out = run_pool(
+        job["name"], job["cfg"], [tuple(p) for p in job["pairs"]], job["keyframe_every"], before_timing=wait_for_go
+    )
     print("POOL " + json.dumps(out, default=float), flush=True)
 
 
@@ -342,11 +369,28 @@ def run_pool_actors(name: str, cfg: dict, pairs, keyframe_every: int, n: int, d:
         if not share:
             continue
         job = d / f"actor_{name}_{n}_{i}.json"
-        job.write_text(json.dumps({"name": name, "cfg": {**cfg, "gpu_fraction": 1.0 / n}, "pairs": share,
-                                   "keyframe_every": keyframe_every, "barrier": str(barrier), "index": i}))
+        job.write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "cfg": {**cfg, "gpu_fraction": 1.0 / n},
+                    "pairs": share,
+                    "keyframe_every": keyframe_every,
+                    "barrier": str(barrier),
+                    "index": i,
+                }
+            )
+        )
         log = open(d / f"actor_{name}_{n}_{i}.log", "w+")
-        procs.append((subprocess.Popen([sys.executable, __file__, "--pool-job", str(job)], stdout=log,
-                                       stderr=subprocess.STDOUT, env=env), log, i))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [sys.executable, __file__, "--pool-job", str(job)], stdout=log, stderr=subprocess.STDOUT, env=env
+                ),
+                log,
+                i,
+            )
+        )
     t0 = time.time()
     while not all((barrier / f"ready_{i}").exists() for _, _, i in procs):
         dead = [(p, log) for p, log, _ in procs if p.poll() is not None]
@@ -369,18 +413,28 @@ def run_pool_actors(name: str, cfg: dict, pairs, keyframe_every: int, n: int, d:
         line = [x for x in text.splitlines() if x.startswith("POOL ")]
         if p.returncode or not line:
             raise RuntimeError(f"{name}: an actor of {n} failed ({p.returncode}): {text[-2000:]}")
-        outs.append(json.loads(line[-1][len("POOL "):]))
+        outs.append(json.loads(line[-1][len("POOL ") :]))
     wall = max(o["ended"] for o in outs) - min(o["started"] for o in outs)
     videos, frames = sum(o["videos"] for o in outs), sum(o["frames"] for o in outs)
     phases = None
     if all(o.get("phases_ms_per_case") for o in outs):  # per case of each actor's own wall clock, averaged
-        phases = {k: sum(o["phases_ms_per_case"][k] * o["videos"] for o in outs) / videos
-                  for k in outs[0]["phases_ms_per_case"]}
-    return {"actors": len(outs), "seconds": wall, "videos": videos, "frames": frames, "per_video_s": wall / videos,
-            "frames_per_s": frames / wall, "peak_mib": [o["peak_mib"] for o in outs],
-            "load_s": max(o["load_s"] for o in outs), "decode_per_video_s": float(np.mean([o["decode_per_video_s"]
-                                                                                          for o in outs])),
-            "actor_seconds": [o["seconds"] for o in outs], "phases_ms_per_case": phases}
+        phases = {
+            k: sum(o["phases_ms_per_case"][k] * o["videos"] for o in outs) / videos
+            for k in outs[0]["phases_ms_per_case"]
+        }
+    return {
+        "actors": len(outs),
+        "seconds": wall,
+        "videos": videos,
+        "frames": frames,
+        "per_video_s": wall / videos,
+        "frames_per_s": frames / wall,
+        "peak_mib": [o["peak_mib"] for o in outs],
+        "load_s": max(o["load_s"] for o in outs),
+        "decode_per_video_s": float(np.mean([o["decode_per_video_s"] for o in outs])),
+        "actor_seconds": [o["seconds"] for o in outs],
+        "phases_ms_per_case": phases,
+    }
 
 
 # ----------------------------------------------------------------------------- the official way (own process)
@@ -420,16 +474,18 @@ def official_src(metric, edited: np.ndarray, source: np.ndarray, entities, phase
         for entity in entities:
             prompt = entity.strip().lower().rstrip(".") + "."
             top, top_box = 0.0, None
-            for frame in frames[:int(cfg.probe_frames)]:
-                inputs = metric.gd_processor(images=Image.fromarray(frame), text=prompt,
-                                             return_tensors="pt").to(device)
+            for frame in frames[: int(cfg.probe_frames)]:
+                inputs = metric.gd_processor(images=Image.fromarray(frame), text=prompt, return_tensors="pt").to(device)
                 with torch.inference_mode(), metric._autocast():
                     out = metric.gd_model(**inputs)
                 scores, found = top_detections(out.logits, out.pred_boxes, (h, w), float(cfg.box_threshold))
                 if scores[0] > top:
                     top, top_box = float(scores[0]), [float(v) for v in found[0]]
-            if top_box is not None and top >= cfg.min_score and \
-                    (top_box[2] - top_box[0]) * (top_box[3] - top_box[1]) / (h * w) <= cfg.max_box_area:
+            if (
+                top_box is not None
+                and top >= cfg.min_score
+                and (top_box[2] - top_box[0]) * (top_box[3] - top_box[1]) / (h * w) <= cfg.max_box_area
+            ):
                 boxes[which].append(top_box)
         if not boxes[which]:
             raise SRCUndefined(f"no entity found in the {which} video")
@@ -443,7 +499,7 @@ def official_src(metric, edited: np.ndarray, source: np.ndarray, entities, phase
         prompt = (torch.tensor(boxes[which]) * torch.tensor([s / w, s / h, s / w, s / h])).to(device)[None]
         masks[which] = []
         for t in range(len(frames)):
-            x = (metric._sam_input(frames[t:t + 1], s) - mean) / std
+            x = (metric._sam_input(frames[t : t + 1], s) - mean) / std
             with torch.inference_mode(), metric._autocast():
                 emb = metric.sam.get_image_embeddings(x)
                 pred = metric.sam(image_embeddings=emb, input_boxes=prompt, multimask_output=False).pred_masks
@@ -510,66 +566,149 @@ def official_main(job_path: str) -> None:
         decode, score = decode + (t1 - t0), score + (t2 - t1)
         per_video.append(t2 - t0)
     steady = max(1, len(job["pairs"]) - 1)
-    print("OFFICIAL " + json.dumps({"start_to_import_s": imported - job["launched"], "load_s": loaded - imported,
-                                    "decode_s": decode, "score_s": score, "per_video_s": per_video,
-                                    "in_process_s": time.time() - started,
-                                    "phases_ms_per_case": {k: v / steady * 1e3 for k, v in phases.items()} or None}))
+    print(
+        "OFFICIAL "
+        + json.dumps(
+            {
+                "start_to_import_s": imported - job["launched"],
+                "load_s": loaded - imported,
+                "decode_s": decode,
+                "score_s": score,
+                "per_video_s": per_video,
+                "in_process_s": time.time() - started,
+                "phases_ms_per_case": {k: v / steady * 1e3 for k, v in phases.items()} or None,
+            }
+        )
+    )
 
 
 def run_official(name: str, cfg: dict, pairs, keyframe_every: int, d: Path) -> dict:
     job = d / f"official_{name}.json"
     launched = time.time()
-    job.write_text(json.dumps({"name": name, "cfg": cfg, "pairs": pairs, "keyframe_every": keyframe_every,
-                               "launched": launched}))
+    job.write_text(
+        json.dumps({"name": name, "cfg": cfg, "pairs": pairs, "keyframe_every": keyframe_every, "launched": launched})
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, __file__, "--official-job", str(job)], capture_output=True, text=True,
-                          env=env)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--official-job", str(job)], capture_output=True, text=True, env=env
+    )
     wall = time.time() - launched
     line = [x for x in proc.stdout.splitlines() if x.startswith("OFFICIAL ")]
     if proc.returncode or not line:
         raise RuntimeError(f"official {name} failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    out = json.loads(line[-1][len("OFFICIAL "):])
+    out = json.loads(line[-1][len("OFFICIAL ") :])
     n = len(pairs)
     steady = out["per_video_s"][1:] or out["per_video_s"]  # the first video pays the warm-up, as ours does
-    out.update(wall_s=wall, videos=n, steady_per_video_s=float(np.mean(steady)),
-               startup_s=out["start_to_import_s"])
+    out.update(wall_s=wall, videos=n, steady_per_video_s=float(np.mean(steady)), startup_s=out["start_to_import_s"])
     return out
 
 
 # ----------------------------------------------------------------------------- VQR (a 7B VLM)
 
 QWEN25_VL_7B = dict(  # Qwen/Qwen2.5-VL-7B-Instruct config.json (VisualQuality-R1-7B is its fine-tune)
-    text=dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-              num_key_value_heads=4, max_position_embeddings=128000, rms_norm_eps=1e-6, rope_theta=1000000.0,
-              vocab_size=152064, hidden_act="silu", tie_word_embeddings=False,
-              rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]}),
-    vision=dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, in_chans=3, out_hidden_size=3584,
-                patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
-                fullatt_block_indexes=[7, 15, 23, 31], tokens_per_second=2, hidden_act="silu"),
-    ids=dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
-             vision_end_token_id=151653, bos_token_id=151643, eos_token_id=151645),
-    regular_tokens=151643)
+    text=dict(
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        max_position_embeddings=128000,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        vocab_size=152064,
+        hidden_act="silu",
+        tie_word_embeddings=False,
+        rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]},
+    ),
+    vision=dict(
+        depth=32,
+        hidden_size=1280,
+        intermediate_size=3420,
+        num_heads=16,
+        in_chans=3,
+        out_hidden_size=3584,
+        patch_size=14,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        window_size=112,
+        fullatt_block_indexes=[7, 15, 23, 31],
+        tokens_per_second=2,
+        hidden_act="silu",
+    ),
+    ids=dict(
+        image_token_id=151655,
+        video_token_id=151656,
+        vision_start_token_id=151652,
+        vision_end_token_id=151653,
+        bos_token_id=151643,
+        eos_token_id=151645,
+    ),
+    regular_tokens=151643,
+)
 QWEN_TINY = dict(
-    text=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-              max_position_embeddings=4096, rms_norm_eps=1e-6, rope_theta=1000000.0, vocab_size=512,
-              hidden_act="silu", tie_word_embeddings=False,
-              rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}),
-    vision=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, in_chans=3, out_hidden_size=64,
-                patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
-                fullatt_block_indexes=[1], tokens_per_second=2, hidden_act="silu"),
-    ids=dict(image_token_id=499, video_token_id=500, vision_start_token_id=496, vision_end_token_id=497,
-             bos_token_id=487, eos_token_id=489),
-    regular_tokens=487)
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-            "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-            "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]  # Qwen2's ids 151643..151656, in order
+    text=dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        vocab_size=512,
+        hidden_act="silu",
+        tie_word_embeddings=False,
+        rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+    ),
+    vision=dict(
+        depth=2,
+        hidden_size=32,
+        intermediate_size=64,
+        num_heads=2,
+        in_chans=3,
+        out_hidden_size=64,
+        patch_size=14,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        window_size=112,
+        fullatt_block_indexes=[1],
+        tokens_per_second=2,
+        hidden_act="silu",
+    ),
+    ids=dict(
+        image_token_id=499,
+        video_token_id=500,
+        vision_start_token_id=496,
+        vision_end_token_id=497,
+        bos_token_id=487,
+        eos_token_id=489,
+    ),
+    regular_tokens=487,
+)
+SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]  # Qwen2's ids 151643..151656, in order
 CHAT_TEMPLATE = (  # Qwen2-VL's ChatML with its default system turn and one vision block per image
     "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
     "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for c in message['content'] %}"
     "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>{% elif c['type'] == 'text' %}"
     "{{ c['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def save_qwen_processor(d: Path, spec: dict) -> Path:
@@ -584,12 +723,22 @@ def save_qwen_processor(d: Path, spec: dict) -> Path:
     vocab.update({tok: n + i for i, tok in enumerate(SPECIALS)})
     raw = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
     raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="w0", pad_token="<|endoftext|>",
-                                  eos_token="<|im_end|>", additional_special_tokens=SPECIALS[1:])
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        unk_token="w0",
+        pad_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        additional_special_tokens=SPECIALS[1:],
+    )
     images = getattr(t, "Qwen2VLImageProcessorPil", None) or t.Qwen2VLImageProcessor
-    proc = Qwen2_5_VLProcessor(image_processor=images(min_pixels=3136, max_pixels=12845056, patch_size=14,
-                                                      temporal_patch_size=2, merge_size=2),
-                               tokenizer=tok, video_processor=t.Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
+    proc = Qwen2_5_VLProcessor(
+        image_processor=images(
+            min_pixels=3136, max_pixels=12845056, patch_size=14, temporal_patch_size=2, merge_size=2
+        ),
+        tokenizer=tok,
+        video_processor=t.Qwen2VLVideoProcessor(),
+        chat_template=CHAT_TEMPLATE,
+    )
     proc.save_pretrained(d)
     return d
 
@@ -607,8 +756,9 @@ def build_qwen(spec: dict, device: str):
     return model.eval()
 
 
-def run_vqr(d: Path, pairs, tiny: bool, device: str, requests: int, batch: int, long_requests: int,
-            short_tokens: int) -> dict:
+def run_vqr(
+    d: Path, pairs, tiny: bool, device: str, requests: int, batch: int, long_requests: int, short_tokens: int
+) -> dict:
     """Requests/s of VQR's frames through the project's hf judge worker and the official batching."""
     import pyarrow as pa
     import torch
@@ -628,7 +778,7 @@ def run_vqr(d: Path, pairs, tiny: bool, device: str, requests: int, batch: int, 
     # the frames as the vqr_frames stage writes them: 10 uniform frames per edited video, JPEG quality 95
     frames: list[str] = []
     for k, (_, edited) in enumerate(pairs):
-        idx = uniform_indices(video_info(edited, 10 ** 9).num_frames, vqr.FRAMES)
+        idx = uniform_indices(video_info(edited, 10**9).num_frames, vqr.FRAMES)
         for i, f in zip(idx, read_frames(edited, idx)):
             path = d / "vqr_frames" / f"{k}_{i:06d}.jpg"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -640,20 +790,34 @@ def run_vqr(d: Path, pairs, tiny: bool, device: str, requests: int, batch: int, 
             return model
 
     def worker(max_tokens: int, bs: int) -> HFJudgeWorker:
-        return Prebuilt({"model_path": str(proc_dir), "label": "VisualQuality-R1-7B (random)",
-                         "hf": {"device": device, "dtype": "bfloat16" if _cuda(device) else "float32",
-                                "batch_size": bs, "workers": 1},
-                         "video": {"fps": 2.0, "max_frames": 32, "max_pixels": 12845056},
-                         "max_tokens": max_tokens, "temperature": 1.0, "top_p": 1.0, "top_k": 50, "seed": 0})
+        return Prebuilt(
+            {
+                "model_path": str(proc_dir),
+                "label": "VisualQuality-R1-7B (random)",
+                "hf": {
+                    "device": device,
+                    "dtype": "bfloat16" if _cuda(device) else "float32",
+                    "batch_size": bs,
+                    "workers": 1,
+                },
+                "video": {"fps": 2.0, "max_frames": 32, "max_pixels": 12845056},
+                "max_tokens": max_tokens,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "top_k": 50,
+                "seed": 0,
+            }
+        )
 
     def timed(w: HFJudgeWorker, paths: list[str], bs: int) -> tuple[float, int, list]:
-        rows = [{"request_id": f"r{i}", "messages": json.dumps(vqr.messages(p)), "video": "{}"}
-                for i, p in enumerate(paths)]
+        rows = [
+            {"request_id": f"r{i}", "messages": json.dumps(vqr.messages(p)), "video": "{}"} for i, p in enumerate(paths)
+        ]
         _sync(device)
         t0 = time.perf_counter()
         out = []
         for start in range(0, len(rows), bs):
-            out += w(pa.Table.from_pylist(rows[start:start + bs])).to_pylist()
+            out += w(pa.Table.from_pylist(rows[start : start + bs])).to_pylist()
         _sync(device)
         bad = [o["error"] for o in out if o["error"]]
         if bad:
@@ -671,79 +835,119 @@ def run_vqr(d: Path, pairs, tiny: bool, device: str, requests: int, batch: int, 
         timed(w, pick(min(batch, 2)), batch)  # warm-up
         ours, ours_tokens, sample = timed(w, pick(n), batch)
         official, official_tokens, _ = timed(worker(tokens, 4), pick(min(n, 8)), 4)  # eval_vqr.py --batch-size 4
-        result[label] = {"max_tokens": tokens, "requests": n, "pool_rps": n / ours, "pool_tokens": ours_tokens,
-                         "official_rps": min(n, 8) / official, "official_tokens": official_tokens,
-                         "prompt_tokens": sample[0]["prompt_tokens"]}
+        result[label] = {
+            "max_tokens": tokens,
+            "requests": n,
+            "pool_rps": n / ours,
+            "pool_tokens": ours_tokens,
+            "official_rps": min(n, 8) / official,
+            "official_tokens": official_tokens,
+            "prompt_tokens": sample[0]["prompt_tokens"],
+        }
     result["peak_mib"] = torch.cuda.max_memory_allocated() / 2**20 if _cuda(device) else float("nan")
     return result
 
 
 # ----------------------------------------------------------------------------- report
 
+
 def project(pool: dict, official: dict, workers: int, tasks: int = TASKS) -> dict:
     gpu = pool["per_video_s"]
     stream = max(gpu, pool["decode_per_video_s"] / workers)  # decode overlaps the pool on the CPUs
     official_video = official["steady_per_video_s"]
-    return {"pool_s": pool["load_s"] + tasks * stream, "pool_gpu_s": tasks * gpu,
-            "official_s": official["startup_s"] + official["load_s"] + tasks * official_video,
-            "ratio": (official["startup_s"] + official["load_s"] + tasks * official_video)
-            / (pool["load_s"] + tasks * stream),
-            "model_ratio": official["score_s"] / max(1, official["videos"]) / gpu}
+    return {
+        "pool_s": pool["load_s"] + tasks * stream,
+        "pool_gpu_s": tasks * gpu,
+        "official_s": official["startup_s"] + official["load_s"] + tasks * official_video,
+        "ratio": (official["startup_s"] + official["load_s"] + tasks * official_video)
+        / (pool["load_s"] + tasks * stream),
+        "model_ratio": official["score_s"] / max(1, official["videos"]) / gpu,
+    }
 
 
 def _phase_text(phases: dict | None) -> str:
     return ", ".join(f"{k} {v:.0f}" for k, v in phases.items()) if phases else "n/a"
 
 
-def report(name: str, cfg: dict, pool: dict, shared: dict, official: dict | None, n_videos: int, workers: int,
-           results: dict, variant: str | None = None) -> None:
+def report(
+    name: str,
+    cfg: dict,
+    pool: dict,
+    shared: dict,
+    official: dict | None,
+    n_videos: int,
+    workers: int,
+    results: dict,
+    variant: str | None = None,
+) -> None:
     """Prints a metric's lines of the table and puts its numbers in ``results`` (a ``--variant``'s under the
     metric's ``variants``)."""
     entry: dict = {"pool": pool, "config": cfg}
     fps = pool["frames"] / pool["seconds"]
     tag = f" [{variant}]" if variant else ""
-    line = (f"{name:4s} pool{tag}: {fps:8.1f} frames/s/GPU ({pool['frames'] / pool['videos']:.0f} frames/video, "
-            f"pool_batch {pool['pool_batch']}), {pool['per_video_s'] * 1e3:7.1f} ms/video, load "
-            f"{pool['load_s']:.1f} s, peak {pool['peak_mib']:.0f} MiB")
+    line = (
+        f"{name:4s} pool{tag}: {fps:8.1f} frames/s/GPU ({pool['frames'] / pool['videos']:.0f} frames/video, "
+        f"pool_batch {pool['pool_batch']}), {pool['per_video_s'] * 1e3:7.1f} ms/video, load "
+        f"{pool['load_s']:.1f} s, peak {pool['peak_mib']:.0f} MiB"
+    )
     if official is not None:
-        line += (f" | official: {official['steady_per_video_s'] * 1e3:7.1f} ms/video (decode "
-                 f"{official['decode_s'] / n_videos * 1e3:.0f} + score {official['score_s'] / n_videos * 1e3:.0f}), "
-                 f"start {official['startup_s']:.1f} s + load {official['load_s']:.1f} s, wall "
-                 f"{official['wall_s']:.1f} s for {n_videos} videos")
+        line += (
+            f" | official: {official['steady_per_video_s'] * 1e3:7.1f} ms/video (decode "
+            f"{official['decode_s'] / n_videos * 1e3:.0f} + score {official['score_s'] / n_videos * 1e3:.0f}), "
+            f"start {official['startup_s']:.1f} s + load {official['load_s']:.1f} s, wall "
+            f"{official['wall_s']:.1f} s for {n_videos} videos"
+        )
     print(line, flush=True)
     if pool.get("phases_ms_per_case") or (official or {}).get("phases_ms_per_case"):
-        print(f"     phases, ms per case: pool {_phase_text(pool.get('phases_ms_per_case'))}"
-              + (f" | official {_phase_text(official.get('phases_ms_per_case'))}" if official else ""), flush=True)
+        print(
+            f"     phases, ms per case: pool {_phase_text(pool.get('phases_ms_per_case'))}"
+            + (f" | official {_phase_text(official.get('phases_ms_per_case'))}" if official else ""),
+            flush=True,
+        )
     if official is not None:
         proj = project(pool, official, workers)
         entry.update(official=official, projection=proj)
-        print(f"     {TASKS} tasks: pool {proj['pool_s']:7.1f} s (GPU {proj['pool_gpu_s']:.1f} s) vs official "
-              f"{proj['official_s']:7.1f} s: x{proj['ratio']:.2f} (model work alone x{proj['model_ratio']:.2f})",
-              flush=True)
+        print(
+            f"     {TASKS} tasks: pool {proj['pool_s']:7.1f} s (GPU {proj['pool_gpu_s']:.1f} s) vs official "
+            f"{proj['official_s']:7.1f} s: x{proj['ratio']:.2f} (model work alone x{proj['model_ratio']:.2f})",
+            flush=True,
+        )
     if shared:
         entry["actors"] = {}
         for n, r in shared.items():
             r = dict(r, speedup_vs_one_actor=pool["per_video_s"] / r["per_video_s"])
             if official is not None:
-                one = {**pool, "per_video_s": r["per_video_s"], "load_s": r["load_s"],
-                       "decode_per_video_s": r["decode_per_video_s"]}
+                one = {
+                    **pool,
+                    "per_video_s": r["per_video_s"],
+                    "load_s": r["load_s"],
+                    "decode_per_video_s": r["decode_per_video_s"],
+                }
                 r["projection"] = project(one, official, workers)
             entry["actors"][str(n)] = r
-            text = (f"     {r['actors']} actors on the GPU at once: {r['frames_per_s']:8.1f} frames/s/GPU, "
-                    f"{r['per_video_s'] * 1e3:7.1f} ms/video per GPU (x{r['speedup_vs_one_actor']:.2f} vs one actor), "
-                    f"peak {max(r['peak_mib']):.0f} MiB per actor")
+            text = (
+                f"     {r['actors']} actors on the GPU at once: {r['frames_per_s']:8.1f} frames/s/GPU, "
+                f"{r['per_video_s'] * 1e3:7.1f} ms/video per GPU (x{r['speedup_vs_one_actor']:.2f} vs one actor), "
+                f"peak {max(r['peak_mib']):.0f} MiB per actor"
+            )
             if official is not None:
-                text += (f"; {TASKS} tasks: GPU {r['projection']['pool_gpu_s']:.1f} s, x{r['projection']['ratio']:.2f}"
-                         f" vs official")
+                text += (
+                    f"; {TASKS} tasks: GPU {r['projection']['pool_gpu_s']:.1f} s, x{r['projection']['ratio']:.2f}"
+                    f" vs official"
+                )
             print(text, flush=True)
             if r.get("phases_ms_per_case"):
-                print(f"       phases, ms per case (each actor's wall clock): {_phase_text(r['phases_ms_per_case'])}",
-                      flush=True)
+                print(
+                    f"       phases, ms per case (each actor's wall clock): {_phase_text(r['phases_ms_per_case'])}",
+                    flush=True,
+                )
     if variant:
         results["metrics"].setdefault(name, {}).setdefault("variants", {})[variant] = entry
     else:
-        results["metrics"][name] = {**entry, **{k: v for k, v in results["metrics"].get(name, {}).items()
-                                                if k == "variants"}}
+        results["metrics"][name] = {
+            **entry,
+            **{k: v for k, v in results["metrics"].get(name, {}).items() if k == "variants"},
+        }
 
 
 def _torchvision_for_qwen() -> None:
@@ -766,22 +970,42 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=121, help="frames per video (CoVEBench clips: about 5 s)")
     ap.add_argument("--fps", type=float, default=24.0)
     ap.add_argument("--keyframe-every", type=int, default=250, help="keyframe interval (x264's default keyint)")
-    ap.add_argument("--decode-workers", type=int, default=max(1, (os.cpu_count() or 2) - 4),
-                    help="CPU decode workers beside the pools in a run (projection)")
+    ap.add_argument(
+        "--decode-workers",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) - 4),
+        help="CPU decode workers beside the pools in a run (projection)",
+    )
     ap.add_argument("--only", default="AES,TQ,SRC,VQR")
     ap.add_argument("--vqr-requests", type=int, default=32)
     ap.add_argument("--vqr-long-requests", type=int, default=16)
-    ap.add_argument("--vqr-batch", type=int, default=32, help="judge.hf.batch_size of the VQR worker (the VQR profile: 32)")
+    ap.add_argument(
+        "--vqr-batch", type=int, default=32, help="judge.hf.batch_size of the VQR worker (the VQR profile: 32)"
+    )
     ap.add_argument("--vqr-short-tokens", type=int, default=16)
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--profile", default="", help="metrics whose pool calls are profiled, e.g. SRC,TQ")
-    ap.add_argument("--actors", default="1", help="pool actors sharing the GPU at once, e.g. 1,3: each N > 1 runs the "
-                    "pool path in N processes together (each every N-th video), reported next to one actor")
-    ap.add_argument("--set", action="append", default=[], metavar="M.KEY=VALUE",
-                    help="a metric config value, e.g. SRC.bf16_encoders=true (repeatable)")
-    ap.add_argument("--variant", action="append", default=[], metavar="M.KEY=VALUE[,M.KEY=VALUE]",
-                    help="after a metric's runs, its pool path (and --actors) again with these config values, on the "
-                         "same videos and models, e.g. SRC.bf16_encoders=true (repeatable; no official run)")
+    ap.add_argument(
+        "--actors",
+        default="1",
+        help="pool actors sharing the GPU at once, e.g. 1,3: each N > 1 runs the "
+        "pool path in N processes together (each every N-th video), reported next to one actor",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="M.KEY=VALUE",
+        help="a metric config value, e.g. SRC.bf16_encoders=true (repeatable)",
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="M.KEY=VALUE[,M.KEY=VALUE]",
+        help="after a metric's runs, its pool path (and --actors) again with these config values, on the "
+        "same videos and models, e.g. SRC.bf16_encoders=true (repeatable; no official run)",
+    )
     ap.add_argument("--skip-official", action="store_true", help="time the pool path only")
     ap.add_argument("--official-job", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--pool-job", default=None, help=argparse.SUPPRESS)
@@ -798,11 +1022,20 @@ def main() -> None:
     only = [m.strip() for m in args.only.split(",") if m.strip()]
     width, height = (96, 64) if args.tiny else map(int, args.size.lower().split("x"))
     n_frames = 24 if args.tiny else args.frames
-    print(f"device {device} ({torch.cuda.get_device_name() if _cuda(device) else 'cpu'}), "
-          f"{'tiny' if args.tiny else 'real-size'} models, {args.videos} videos of {width}x{height}x{n_frames}",
-          flush=True)
-    results: dict = {"device": device, "tiny": args.tiny, "videos": args.videos, "size": [width, height],
-                     "frames": n_frames, "decode_workers": args.decode_workers, "metrics": {}}
+    print(
+        f"device {device} ({torch.cuda.get_device_name() if _cuda(device) else 'cpu'}), "
+        f"{'tiny' if args.tiny else 'real-size'} models, {args.videos} videos of {width}x{height}x{n_frames}",
+        flush=True,
+    )
+    results: dict = {
+        "device": device,
+        "tiny": args.tiny,
+        "videos": args.videos,
+        "size": [width, height],
+        "frames": n_frames,
+        "decode_workers": args.decode_workers,
+        "metrics": {},
+    }
     with tempfile.TemporaryDirectory(prefix="vbr-perf-") as tmp:
         d = Path(tmp)
         t0 = time.perf_counter()
@@ -814,7 +1047,7 @@ def main() -> None:
         actors = sorted({int(n) for n in str(args.actors).split(",") if n.strip()} | {1})
         print(f"videos and random models written in {time.perf_counter() - t0:.0f} s", flush=True)
         for name, cfg in cfgs.items():
-            use = pairs[:(args.src_videos or args.videos) if name == "SRC" else args.videos]
+            use = pairs[: (args.src_videos or args.videos) if name == "SRC" else args.videos]
             try:
                 pool = run_pool(name, cfg, use, args.keyframe_every, name in args.profile.split(","))
                 shared = {n: run_pool_actors(name, cfg, use, args.keyframe_every, n, d) for n in actors if n > 1}
@@ -832,40 +1065,57 @@ def main() -> None:
                 vcfg = {**cfg, **changes}
                 try:
                     vpool = run_pool(name, vcfg, use, args.keyframe_every)
-                    vshared = {n: run_pool_actors(name, vcfg, use, args.keyframe_every, n, d)
-                               for n in actors if n > 1}
+                    vshared = {n: run_pool_actors(name, vcfg, use, args.keyframe_every, n, d) for n in actors if n > 1}
                 except Exception as exc:
                     print(f"{name} [{variant}]: FAILED {type(exc).__name__}: {exc}", flush=True)
                     results["metrics"][name].setdefault("variants", {})[variant] = {
-                        "error": f"{type(exc).__name__}: {exc}"}
+                        "error": f"{type(exc).__name__}: {exc}"
+                    }
                     continue
                 report(name, vcfg, vpool, vshared, None, len(use), args.decode_workers, results, variant)
                 _write_json(args.json, results)
         if "VQR" in only:
             try:
-                v = run_vqr(d, pairs[:args.videos], args.tiny, device, args.vqr_requests, args.vqr_batch,
-                            args.vqr_long_requests, args.vqr_short_tokens)
+                v = run_vqr(
+                    d,
+                    pairs[: args.videos],
+                    args.tiny,
+                    device,
+                    args.vqr_requests,
+                    args.vqr_batch,
+                    args.vqr_long_requests,
+                    args.vqr_short_tokens,
+                )
                 results["metrics"]["VQR"] = v
                 for label in ("short", "long"):
                     r = v[label]
-                    print(f"VQR  {label:5s} ({r['max_tokens']} new tokens, prompt {r['prompt_tokens']} tokens): hf "
-                          f"worker batch {v['batch']}: {r['pool_rps']:.2f} req/s vs official batch 4: "
-                          f"{r['official_rps']:.2f} req/s (x{r['pool_rps'] / r['official_rps']:.2f}); {TASKS} tasks x "
-                          f"10 frames: {TASKS * 10 / r['pool_rps']:.0f} s vs {TASKS * 10 / r['official_rps']:.0f} s",
-                          flush=True)
-                print(f"     {v['params_b']:.2f} B parameters, built in {v['build_s']:.0f} s, peak {v['peak_mib']:.0f} MiB",
-                      flush=True)
+                    print(
+                        f"VQR  {label:5s} ({r['max_tokens']} new tokens, prompt {r['prompt_tokens']} tokens): hf "
+                        f"worker batch {v['batch']}: {r['pool_rps']:.2f} req/s vs official batch 4: "
+                        f"{r['official_rps']:.2f} req/s (x{r['pool_rps'] / r['official_rps']:.2f}); {TASKS} tasks x "
+                        f"10 frames: {TASKS * 10 / r['pool_rps']:.0f} s vs {TASKS * 10 / r['official_rps']:.0f} s",
+                        flush=True,
+                    )
+                print(
+                    f"     {v['params_b']:.2f} B parameters, built in {v['build_s']:.0f} s, "
+                    f"peak {v['peak_mib']:.0f} MiB",
+                    flush=True,
+                )
             except Exception as exc:
                 print(f"VQR: FAILED {type(exc).__name__}: {exc}", flush=True)
                 results["metrics"]["VQR"] = {"error": f"{type(exc).__name__}: {exc}"}
     done = {k: v for k, v in results["metrics"].items() if "pool" in v}
     if done:
         one = {k: TASKS * v["pool"]["per_video_s"] for k, v in done.items()}
-        best = {k: TASKS * min([v["pool"]["per_video_s"]] + [a["per_video_s"] for a in v.get("actors", {}).values()])
-                for k, v in done.items()}
+        best = {
+            k: TASKS * min([v["pool"]["per_video_s"]] + [a["per_video_s"] for a in v.get("actors", {}).values()])
+            for k, v in done.items()
+        }
         parts = ", ".join(f"{k} {s:.0f}" for k, s in one.items())
-        print(f"{'+'.join(done)} on one GPU for {TASKS} tasks: {sum(one.values()):.0f} s of pool GPU time ({parts})",
-              flush=True)
+        print(
+            f"{'+'.join(done)} on one GPU for {TASKS} tasks: {sum(one.values()):.0f} s of pool GPU time ({parts})",
+            flush=True,
+        )
         results["gpu_s_626"] = sum(one.values())
         if best != one:
             parts = ", ".join(f"{k} {s:.0f}" for k, s in best.items())

@@ -54,7 +54,7 @@ def scene(seed: int, t: int, h: int, w: int, dx: int) -> np.ndarray:
     s = h // 5
     for i in range(t):
         x = (20 + i * dx) % (w - s)
-        out[i, h // 3:h // 3 + s, x:x + s] = (230, 200, 40)
+        out[i, h // 3 : h // 3 + s, x : x + s] = (230, 200, 40)
     return out
 
 
@@ -73,9 +73,15 @@ def make_data(root: Path, n: int, unique: int, t: int, w: int, h: int) -> dict:
     for i in range(n):
         src, edt = pairs[i % unique]
         os.link(edt, root / "edited" / f"{i}.mp4")
-        tasks.append({"id": i, "editing_instruction": "make it redder", "videoA_path": f"data/{src.name}",
-                      "category": [{"Level 1": "Color", "Level 2": "Global", "Level 3": "Tint"}],
-                      "evaluation_groups": []})
+        tasks.append(
+            {
+                "id": i,
+                "editing_instruction": "make it redder",
+                "videoA_path": f"data/{src.name}",
+                "category": [{"Level 1": "Color", "Level 2": "Global", "Level 3": "Tint"}],
+                "evaluation_groups": [],
+            }
+        )
     (root / "checklist.json").write_text(json.dumps(tasks))
     return {"checklist": root / "checklist.json", "source_dir": root, "edited_dir": root / "edited"}
 
@@ -83,8 +89,11 @@ def make_data(root: Path, n: int, unique: int, t: int, w: int, h: int) -> dict:
 def run_attached(data: dict, out: Path, cpus: int, n: int) -> dict:
     """The same run against a cluster already up (``ray start --head``), as under ``ray job submit``."""
     ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]  # the `ray` command, wherever Ray is installed
-    subprocess.run(ray_cli + ["start", "--head", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
-                              "--include-dashboard=false"], check=True, capture_output=True)
+    subprocess.run(
+        ray_cli + ["start", "--head", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1", "--include-dashboard=false"],
+        check=True,
+        capture_output=True,
+    )
     try:
         return run_pipeline(data, out, cpus, n, address="auto")
     finally:
@@ -117,10 +126,13 @@ class CpuAccount:
                     continue
                 try:
                     stat = Path(f"/proc/{d}/stat").read_text()
-                    fields = stat[stat.rindex(")") + 2:].split()
+                    fields = stat[stat.rindex(")") + 2 :].split()
                     parents[int(d)] = int(fields[1])
                     name = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                    info[int(d)] = ((int(fields[11]) + int(fields[12])) / tick, name or stat[stat.index("(") + 1:stat.rindex(")")])
+                    info[int(d)] = (
+                        (int(fields[11]) + int(fields[12])) / tick,
+                        name or stat[stat.index("(") + 1 : stat.rindex(")")],
+                    )
                 except (OSError, ValueError, IndexError):
                     continue
             tree, frontier = {self.root}, [self.root]
@@ -137,9 +149,13 @@ class CpuAccount:
     def by_role(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for pid, (seconds, cmd) in self.seen.items():
-            role = ("driver" if pid == self.root or "vbench_ray.cli" in cmd else
-                    "workers" if ("default_worker" in cmd or cmd.startswith("ray::")) and "Agent" not in cmd else
-                    "ray system (gcs, raylet, agents, monitors)")
+            role = (
+                "driver"
+                if pid == self.root or "vbench_ray.cli" in cmd
+                else "workers"
+                if ("default_worker" in cmd or cmd.startswith("ray::")) and "Agent" not in cmd
+                else "ray system (gcs, raylet, agents, monitors)"
+            )
             out[role] = round(out.get(role, 0.0) + seconds, 1)
         return out
 
@@ -148,18 +164,35 @@ EXTRA_ENV: dict[str, str] = {}  # --env KEY=VALUE: set for the pipeline's proces
 
 
 def run_pipeline(data: dict, out: Path, cpus: int, n: int, address: str | None = None) -> dict:
-    args = [sys.executable, "-m", "vbench_ray.cli", "run", str(REPO / "configs" / "cove.yaml"),
-            f"data.checklist={data['checklist']}", f"data.source_dir={data['source_dir']}",
-            f"data.edited_dir={data['edited_dir']}", f"output.dir={out}", "metrics.enabled=[SSIM,MSM,MF]",
-            "metrics.exclude.SSIM.categories=[]", "metrics.exclude.MF.categories=[]",
-            f"ray.num_cpus={cpus}", "wandb.mode=disabled", "report.enabled=false"]
+    args = [
+        sys.executable,
+        "-m",
+        "vbench_ray.cli",
+        "run",
+        str(REPO / "configs" / "cove.yaml"),
+        f"data.checklist={data['checklist']}",
+        f"data.source_dir={data['source_dir']}",
+        f"data.edited_dir={data['edited_dir']}",
+        f"output.dir={out}",
+        "metrics.enabled=[SSIM,MSM,MF]",
+        "metrics.exclude.SSIM.categories=[]",
+        "metrics.exclude.MF.categories=[]",
+        f"ray.num_cpus={cpus}",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+    ]
     if address:
         args.append(f"ray.address={address}")
     elif shutil.which("taskset"):
         args = ["taskset", "-c", f"0-{cpus - 1}"] + args
     start = time.time()
-    popen = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "RAY_ADDRESS": "", **EXTRA_ENV})
+    popen = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_ADDRESS": "", **EXTRA_ENV},
+    )
     cpu = CpuAccount(popen.pid)
     cpu.start()
     stdout, stderr = popen.communicate()
@@ -173,12 +206,17 @@ def run_pipeline(data: dict, out: Path, cpus: int, n: int, address: str | None =
 
     table = pq.read_table(out / "cases", columns=["at_frames"] + list(METRICS))
     ats = [a for a in table.column("at_frames").to_pylist() if a]
-    return {"cpus": cpus, "wall_s": wall, "cases_per_s": n / wall, "first_row_s": first - start,
-            "cpu_seconds": cpu.by_role(),
-            "first_decoded_s": min(ats) - start if ats else None,
-            "timing": json.loads((out / "summary.json").read_text()).get("timing"),
-            "stream_s": max(ats) - min(ats) if ats else None,
-            "means": {m: float(np.nanmean(np.array(table.column(m).to_pylist(), dtype=float))) for m in METRICS}}
+    return {
+        "cpus": cpus,
+        "wall_s": wall,
+        "cases_per_s": n / wall,
+        "first_row_s": first - start,
+        "cpu_seconds": cpu.by_role(),
+        "first_decoded_s": min(ats) - start if ats else None,
+        "timing": json.loads((out / "summary.json").read_text()).get("timing"),
+        "stream_s": max(ats) - min(ats) if ats else None,
+        "means": {m: float(np.nanmean(np.array(table.column(m).to_pylist(), dtype=float))) for m in METRICS},
+    }
 
 
 OFFICIAL = r'''
@@ -216,8 +254,12 @@ def run_official(data: dict, n: int, core: int = 0) -> dict:
         if shutil.which("taskset"):
             args = ["taskset", "-c", str(core)] + args
         start = time.time()
-        proc = subprocess.run(args, capture_output=True, text=True,
-                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+        proc = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        )
         seconds = time.time() - start
         if proc.returncode != 0:
             raise RuntimeError(f"official-style {m} failed:\n{proc.stderr[-3000:]}")
@@ -245,8 +287,14 @@ def in_process(data: dict, n: int) -> dict:
     cfg = OmegaConf.load(REPO / "configs" / "cove.yaml").metrics
     specs = {m: OmegaConf.to_container(cfg[m]) for m in METRICS}
     tasks = json.loads(Path(data["checklist"]).read_text())[:n]
-    rows = [{"case_id": str(t["id"]), "source_path": str(Path(data["source_dir"]) / t["videoA_path"]),
-             "edited_path": str(Path(data["edited_dir"]) / f"{t['id']}.mp4")} for t in tasks]
+    rows = [
+        {
+            "case_id": str(t["id"]),
+            "source_path": str(Path(data["source_dir"]) / t["videoA_path"]),
+            "edited_path": str(Path(data["edited_dir"]) / f"{t['id']}.mp4"),
+        }
+        for t in tasks
+    ]
     stage = FrameMetricsStage(specs, "decord")
     stage(rows[0])  # warm up
     prof = cProfile.Profile()
@@ -261,7 +309,9 @@ def in_process(data: dict, n: int) -> dict:
     def frames(path, metric):
         vr = decord.VideoReader(path, num_threads=1)
         h, w = vr[0].shape[:2]
-        info = VideoInfo(path=path, num_frames=len(vr), fps=float(vr.get_avg_fps()), height=h, width=w, backend="decord")
+        info = VideoInfo(
+            path=path, num_frames=len(vr), fps=float(vr.get_avg_fps()), height=h, width=w, backend="decord"
+        )
         return vr.get_batch(metric.sampling().indices(info)).asnumpy()
 
     t0 = time.perf_counter()
@@ -288,8 +338,11 @@ def bytecode(compile_now: bool) -> None:
             compileall.compile_dir(str(d), quiet=1, workers=os.cpu_count() or 1)
         print(f"bytecode compiled in {time.time() - t0:.1f} s: {ray_dir}, {REPO / 'vbench_ray'}", flush=True)
     has = any((ray_dir / "__pycache__").glob("*.pyc"))
-    print(f"Ray's bytecode: {'compiled' if has else 'NONE (every Ray process compiles Ray; see --compile-bytecode)'}"
-          f"{'; PYTHONDONTWRITEBYTECODE is set' if os.environ.get('PYTHONDONTWRITEBYTECODE') else ''}", flush=True)
+    print(
+        f"Ray's bytecode: {'compiled' if has else 'NONE (every Ray process compiles Ray; see --compile-bytecode)'}"
+        f"{'; PYTHONDONTWRITEBYTECODE is set' if os.environ.get('PYTHONDONTWRITEBYTECODE') else ''}",
+        flush=True,
+    )
 
 
 def n_cases(run: dict) -> int:
@@ -306,19 +359,38 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write the results as JSON here too")
     ap.add_argument("--skip-official", action="store_true")
     ap.add_argument("--official-only", action="store_true", help="only the official-way reference")
-    ap.add_argument("--concurrent-official", action="store_true",
-                    help="run the official way at the same time as the runs, on the first core none of them uses "
-                         "(one call on the GPU machine fits both; the two share the memory bus and L3 cache)")
-    ap.add_argument("--in-process", type=int, default=0, metavar="N",
-                    help="only compare the decode stage with the official loop on N cases in this process")
-    ap.add_argument("--attach", action="store_true",
-                    help="also time a run attached to a `ray start` cluster started beforehand (the ray job submit "
-                         "path: no Ray start in the run)")
-    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                    help="environment for the pipeline runs (e.g. OPENBLAS_NUM_THREADS=1), repeatable")
-    ap.add_argument("--compile-bytecode", action="store_true",
-                    help="compile Ray's and the project's bytecode first, as `pip install` does (a bundle unpacked "
-                         "with PYTHONDONTWRITEBYTECODE=1 has none, and every Ray process then compiles Ray anew)")
+    ap.add_argument(
+        "--concurrent-official",
+        action="store_true",
+        help="run the official way at the same time as the runs, on the first core none of them uses "
+        "(one call on the GPU machine fits both; the two share the memory bus and L3 cache)",
+    )
+    ap.add_argument(
+        "--in-process",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only compare the decode stage with the official loop on N cases in this process",
+    )
+    ap.add_argument(
+        "--attach",
+        action="store_true",
+        help="also time a run attached to a `ray start` cluster started beforehand (the ray job submit "
+        "path: no Ray start in the run)",
+    )
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment for the pipeline runs (e.g. OPENBLAS_NUM_THREADS=1), repeatable",
+    )
+    ap.add_argument(
+        "--compile-bytecode",
+        action="store_true",
+        help="compile Ray's and the project's bytecode first, as `pip install` does (a bundle unpacked "
+        "with PYTHONDONTWRITEBYTECODE=1 has none, and every Ray process then compiles Ray anew)",
+    )
     args = ap.parse_args()
     EXTRA_ENV.update(kv.split("=", 1) for kv in args.env)
     bytecode(args.compile_bytecode)
@@ -328,13 +400,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.time()
         data = make_data(Path(tmp) / "cove", args.cases, args.unique, args.frames, w, h)
-        print(f"data: {args.cases} cases ({args.unique} distinct pairs) at {w}x{h}, {args.frames} frames, "
-              f"written in {time.time() - t0:.1f} s; {total_cpus} CPUs here", flush=True)
+        print(
+            f"data: {args.cases} cases ({args.unique} distinct pairs) at {w}x{h}, {args.frames} frames, "
+            f"written in {time.time() - t0:.1f} s; {total_cpus} CPUs here",
+            flush=True,
+        )
         if args.in_process:
             out = in_process(data, args.in_process)
             print(out["profile"])
-            print(f"per case, one process: decode stage {out['stage_s_per_case']:.3f} s, official loop "
-                  f"{out['official_s_per_case']:.3f} s")
+            print(
+                f"per case, one process: decode stage {out['stage_s_per_case']:.3f} s, official loop "
+                f"{out['official_s_per_case']:.3f} s"
+            )
             return
         runs = []
         beside = None
@@ -347,18 +424,26 @@ def main() -> None:
             thread = threading.Thread(target=lambda: beside.update(run_official(data, args.cases, core=max(cpus))))
             thread.start()
             print(f"the official way runs meanwhile on core {max(cpus)}", flush=True)
-        for c in (cpus if not args.official_only else []):
+        for c in cpus if not args.official_only else []:
             r = run_pipeline(data, Path(tmp) / f"run{c}", c, args.cases)
             runs.append(r)
-            print(f"  {c:3d} CPUs: {r['wall_s']:7.1f} s  {r['cases_per_s']:6.2f} cases/s  first case decoded after "
-                  f"{r['first_decoded_s']:5.1f} s, first row on disk after {r['first_row_s']:5.1f} s, decoding "
-                  f"spanned {r['stream_s']:.1f} s", flush=True)
-            print(f"        CPU seconds by role: {r['cpu_seconds']}; stage seconds per case "
-                  f"{(r['timing'] or {}).get('stages', {}).get('frames', {}).get('seconds_total', 0) / n_cases(r):.3f}",
-                  flush=True)
+            print(
+                f"  {c:3d} CPUs: {r['wall_s']:7.1f} s  {r['cases_per_s']:6.2f} cases/s  first case decoded after "
+                f"{r['first_decoded_s']:5.1f} s, first row on disk after {r['first_row_s']:5.1f} s, decoding "
+                f"spanned {r['stream_s']:.1f} s",
+                flush=True,
+            )
+            print(
+                f"        CPU seconds by role: {r['cpu_seconds']}; stage seconds per case "
+                f"{(r['timing'] or {}).get('stages', {}).get('frames', {}).get('seconds_total', 0) / n_cases(r):.3f}",
+                flush=True,
+            )
             t = r["timing"] or {}
-            print("        run's own timing (s from its start): " + ", ".join(
-                f"{k} {t[k]}" for k in ("ray_ready", "first_row", "stream_done", "judged") if k in t), flush=True)
+            print(
+                "        run's own timing (s from its start): "
+                + ", ".join(f"{k} {t[k]}" for k in ("ray_ready", "first_row", "stream_done", "judged") if k in t),
+                flush=True,
+            )
         attached = run_attached(data, Path(tmp) / "attached", cpus[-1], args.cases) if args.attach else None
         if beside is not None:
             thread.join()
@@ -373,27 +458,35 @@ def main() -> None:
     base = next((r for r in runs if r["cpus"] == 2), runs[0])
     # wall: launch to exit (Ray's start, the first tasks' imports and the exit included); stream: the cases decoded
     # between the first and the last case leaving the decode stage, i.e. the throughput once running
-    print("\n| CPUs | wall s | cases/s (wall) | efficiency vs 2 CPUs (wall) | cases/s (stream) | efficiency vs 2 CPUs "
-          "(stream) | start to first row s | stage s per case |")
+    print(
+        "\n| CPUs | wall s | cases/s (wall) | efficiency vs 2 CPUs (wall) | cases/s (stream) | efficiency vs 2 CPUs "
+        "(stream) | start to first row s | stage s per case |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         eff = (r["cases_per_s"] / base["cases_per_s"]) / (r["cpus"] / base["cpus"])
         stream = (args.cases - 1) / r["stream_s"] if r["stream_s"] else float("nan")
         base_stream = (args.cases - 1) / base["stream_s"] if base["stream_s"] else float("nan")
         stage = (r["timing"] or {}).get("stages", {}).get("frames", {}).get("seconds_total", 0) / n_cases(r)
-        print(f"| {r['cpus']} | {r['wall_s']:.1f} | {r['cases_per_s']:.2f} | {eff:.2f} | {stream:.2f} | "
-              f"{(stream / base_stream) / (r['cpus'] / base['cpus']):.2f} | {r['first_row_s']:.1f} | {stage:.3f} |")
+        print(
+            f"| {r['cpus']} | {r['wall_s']:.1f} | {r['cases_per_s']:.2f} | {eff:.2f} | {stream:.2f} | "
+            f"{(stream / base_stream) / (r['cpus'] / base['cpus']):.2f} | {r['first_row_s']:.1f} | {stage:.3f} |"
+        )
     if official:
         per = " + ".join(f"{m} {official[m]['seconds']:.1f} s" for m in METRICS)
         where = f"core {max(cpus)}, beside the runs" if args.concurrent_official else "1 core"
-        print(f"\nofficial way (one process per metric, sequential, {where}): {per} = {official['total_s']:.1f} s, "
-              f"{official['cases_per_s']:.2f} cases/s, CPU-s per case {official['total_s'] / args.cases:.3f}")
+        print(
+            f"\nofficial way (one process per metric, sequential, {where}): {per} = {official['total_s']:.1f} s, "
+            f"{official['cases_per_s']:.2f} cases/s, CPU-s per case {official['total_s'] / args.cases:.3f}"
+        )
         print(f"this project on 2 CPUs vs the official way: {official['total_s'] / base['wall_s']:.2f}x faster (wall)")
         for m in METRICS:
             print(f"  {m}: mean {base['means'][m]:.4f} here, {official[m]['mean']:.4f} the official way")
     if attached:
-        print(f"\nattached to a running cluster ({attached['cpus']} CPUs): {attached['wall_s']:.1f} s, "
-              f"{attached['cases_per_s']:.2f} cases/s, first row on disk after {attached['first_row_s']:.1f} s")
+        print(
+            f"\nattached to a running cluster ({attached['cpus']} CPUs): {attached['wall_s']:.1f} s, "
+            f"{attached['cases_per_s']:.2f} cases/s, first row on disk after {attached['first_row_s']:.1f} s"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps({"runs": runs, "official": official, "attached": attached}, indent=2))
 

@@ -44,7 +44,12 @@ def threads():
     import vbench_ray.metrics.stage  # noqa: F401  (cv2, numpy, scipy, skimage: what a decode task loads)
     import numpy as np
     np.dot(np.ones((256, 256)), np.ones((256, 256)))  # wakes a BLAS thread pool if one exists
-    return {"threads_before_imports": before, "threads_after": count(), "omp": os.environ.get("OMP_NUM_THREADS"), "affinity": len(os.sched_getaffinity(0))}
+    return {
+        "threads_before_imports": before,
+        "threads_after": count(),
+        "omp": os.environ.get("OMP_NUM_THREADS"),
+        "affinity": len(os.sched_getaffinity(0)),
+    }
 
 first = ray.get(threads.remote())
 marks["first_task"] = time.time() - t0
@@ -73,8 +78,9 @@ print(json.dumps({"marks": marks, "worker": first}))
 def probe(cpus: int) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{REPO}:{os.environ.get('PYTHONPATH', '')}"}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-c", PROBE, repr(time.time()), str(cpus)], capture_output=True,
-                          text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, repr(time.time()), str(cpus)], capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])

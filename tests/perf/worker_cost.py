@@ -32,8 +32,8 @@ def thread_cpu() -> dict[str, float]:
             stat = Path(f"/proc/self/task/{tid}/stat").read_text()
         except OSError:
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out
 
@@ -51,9 +51,16 @@ def work(rows: list[dict]) -> dict:
         stage(r)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     after = thread_cpu()
-    threads = {k: round(after.get(k, 0) - before.get(k, 0), 2) for k in after if after.get(k, 0) - before.get(k, 0) > 0.05}
-    return {"s_per_case": wall / len(rows), "cpu_per_case": cpu / len(rows), "threads": threads,
-            "omp": os.environ.get("OMP_NUM_THREADS"), "affinity": sorted(os.sched_getaffinity(0))}
+    threads = {
+        k: round(after.get(k, 0) - before.get(k, 0), 2) for k in after if after.get(k, 0) - before.get(k, 0) > 0.05
+    }
+    return {
+        "s_per_case": wall / len(rows),
+        "cpu_per_case": cpu / len(rows),
+        "threads": threads,
+        "omp": os.environ.get("OMP_NUM_THREADS"),
+        "affinity": sorted(os.sched_getaffinity(0)),
+    }
 
 
 def main() -> None:
@@ -64,8 +71,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = scale.make_data(Path(tmp) / "c", args.cases, 4, 81, 832, 480)
         tasks = json.loads(Path(data["checklist"]).read_text())
-        rows = [{"case_id": str(t["id"]), "source_path": str(Path(data["source_dir"]) / t["videoA_path"]),
-                 "edited_path": str(Path(data["edited_dir"]) / f"{t['id']}.mp4")} for t in tasks]
+        rows = [
+            {
+                "case_id": str(t["id"]),
+                "source_path": str(Path(data["source_dir"]) / t["videoA_path"]),
+                "edited_path": str(Path(data["edited_dir"]) / f"{t['id']}.mp4"),
+            }
+            for t in tasks
+        ]
         os.sched_setaffinity(0, {0})
         plain = work(rows)
         print("plain process, 1 core:", json.dumps(plain), flush=True)

@@ -38,10 +38,27 @@ VISION_SPECIAL_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
 BPE_VOCAB_SIZE = 1024  # trained vocabulary, special tokens included; the model's vocab_size equals len(tokenizer)
 
 # Text sizes shared by both models (docs/stack.md: head_dim 64; 16 is rejected by vLLM's CPU attention backend).
-TEXT_SIZES = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6)
-VISION_SIZES = dict(depth=2, embed_dim=128, num_heads=2, mlp_ratio=4, patch_size=14, spatial_merge_size=2,
-                    temporal_patch_size=2, in_channels=3, hidden_act="quick_gelu")
+TEXT_SIZES = dict(
+    hidden_size=256,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-6,
+)
+VISION_SIZES = dict(
+    depth=2,
+    embed_dim=128,
+    num_heads=2,
+    mlp_ratio=4,
+    patch_size=14,
+    spatial_merge_size=2,
+    temporal_patch_size=2,
+    in_channels=3,
+    hidden_act="quick_gelu",
+)
 MROPE_SECTION = [8, 12, 12]  # sums to head_dim / 2
 
 # Pixel budgets (per image / per video frame): 112x112 -> 8x8 patches -> 16 tokens per merged frame pair.
@@ -104,23 +121,74 @@ CHAT_TEMPLATE_TEXT = (
 
 def _corpus() -> list[str]:
     """A fixed, varied English corpus (generated deterministically) to train the tiny BPE on."""
-    subjects = ["the video", "the edited clip", "a red square", "the camera", "this frame", "the person",
-                "a dog", "the background", "the caption", "the judge", "the model", "each object"]
-    verbs = ["moves", "shows", "keeps", "changes", "follows", "matches", "contains", "loses", "adds",
-             "removes", "describes", "answers"]
-    objects = ["the original scene", "smooth motion", "the requested edit", "a blue sky", "the left side",
-               "two people", "a bright light", "the same color", "every detail", "the question", "a yes or no",
-               "the instruction"]
-    tails = ["quickly.", "slowly.", "without artifacts.", "in every frame.", "as asked.", "from 0 to 9.",
-             "at 16 fps.", "with a score of 1, 2, 3, 4 or 5.", "Yes.", "No.", "correctly?", "(maybe)."]
+    subjects = [
+        "the video",
+        "the edited clip",
+        "a red square",
+        "the camera",
+        "this frame",
+        "the person",
+        "a dog",
+        "the background",
+        "the caption",
+        "the judge",
+        "the model",
+        "each object",
+    ]
+    verbs = [
+        "moves",
+        "shows",
+        "keeps",
+        "changes",
+        "follows",
+        "matches",
+        "contains",
+        "loses",
+        "adds",
+        "removes",
+        "describes",
+        "answers",
+    ]
+    objects = [
+        "the original scene",
+        "smooth motion",
+        "the requested edit",
+        "a blue sky",
+        "the left side",
+        "two people",
+        "a bright light",
+        "the same color",
+        "every detail",
+        "the question",
+        "a yes or no",
+        "the instruction",
+    ]
+    tails = [
+        "quickly.",
+        "slowly.",
+        "without artifacts.",
+        "in every frame.",
+        "as asked.",
+        "from 0 to 9.",
+        "at 16 fps.",
+        "with a score of 1, 2, 3, 4 or 5.",
+        "Yes.",
+        "No.",
+        "correctly?",
+        "(maybe).",
+    ]
     lines = []
     for i, s in enumerate(subjects):
         for j, v in enumerate(verbs):
             o, t = objects[(i + j) % len(objects)], tails[(i * 7 + j * 3) % len(tails)]
             lines.append(f"{s.capitalize()} {v} {o} {t}")
-    lines += ["Score: 1 2 3 4 5 6 7 8 9 10", "Answer with yes or no.", "{\"score\": 4, \"reason\": \"ok\"}",
-              "Is the edit faithful to the instruction? Rate the temporal consistency.",
-              "User: describe the video. Assistant: The video shows a moving square."]
+    lines += [
+        "Score: 1 2 3 4 5 6 7 8 9 10",
+        "Answer with yes or no.",
+        "{\"score\": 4, \"reason\": \"ok\"}",
+        "Is the edit faithful to the instruction? Rate the temporal consistency.",
+        "User: describe the video. Assistant: The video shows a moving square.",
+    ]
     return lines
 
 
@@ -132,15 +200,20 @@ def _train_tokenizer(special_tokens: list[str]):
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB_SIZE, min_frequency=1, show_progress=False,
-                                  special_tokens=list(special_tokens),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=BPE_VOCAB_SIZE,
+        min_frequency=1,
+        show_progress=False,
+        special_tokens=list(special_tokens),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     bpe.train_from_iterator(_corpus() * 4, trainer=trainer)
     state = json.loads(bpe.to_str())["model"]
     vocab, merges = state["vocab"], state["merges"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
-    tok = Qwen2TokenizerFast(vocab=vocab, merges=merges, unk_token=None, bos_token=None,
-                             eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tok = Qwen2TokenizerFast(
+        vocab=vocab, merges=merges, unk_token=None, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     tok.add_special_tokens({"additional_special_tokens": [t for t in special_tokens if t != "<|endoftext|>"]})
     for t in special_tokens:  # the specials keep the ids the trainer gave them
         assert tok.convert_tokens_to_ids(t) == vocab[t], (t, tok.convert_tokens_to_ids(t), vocab[t])
@@ -188,15 +261,22 @@ def build_tiny_qwen2(out_dir: str | Path, seed: int = 0) -> Path:
 
         tok = _train_tokenizer(TEXT_SPECIAL_TOKENS)
         tok.chat_template = CHAT_TEMPLATE_TEXT
-        cfg = Qwen2Config(vocab_size=len(tok), **TEXT_SIZES, tie_word_embeddings=True, initializer_range=0.02,
-                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                          bos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
-                          eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
-                          pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), dtype="bfloat16")
+        cfg = Qwen2Config(
+            vocab_size=len(tok),
+            **TEXT_SIZES,
+            tie_word_embeddings=True,
+            initializer_range=0.02,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            bos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
+            eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+            pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
+            dtype="bfloat16",
+        )
         torch = _seeded_init(seed)
         model = Qwen2ForCausalLM(cfg).to(torch.bfloat16).eval()
-        model.generation_config = GenerationConfig(bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id,
-                                                   pad_token_id=cfg.pad_token_id, do_sample=False)
+        model.generation_config = GenerationConfig(
+            bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id, pad_token_id=cfg.pad_token_id, do_sample=False
+        )
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
 
@@ -213,30 +293,65 @@ def build_tiny_qwen2_vl(out_dir: str | Path, seed: int = 0) -> Path:
         tok.chat_template = CHAT_TEMPLATE_VL
         ids = {t: tok.convert_tokens_to_ids(t) for t in TEXT_SPECIAL_TOKENS + VISION_SPECIAL_TOKENS}
         text_config = dict(
-            vocab_size=len(tok), **TEXT_SIZES, initializer_range=0.02,
+            vocab_size=len(tok),
+            **TEXT_SIZES,
+            initializer_range=0.02,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": MROPE_SECTION},
-            bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
+        )
         vision_config = dict(VISION_SIZES, hidden_size=TEXT_SIZES["hidden_size"], initializer_range=0.02)
-        cfg = Qwen2VLConfig(text_config=text_config, vision_config=vision_config,
-                            image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-                            vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-                            tie_word_embeddings=True, dtype="bfloat16")
+        cfg = Qwen2VLConfig(
+            text_config=text_config,
+            vision_config=vision_config,
+            image_token_id=ids["<|image_pad|>"],
+            video_token_id=ids["<|video_pad|>"],
+            vision_start_token_id=ids["<|vision_start|>"],
+            vision_end_token_id=ids["<|vision_end|>"],
+            tie_word_embeddings=True,
+            dtype="bfloat16",
+        )
         torch = _seeded_init(seed)
         model = Qwen2VLForConditionalGeneration(cfg).to(torch.bfloat16).eval()
-        model.generation_config = GenerationConfig(bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
-                                                   pad_token_id=ids["<|endoftext|>"], do_sample=False)
+        model.generation_config = GenerationConfig(
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
+            do_sample=False,
+        )
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
 
-        common = dict(do_resize=True, resample=3, do_rescale=True, rescale_factor=1 / 255, do_normalize=True,
-                      image_mean=OPENAI_CLIP_MEAN, image_std=OPENAI_CLIP_STD, do_convert_rgb=True,
-                      patch_size=VISION_SIZES["patch_size"], temporal_patch_size=VISION_SIZES["temporal_patch_size"],
-                      merge_size=VISION_SIZES["spatial_merge_size"])
-        image_cfg = dict(common, image_processor_type="Qwen2VLImageProcessor", processor_class="Qwen2VLProcessor",
-                         size={"shortest_edge": IMAGE_MIN_PIXELS, "longest_edge": IMAGE_MAX_PIXELS})
-        video_cfg = dict(common, video_processor_type="Qwen2VLVideoProcessor", processor_class="Qwen2VLProcessor",
-                         size={"shortest_edge": VIDEO_MIN_PIXELS, "longest_edge": VIDEO_MAX_PIXELS},
-                         do_sample_frames=False, min_frames=2, max_frames=64, cap_pixels_per_frame=False)
+        common = dict(
+            do_resize=True,
+            resample=3,
+            do_rescale=True,
+            rescale_factor=1 / 255,
+            do_normalize=True,
+            image_mean=OPENAI_CLIP_MEAN,
+            image_std=OPENAI_CLIP_STD,
+            do_convert_rgb=True,
+            patch_size=VISION_SIZES["patch_size"],
+            temporal_patch_size=VISION_SIZES["temporal_patch_size"],
+            merge_size=VISION_SIZES["spatial_merge_size"],
+        )
+        image_cfg = dict(
+            common,
+            image_processor_type="Qwen2VLImageProcessor",
+            processor_class="Qwen2VLProcessor",
+            size={"shortest_edge": IMAGE_MIN_PIXELS, "longest_edge": IMAGE_MAX_PIXELS},
+        )
+        video_cfg = dict(
+            common,
+            video_processor_type="Qwen2VLVideoProcessor",
+            processor_class="Qwen2VLProcessor",
+            size={"shortest_edge": VIDEO_MIN_PIXELS, "longest_edge": VIDEO_MAX_PIXELS},
+            do_sample_frames=False,
+            min_frames=2,
+            max_frames=64,
+            cap_pixels_per_frame=False,
+        )
         (tmp / "preprocessor_config.json").write_text(json.dumps(image_cfg, indent=2) + "\n")
         (tmp / "video_preprocessor_config.json").write_text(json.dumps(video_cfg, indent=2) + "\n")
         (tmp / "processor_config.json").write_text(json.dumps({"processor_class": "Qwen2VLProcessor"}, indent=2) + "\n")

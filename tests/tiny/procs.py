@@ -114,15 +114,21 @@ def vllm_env(tmp: Path, tag: str, *, stub: bool = True) -> dict[str, str]:
     With ``stub``, the test-only torchvision stand-in comes first on ``PYTHONPATH``, followed by ``tests/``, the
     repository and whatever ``PYTHONPATH`` this process has.
     """
-    paths = ([stub_path()] if stub else []) + [str(REPO / "tests"), str(REPO)] + \
-        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = (
+        ([stub_path()] if stub else [])
+        + [str(REPO / "tests"), str(REPO)]
+        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     return {
         TAG_VAR: tag,
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
         "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
         "VLLM_CACHE_ROOT": str(tmp / "vllm_cache"),
-        "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "RAY_USAGE_STATS_ENABLED": "0",
-        "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
     }
 
 
@@ -148,10 +154,18 @@ def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout: float) ->
 
 
 @contextmanager
-def vllm_server(model: Path, tmp: Path, *, served_name: str | Sequence[str] = "tiny-judge",
-                media_dir: Path | None = None, media_io_kwargs: dict | None = None, max_model_len: int = 4096,
-                limit_mm: dict | None = None, extra_args: Sequence[str] = (),
-                timeout: float = 240) -> Iterator[dict]:
+def vllm_server(
+    model: Path,
+    tmp: Path,
+    *,
+    served_name: str | Sequence[str] = "tiny-judge",
+    media_dir: Path | None = None,
+    media_io_kwargs: dict | None = None,
+    max_model_len: int = 4096,
+    limit_mm: dict | None = None,
+    extra_args: Sequence[str] = (),
+    timeout: float = 240,
+) -> Iterator[dict]:
     """A real ``vllm.entrypoints.openai.api_server`` for ``model`` on 127.0.0.1 (CPU, stand-in on PYTHONPATH).
 
     ``served_name``: one name or several (the server accepts any of them as a request's ``model``; its responses
@@ -166,18 +180,39 @@ def vllm_server(model: Path, tmp: Path, *, served_name: str | Sequence[str] = "t
     env.update(vllm_env(tmp, tag))
     log = tmp / f"vllm_server_{port}.log"
     names = [served_name] if isinstance(served_name, str) else list(served_name)
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--served-model-name", *names, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
-           "--max-model-len", str(max_model_len), "--dtype", "bfloat16", "--max-num-seqs", "8", "--seed", "0",
-           "--limit-mm-per-prompt", json.dumps(limit_mm if limit_mm is not None else {"image": 2, "video": 2})]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        *names,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--max-model-len",
+        str(max_model_len),
+        "--dtype",
+        "bfloat16",
+        "--max-num-seqs",
+        "8",
+        "--seed",
+        "0",
+        "--limit-mm-per-prompt",
+        json.dumps(limit_mm if limit_mm is not None else {"image": 2, "video": 2}),
+    ]
     if media_dir is not None:
         cmd += ["--allowed-local-media-path", str(media_dir)]
     if media_io_kwargs:
         cmd += ["--media-io-kwargs", json.dumps(media_io_kwargs)]
     cmd += list(extra_args)
     with open(log, "w") as fh:
-        server = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-                                  cwd=str(tmp))
+        server = subprocess.Popen(
+            cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=str(tmp)
+        )
     try:
         health_s = wait_healthy(server, f"http://127.0.0.1:{port}/health", log, timeout=timeout)
         yield {"base_url": f"http://127.0.0.1:{port}/v1", "port": port, "health_s": health_s, "log": log, "tag": tag}

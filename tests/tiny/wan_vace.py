@@ -28,17 +28,52 @@ from .models import _build_atomically, _corpus
 BUILD_KIND = "wan_vace"
 
 TINY = {
-    "transformer": dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=12, in_channels=16,
-                        out_channels=16, text_dim=32, freq_dim=16, ffn_dim=48, num_layers=2, cross_attn_norm=True,
-                        qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64, vace_layers=[0],
-                        vace_in_channels=96),
-    "vae": dict(base_dim=4, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1, attn_scales=[],
-                temperal_downsample=[False, True, True], dropout=0.0),
-    "text_encoder": dict(d_model=32, d_ff=64, d_kv=8, num_heads=4, num_layers=2, relative_attention_num_buckets=8,
-                         relative_attention_max_distance=32, feed_forward_proj="gated-gelu", dropout_rate=0.0,
-                         layer_norm_epsilon=1e-6, tie_word_embeddings=False),
-    "scheduler": dict(num_train_timesteps=1000, prediction_type="flow_prediction", use_flow_sigmas=True,
-                      flow_shift=3.0, solver_order=2),
+    "transformer": dict(
+        patch_size=[1, 2, 2],
+        num_attention_heads=2,
+        attention_head_dim=12,
+        in_channels=16,
+        out_channels=16,
+        text_dim=32,
+        freq_dim=16,
+        ffn_dim=48,
+        num_layers=2,
+        cross_attn_norm=True,
+        qk_norm="rms_norm_across_heads",
+        eps=1e-6,
+        rope_max_seq_len=64,
+        vace_layers=[0],
+        vace_in_channels=96,
+    ),
+    "vae": dict(
+        base_dim=4,
+        z_dim=16,
+        dim_mult=[1, 1, 1, 1],
+        num_res_blocks=1,
+        attn_scales=[],
+        temperal_downsample=[False, True, True],
+        dropout=0.0,
+    ),
+    "text_encoder": dict(
+        d_model=32,
+        d_ff=64,
+        d_kv=8,
+        num_heads=4,
+        num_layers=2,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=32,
+        feed_forward_proj="gated-gelu",
+        dropout_rate=0.0,
+        layer_norm_epsilon=1e-6,
+        tie_word_embeddings=False,
+    ),
+    "scheduler": dict(
+        num_train_timesteps=1000,
+        prediction_type="flow_prediction",
+        use_flow_sigmas=True,
+        flow_shift=3.0,
+        solver_order=2,
+    ),
     "tokenizer_vocab": 300,
 }
 
@@ -50,9 +85,13 @@ def train_tokenizer(vocab_size: int):
 
     unigram = Tokenizer(models.Unigram())
     unigram.pre_tokenizer = pre_tokenizers.Metaspace()
-    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "</s>", "<unk>"],
-                                      unk_token="<unk>", show_progress=False,
-                                      initial_alphabet=list(string.ascii_letters + string.digits + string.punctuation))
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<pad>", "</s>", "<unk>"],
+        unk_token="<unk>",
+        show_progress=False,
+        initial_alphabet=list(string.ascii_letters + string.digits + string.punctuation),
+    )
     unigram.train_from_iterator(_corpus() * 4, trainer=trainer)
     vocab = [tuple(v) for v in json.loads(unigram.to_str())["model"]["vocab"]]
     assert [v[0] for v in vocab[:3]] == ["<pad>", "</s>", "<unk>"], vocab[:3]
@@ -72,8 +111,9 @@ def _default_dtype(dtype):
         torch.set_default_dtype(before)
 
 
-def build_wan_vace_pipeline(sizes: dict, device: str = "cpu", dtype=None, vae_dtype=None, seed: int = 0,
-                            vocab_size: int | None = None):
+def build_wan_vace_pipeline(
+    sizes: dict, device: str = "cpu", dtype=None, vae_dtype=None, seed: int = 0, vocab_size: int | None = None
+):
     """A ``WanVACEPipeline`` of random weights with ``sizes`` (``TINY`` or the real ones), made on ``device``.
 
     The transformer and text encoder are created in ``dtype`` (default float32), the VAE in ``vae_dtype``
@@ -93,8 +133,14 @@ def build_wan_vace_pipeline(sizes: dict, device: str = "cpu", dtype=None, vae_dt
     with torch.device(device):
         with _default_dtype(dtype):
             transformer = WanVACETransformer3DModel(**sizes["transformer"])
-            text_config = UMT5Config(vocab_size=vocab_size or len(tokenizer), pad_token_id=0, eos_token_id=1,
-                                     decoder_start_token_id=0, is_encoder_decoder=True, **sizes["text_encoder"])
+            text_config = UMT5Config(
+                vocab_size=vocab_size or len(tokenizer),
+                pad_token_id=0,
+                eos_token_id=1,
+                decoder_start_token_id=0,
+                is_encoder_decoder=True,
+                **sizes["text_encoder"],
+            )
             text_encoder = UMT5EncoderModel(text_config)
         with _default_dtype(vae_dtype):
             vae = AutoencoderKLWan(**sizes["vae"])
@@ -103,8 +149,13 @@ def build_wan_vace_pipeline(sizes: dict, device: str = "cpu", dtype=None, vae_dt
         if tensor.is_floating_point() and keep.intersection(name.split(".")):
             tensor.data = tensor.data.float()
     scheduler = UniPCMultistepScheduler(**sizes["scheduler"])
-    pipe = WanVACEPipeline(tokenizer=tokenizer, text_encoder=text_encoder.eval(), vae=vae.eval(),
-                           scheduler=scheduler, transformer=transformer.eval())
+    pipe = WanVACEPipeline(
+        tokenizer=tokenizer,
+        text_encoder=text_encoder.eval(),
+        vae=vae.eval(),
+        scheduler=scheduler,
+        transformer=transformer.eval(),
+    )
     return pipe
 
 

@@ -32,8 +32,12 @@ def decode_image(input, mode: ImageReadMode = ImageReadMode.UNCHANGED, apply_exi
         img = Image.open(_io.BytesIO(data))
     if apply_exif_orientation:
         img = ImageOps.exif_transpose(img)
-    pil_mode = {ImageReadMode.GRAY: "L", ImageReadMode.GRAY_ALPHA: "LA", ImageReadMode.RGB: "RGB",
-                ImageReadMode.RGB_ALPHA: "RGBA"}.get(mode)
+    pil_mode = {
+        ImageReadMode.GRAY: "L",
+        ImageReadMode.GRAY_ALPHA: "LA",
+        ImageReadMode.RGB: "RGB",
+        ImageReadMode.RGB_ALPHA: "RGBA",
+    }.get(mode)
     if pil_mode is not None:
         img = img.convert(pil_mode)
     arr = np.asarray(img)

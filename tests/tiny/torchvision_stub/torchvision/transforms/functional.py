@@ -35,8 +35,14 @@ _TORCH_MODE = {
     InterpolationMode.LANCZOS: "bicubic",
 }
 # PIL.Image.Resampling integer codes, accepted by torchvision as well.
-_PIL_CODES = {0: InterpolationMode.NEAREST, 1: InterpolationMode.LANCZOS, 2: InterpolationMode.BILINEAR,
-              3: InterpolationMode.BICUBIC, 4: InterpolationMode.BOX, 5: InterpolationMode.HAMMING}
+_PIL_CODES = {
+    0: InterpolationMode.NEAREST,
+    1: InterpolationMode.LANCZOS,
+    2: InterpolationMode.BILINEAR,
+    3: InterpolationMode.BICUBIC,
+    4: InterpolationMode.BOX,
+    5: InterpolationMode.HAMMING,
+}
 
 
 def _mode(interpolation) -> InterpolationMode:
@@ -156,7 +162,7 @@ def crop(img, top: int, left: int, height: int, width: int):
         pads = (max(-left, 0), max(-top, 0), max(right - w, 0), max(bottom - h, 0))
         img = pad(img, list(pads), fill=0)
         top, left = max(top, 0), max(left, 0)
-    return img[..., top:top + height, left:left + width]
+    return img[..., top : top + height, left : left + width]
 
 
 def center_crop(img, output_size):
