@@ -29,20 +29,31 @@ def user_env(**extra: str) -> dict:
     return env
 
 
-@pytest.fixture(scope="session")
-def private_ray_token(tmp_path_factory):
-    """Token authentication with a token file of this session's own, for a Ray runtime started in this process
-    (``ray_local``): Ray 2.60's default token, ``~/.ray/auth_token``, is shared by every Ray of the user on the
-    machine. Only the tests that start such a runtime get it; subprocesses that run what a user runs use
-    ``user_env()``."""
+def _private_ray_token() -> str:
+    """Token authentication with a token file of this session's own, for the Ray runtimes started in this process
+    (``ray_local``, and tests that call ``runner.run`` in-process): Ray 2.60's default token, ``~/.ray/auth_token``,
+    is shared by every Ray of the user on the machine. Set when conftest is imported, before any test can start
+    Ray: Ray reads the auth mode and token once per process, so a token set later (by the first test that needs
+    one) disagrees with what an earlier in-process ``ray.init`` cached, and the next runtime's GCS refuses this
+    process ("Missing authorization header"). Subprocesses that run what a user runs get ``user_env()``, without it."""
     import secrets
+    import tempfile
 
     if "RAY_AUTH_TOKEN_PATH" not in os.environ:
-        path = tmp_path_factory.mktemp("ray_token") / "auth_token"
+        path = Path(tempfile.mkdtemp(prefix="vbr-token-")) / "auth_token"
         path.write_text(secrets.token_hex(32))
         path.chmod(0o600)
         os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(path))
     return os.environ["RAY_AUTH_TOKEN_PATH"]
+
+
+_PRIVATE_TOKEN = _private_ray_token()
+
+
+@pytest.fixture(scope="session")
+def private_ray_token():
+    """The path of this session's own Ray token (set for this process when conftest was imported)."""
+    return _PRIVATE_TOKEN
 
 
 SHARED_SERVER = "tiny_vllm_server"  # the session's one vLLM OpenAI server (fixture below)

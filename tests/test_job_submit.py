@@ -62,10 +62,12 @@ def test_kill_session_ends_every_process_of_the_session_by_pid(tmp_path):
     """The clean-up these tests (and test_multinode) run on any exit, Ctrl-C included: a process in a process
     group of its own (as raylet's workers are) and one that ignores SIGTERM (as a stuck agent may) are ended
     too; a process group kill (`os.killpg`) would leave the first, SIGTERM alone the second."""
-    script = "sleep 300 & (trap '' TERM; sleep 300; true) & set -m; sleep 300 & echo ready; wait"
+    # the subshell says "trapped" once it ignores SIGTERM (before that a SIGTERM would end it), bash "ready" once
+    # it has started the three: both lines are read before anything is killed
+    script = "sleep 300 & (trap '' TERM; echo trapped; sleep 300; true) & set -m; sleep 300 & echo ready; wait"
     proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        assert proc.stdout.readline().strip() == "ready"
+        assert {proc.stdout.readline().strip(), proc.stdout.readline().strip()} == {"trapped", "ready"}
         pids = session_pids(proc.pid)
         groups = {os.getpgid(pid) for pid in pids}
         assert len(pids) >= 4 and len(groups) >= 2, (pids, groups)  # bash, 3 children, one group of its own
