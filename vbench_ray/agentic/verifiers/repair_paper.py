@@ -170,17 +170,10 @@ def visual_scores(out: Source, broken: Source, golden: Source, truth: dict, cfg:
         hib = M.HIGHER_IS_BETTER[m]
         m_out_in, m_br_in = _mean(vals[m]["out_in"]), _mean(vals[m]["br_in"])
         g_in = golden_reference(truth, "in", m, cfg)
-        rec = {"in": {"out": m_out_in, "broken": m_br_in, "golden": g_in, "s": M.rescale(m_out_in, m_br_in, g_in, hib)}}
+        rec = _rescaled_in(m_out_in, m_br_in, g_in, hib)
         s_in.append(rec["in"]["s"])
         if vals[m]["out_out"]:
-            m_out_out = _mean(vals[m]["out_out"])
-            g_out = golden_reference(truth, "out", m, cfg)
-            rec["out"] = {
-                "out": m_out_out,
-                "broken_anchor": m_br_in,
-                "golden": g_out,
-                "s": M.rescale(m_out_out, m_br_in, g_out, hib),
-            }
+            rec["out"] = _rescaled_out(_mean(vals[m]["out_out"]), m_br_in, golden_reference(truth, "out", m, cfg), hib)
             s_out.append(rec["out"]["s"])
         per[m] = rec
     return {
@@ -290,19 +283,13 @@ def audio_scores(out: Source, broken: Source, golden: Source, truth: dict, cfg: 
         hib = M.HIGHER_IS_BETTER[m]
         g_in = refs[m] if refs[m] is not None else _lower_anchor(v_in[f"golden:{m}"], truth, "in", m, cfg)
         m_out_in, m_br_in = v_in[f"out:{m}"], v_in[f"broken:{m}"]
-        rec = {"in": {"out": m_out_in, "broken": m_br_in, "golden": g_in, "s": M.rescale(m_out_in, m_br_in, g_in, hib)}}
+        rec = _rescaled_in(m_out_in, m_br_in, g_in, hib)
         s_in.append(rec["in"]["s"])
         if v_out:
             g_out = (
                 refs_out[m] if refs_out[m] is not None else _lower_anchor(v_out[f"golden:{m}"], truth, "out", m, cfg)
             )
-            m_out_out = v_out[f"out:{m}"]
-            rec["out"] = {
-                "out": m_out_out,
-                "broken_anchor": m_br_in,
-                "golden": g_out,
-                "s": M.rescale(m_out_out, m_br_in, g_out, hib),
-            }
+            rec["out"] = _rescaled_out(v_out[f"out:{m}"], m_br_in, g_out, hib)
             s_out.append(rec["out"]["s"])
         per[m] = rec
     return {
@@ -334,4 +321,19 @@ def shot_swap_score(out: Source, broken: Source, golden: Source, truth: dict, cf
         "length_ratio": ratio,
         "length_factor": factor,
         "reward": s * factor,
+    }
+
+
+def _rescaled_in(out: float, broken: float, golden: float, hib: bool) -> dict:
+    """One measure inside the defect window: the values and the rescaled score ``s`` (``measures.rescale``)."""
+    return {"in": {"out": out, "broken": broken, "golden": golden, "s": M.rescale(out, broken, golden, hib)}}
+
+
+def _rescaled_out(out: float, broken_anchor: float, golden: float, hib: bool) -> dict:
+    """One measure outside the window, anchored at the broken clip's in-window value."""
+    return {
+        "out": out,
+        "broken_anchor": broken_anchor,
+        "golden": golden,
+        "s": M.rescale(out, broken_anchor, golden, hib),
     }
