@@ -268,7 +268,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 DEMO_NOTE = (
     "The checklist judge of this demo is a tiny model with random weights, built offline: its "
-    "UAS/IFS/VRS/SEM mean nothing (most answers are invalid and count as wrong). It shows the "
+    "answers are mostly invalid, so UAS/IFS/VRS/SEM are n/a or mean nothing. It shows the "
     "judge path running end to end; point judge.model at a real VLM for real scores."
 )
 
