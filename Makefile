@@ -29,7 +29,7 @@ browser:
 	    else echo "chromium not found: the report browser test will be skipped (a failure under CI=true; install Debian's chromium)"; fi; }
 
 # -ra: every skip prints its reason; under CI=true a security, sandbox, browser or PyAV test that skips fails
-# (tests/ci_skips.py): CI gives them what they need (.ci/run) instead of passing without them.
+# (tests/helpers/ci_skips.py): CI gives them what they need (.ci/run) instead of passing without them.
 test: setup browser lint
 	$(PY) -m pytest -q -ra --durations=15
 

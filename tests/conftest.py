@@ -6,27 +6,13 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.common import REPO
 
 # Keep Ray, wandb and caches off the developer's home and out of the repo.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("WANDB_MODE", "offline")
-
-
-# What a test adds to its own process for a private Ray runtime (``private_ray_token``); a user's shell has none
-# of it, so subprocesses that run what a user runs get ``user_env()``.
-RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
-
-
-def user_env(**extra: str) -> dict:
-    """This process's environment as a user's shell has it: no Ray token set-up (``private_ray_token``, or the
-    ``RAY_AUTH_MODE=token`` that a local ``ray.init`` writes into its own process), no ``RAY_ADDRESS``."""
-    env = {k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARS and k != "RAY_ADDRESS"}
-    env.update(extra)
-    return env
 
 
 def _private_ray_token() -> str:
@@ -56,6 +42,9 @@ def private_ray_token():
     return _PRIVATE_TOKEN
 
 
+# tests/ (for ``helpers``) and the group folders, whose modules pytest imports by their plain names
+TEST_PATHS = [REPO / "tests", *(REPO / "tests" / group for group in ("unit", "pipeline", "cluster", "e2e"))]
+
 SHARED_SERVER = "tiny_vllm_server"  # the session's one vLLM OpenAI server (fixture below)
 
 
@@ -79,8 +68,9 @@ def ray_local(private_ray_token):
     import ray
 
     if not ray.is_initialized():
-        # loopback only (docs/stack.md); workers import test modules, so tests/ goes on their path
-        path = os.pathsep.join([str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH", "")])
+        # loopback only (docs/stack.md); workers import test modules (by their folder, as pytest does) and
+        # ``helpers`` (from tests/), so those folders go on their path
+        path = os.pathsep.join([*map(str, TEST_PATHS), str(REPO), os.environ.get("PYTHONPATH", "")])
         # one fake GPU: pools that ask for a GPU schedule (their models still run on the CPU)
         ray.init(
             address="local",
@@ -98,7 +88,7 @@ def ray_local(private_ray_token):
 @pytest.fixture(scope="session")
 def tiny_vllm_server(tmp_path_factory):
     """One real ``vllm.entrypoints.openai.api_server`` for the whole session, serving the tiny random Qwen2-VL
-    (``tests/tiny``) on 127.0.0.1 with the union of what its users need (the tests that request it run last,
+    (``tests/helpers/tiny``) on 127.0.0.1 with the union of what its users need (the tests that request it run last,
     ``pytest_collection_modifyitems``):
 
     * served as ``tiny-judge`` (the ``http`` judge tests; responses carry this first name) and ``tiny-agent``
@@ -112,8 +102,8 @@ def tiny_vllm_server(tmp_path_factory):
     Yields ``{"base_url", "port", "health_s", "log", "tag", "model", "names"}``. At session end the server's
     process group and every process carrying its tag are killed, and none may be left.
     """
-    from tiny.models import build_tiny_qwen2_vl
-    from tiny.procs import tagged_pids, vllm_server
+    from helpers.tiny.models import build_tiny_qwen2_vl
+    from helpers.tiny.procs import tagged_pids, vllm_server
 
     model = build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
     names = ["tiny-judge", "tiny-agent"]
@@ -154,52 +144,5 @@ def cove_copy(cove_data, tmp_path):
     }
 
 
-def cove_overrides(data: dict, out: Path, *extra: str) -> list[str]:
-    return [
-        f"data.checklist={data['checklist']}",
-        f"data.source_dir={data['source_dir']}",
-        f"data.edited_dir={data['edited_dir']}",
-        f"output.dir={out}",
-        "wandb.mode=disabled",
-        "report.enabled=false",
-        "metrics.enabled=[SSIM,MSM,MF]",
-        *extra,
-    ]
-
-
-def moving_square_video(t: int = 12, h: int = 48, w: int = 64, step: int = 2, seed: int = 0) -> np.ndarray:
-    """A textured background with a bright square moving right by ``step`` px per frame (uint8 THWC)."""
-    import cv2
-
-    rng = np.random.default_rng(seed)  # smoothed noise: textured, yet survives yuv420 + h264 intact
-    noise = rng.integers(0, 255, size=(h, w, 3), dtype=np.uint8)
-    bg = cv2.GaussianBlur(noise, (0, 0), 2.0)
-    bg = cv2.normalize(bg, None, 20, 230, cv2.NORM_MINMAX)
-    frames = np.repeat(bg[None], t, axis=0).copy()
-    for i in range(t):
-        x = 4 + i * step
-        frames[i, 10:26, x : x + 16] = (250, 40, 40)
-    return frames
-
-
-def assert_yaml_documents(documented, schema, section: str) -> None:
-    """The YAML's ``section`` equals the schema's (the dataclass defaults), with one tolerance: in
-    ``metrics``, a metric's block (``metrics.<metric>``, ``metrics.exclude.<metric>``) may be absent from the
-    YAML, its defaults then coming from the metric's ``config_class`` alone, so a new metric needs no YAML
-    edit. Every block that is in the YAML must match exactly."""
-    from omegaconf import OmegaConf
-
-    from vbench_ray.metrics import METRICS
-
-    doc = OmegaConf.to_container(documented[section])
-    ref = OmegaConf.to_container(schema[section])
-    if section == "metrics" and isinstance(doc, dict):
-        for node_doc, node_ref in ((doc, ref), (doc.get("exclude"), ref.get("exclude"))):
-            if isinstance(node_doc, dict) and isinstance(node_ref, dict):
-                for name in [k for k in node_ref if k in METRICS and k not in node_doc]:
-                    del node_ref[name]
-    assert doc == ref, section
-
-
-# Loud skips (tests/ci_skips.py): under CI=true a security, sandbox, browser or PyAV test that skips fails.
-from ci_skips import pytest_runtest_makereport  # noqa: E402, F401  (a hook: registered by being here)
+# Loud skips (tests/helpers/ci_skips.py): under CI=true a security, sandbox, browser or PyAV test that skips fails.
+from helpers.ci_skips import pytest_runtest_makereport  # noqa: E402, F401  (a hook: registered by being here)

@@ -7,7 +7,7 @@ never start, and if they belong to the stream's first stage, nothing moves again
 pools of one CPU each, a judge stage and an ``hf`` judge replica took 3.25 CPUs, and the first pool, into which Ray
 Data had fused the decode tasks, waited forever for one). GPUs likewise: sized alone, each GPU pool asked for every
 GPU slot it fits on, so on one GPU two pools of half a GPU asked for four halves, and the pool whose actors Ray
-placed second could start only when the first pool had finished (tests/test_pool_plan.py shows both).
+placed second could start only when the first pool had finished (tests/pipeline/test_pool_plan.py shows both).
 
 So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less what the judge engines hold:
 

@@ -113,7 +113,7 @@ class RandomWanVACE(DiffusersEditor):
     def load_pipeline(self):
         import torch
 
-        from tiny.wan_vace import TINY, build_wan_vace_pipeline
+        from helpers.tiny.wan_vace import TINY, build_wan_vace_pipeline
 
         sizes = REAL if self.cfg.perf_sizes == "real" else TINY
         main, vae = self.torch_dtypes()

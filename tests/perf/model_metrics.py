@@ -952,12 +952,12 @@ def report(
 
 def _torchvision_for_qwen() -> None:
     """Qwen2.5-VL's processor imports torchvision. A CPU machine of this project has none (docs/stack.md): for the
-    tiny smoke run only, the tests' stand-in (tests/tiny/torchvision_stub, plain torch) takes its place."""
+    tiny smoke run only, the tests' stand-in (tests/helpers/tiny/torchvision_stub, plain torch) takes its place."""
     import importlib.util
 
     if importlib.util.find_spec("torchvision") is None:
-        sys.path.insert(0, str(REPO / "tests" / "tiny" / "torchvision_stub"))
-        print("no torchvision: VQR's processor uses the tests' stand-in (tests/tiny/torchvision_stub)", flush=True)
+        sys.path.insert(0, str(REPO / "tests" / "helpers" / "tiny" / "torchvision_stub"))
+        print("no torchvision: VQR's processor uses the stand-in tests/helpers/tiny/torchvision_stub", flush=True)
 
 
 def main() -> None:

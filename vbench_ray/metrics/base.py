@@ -24,7 +24,7 @@ Metrics never open files themselves.
 Benchmarks only *name* the metrics they use: ``metrics_config`` builds a benchmark's ``metrics`` config
 section from those names and the registry, so adding a metric is one module under ``vbench_ray/metrics``
 (registered with ``@register_metric`` and imported in ``vbench_ray/metrics/__init__.py``), its name in the
-benchmark's metric list, and its test (``tests/test_metrics_registry.py`` walks through one, CPU and
+benchmark's metric list, and its test (``tests/unit/test_metrics_registry.py`` walks through one, CPU and
 model-backed; a metric block absent from a benchmark's YAML takes the class's defaults).
 
 Model-backed metrics load weights in ``setup()`` (called once per actor) from a configured local path

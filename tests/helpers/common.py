@@ -1,0 +1,72 @@
+"""Small helpers shared by test modules: the repository root, a user's environment for subprocesses, CoVEBench
+overrides, a synthetic moving-square video and the check that a shipped YAML documents its schema."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+
+# What a test adds to its own process for a private Ray runtime (the ``private_ray_token`` fixture); a user's shell
+# has none of it, so subprocesses that run what a user runs get ``user_env()``.
+RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+
+
+def user_env(**extra: str) -> dict:
+    """This process's environment as a user's shell has it: no Ray token set-up (``private_ray_token``, or the
+    ``RAY_AUTH_MODE=token`` that a local ``ray.init`` writes into its own process), no ``RAY_ADDRESS``."""
+    env = {k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARS and k != "RAY_ADDRESS"}
+    env.update(extra)
+    return env
+
+
+def cove_overrides(data: dict, out: Path, *extra: str) -> list[str]:
+    """Overrides pointing ``configs/cove.yaml`` at a synthetic CoVEBench (``cove_data``) with the CPU metrics only,
+    no wandb and no report."""
+    return [
+        f"data.checklist={data['checklist']}",
+        f"data.source_dir={data['source_dir']}",
+        f"data.edited_dir={data['edited_dir']}",
+        f"output.dir={out}",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+        "metrics.enabled=[SSIM,MSM,MF]",
+        *extra,
+    ]
+
+
+def moving_square_video(t: int = 12, h: int = 48, w: int = 64, step: int = 2, seed: int = 0) -> np.ndarray:
+    """A textured background with a bright square moving right by ``step`` px per frame (uint8 THWC)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)  # smoothed noise: textured, yet survives yuv420 + h264 intact
+    noise = rng.integers(0, 255, size=(h, w, 3), dtype=np.uint8)
+    bg = cv2.GaussianBlur(noise, (0, 0), 2.0)
+    bg = cv2.normalize(bg, None, 20, 230, cv2.NORM_MINMAX)
+    frames = np.repeat(bg[None], t, axis=0).copy()
+    for i in range(t):
+        x = 4 + i * step
+        frames[i, 10:26, x : x + 16] = (250, 40, 40)
+    return frames
+
+
+def assert_yaml_documents(documented, schema, section: str) -> None:
+    """The YAML's ``section`` equals the schema's (the dataclass defaults), with one tolerance: in
+    ``metrics``, a metric's block (``metrics.<metric>``, ``metrics.exclude.<metric>``) may be absent from the
+    YAML, its defaults then coming from the metric's ``config_class`` alone, so a new metric needs no YAML
+    edit. Every block that is in the YAML must match exactly."""
+    from omegaconf import OmegaConf
+
+    from vbench_ray.metrics import METRICS
+
+    doc = OmegaConf.to_container(documented[section])
+    ref = OmegaConf.to_container(schema[section])
+    if section == "metrics" and isinstance(doc, dict):
+        for node_doc, node_ref in ((doc, ref), (doc.get("exclude"), ref.get("exclude"))):
+            if isinstance(node_doc, dict) and isinstance(node_ref, dict):
+                for name in [k for k in node_ref if k in METRICS and k not in node_doc]:
+                    del node_ref[name]
+    assert doc == ref, section
