@@ -7,10 +7,11 @@ teardown (whose ``atexit`` shuts Ray down): Ray Data's prefetch thread is still 
 when it finishes, the executor's shutdown reports its stats to Ray; with Ray gone that call initialises Ray again,
 starting a fresh local runtime (or attaching to another one on the machine), which would hold a Ctrl-C'd run for
 a minute or more. Nothing is lost by skipping the teardown: shards are written atomically, judge-log records are
-flushed and synced as they are appended, and a local Ray's processes end with the process that started them
-(``ray_start``: Ray starts them with ``PR_SET_PDEATHSIG``); an attached cluster sees its driver gone and frees what
-the run held. A second SIGINT, or a clean-up still running ``GRACE_S`` seconds after the first, ends the process
-at once. Exit status 130 (128 + SIGINT), the shell's convention.
+flushed and synced as they are appended, the live W&B run is finished first with exit code 130 (its steps so far
+kept; ``wandb sync`` uploads it as a failed run, and the same command continues its id), and a local Ray's processes
+end with the process that started them (``ray_start``: Ray starts them with ``PR_SET_PDEATHSIG``); an attached
+cluster sees its driver gone and frees what the run held. A second SIGINT, or a clean-up still running ``GRACE_S``
+seconds after the first, ends the process at once. Exit status 130 (128 + SIGINT), the shell's convention.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def exit_interrupted(message: str) -> NoReturn:
     """Print ``message``, flush the logs and end the process with status 130, Ray still up (see the module's
     docstring: a Ray shut down under Ray Data's running threads is started again by them)."""
     print(message, file=sys.stderr)
+    live = sys.modules.get("vbench_ray.live")  # not imported by a command that streams nothing: no run to end
+    if live is not None:
+        with contextlib.suppress(BaseException):
+            live.finish_open(EXIT_INTERRUPTED)  # the live wandb run ends as failed, with its steps so far
     with contextlib.suppress(BaseException):
         logging.shutdown()
         sys.stdout.flush()

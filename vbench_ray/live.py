@@ -104,6 +104,19 @@ def open_run(run_dir: str | Path, wandb_cfg: Any, name: str, config: dict):
     )  # the terminal's output stays out of the run's files
 
 
+def finish_open(exit_code: int) -> None:
+    """End every wandb run the stream still holds open, with ``exit_code`` (Ctrl-C: ``interrupt.exit_interrupted``
+    calls it with 130 before the process ends without its interpreter teardown, which would otherwise leave the
+    offline run without its exit record: ``wandb sync`` would then upload it as a run that never ended). The steps
+    logged so far are in the run's file already; a resume opens the same id (:func:`run_id`)."""
+    while _open:
+        name, run = _open.popitem()
+        try:
+            run.finish(exit_code=exit_code)
+        except Exception as exc:  # the process is ending anyway: say so and go on
+            log.warning("wandb run %s not finished: %s", name, exc)
+
+
 class Progress:
     """Counts and running means over the rows written so far; one wandb step per call of :meth:`update`."""
 
