@@ -21,6 +21,11 @@ then lists the options that differ, per run, and tags the metric cells they affe
 Outputs in ``--out``: ``leaderboard.json``, ``leaderboard.csv``, ``leaderboard.html`` (one self-contained
 page: a sortable table, forest plots of each run minus the reference, rank intervals, the pair table) and
 an offline wandb run in ``DIR/wandb``.
+
+Where the rest lives: reading runs, their units and options in :mod:`vbench_ray.compare_runs`; the files written
+in :mod:`vbench_ray.board_outputs`, the terminal table in :mod:`vbench_ray.board_text`. What depends on the
+benchmark (its headline metric, the units of its judged metrics, its own options, its analyses) is its class's
+compare hooks (``vbench_ray.benchmarks.base.Benchmark``).
 """
 
 from __future__ import annotations
@@ -29,13 +34,11 @@ import itertools
 import json
 import logging
 import math
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from vbench_ray import paired
 from vbench_ray.board_outputs import (  # noqa: F401  (the outputs: JSON, CSV, HTML, wandb; re-exported)
@@ -49,288 +52,19 @@ from vbench_ray.board_outputs import (  # noqa: F401  (the outputs: JSON, CSV, H
     write_outputs,
 )
 from vbench_ray.board_text import format_board  # noqa: F401  (the terminal table; re-exported)
+from vbench_ray.compare_base import RUNTIME_KEYS, CompareError, Run  # noqa: F401  (re-exported)
+from vbench_ray.compare_runs import (  # noqa: F401  (reading runs, their units and options; re-exported)
+    benchmark_class,
+    extract_units,
+    load_run,
+    mixed_options,
+    option_metrics,
+    scoring_options,
+)
 
 log = logging.getLogger(__name__)
 
-PRIMARY = {"cove": "UAS", "vidic": "Avg", "nrv": "NRVE_Acc", "agentic": "overall"}
-COVE_CHECKLIST = ("UAS", "IFS", "VRS", "SEM")
-VIDIC_SECTIONS = {"Sim": "Similarities", "Diff": "Differences", "Avg": None}
-# config keys that do not change a score (where things run, how fast, where weights sit)
-RUNTIME_KEYS = {
-    "device",
-    "batch_size",
-    "workers",
-    "num_gpus",
-    "gpu_fraction",
-    "num_cpus",
-    "backend",
-    "replay_path",
-    "env_vars",
-    "vllm",
-    "http",
-    "hf",
-    "seed",
-    "concurrency",
-    "dtype",
-}
-
-
-class CompareError(ValueError):
-    """Runs that cannot be compared; the message says which runs and which option."""
-
-
-@dataclass
-class Run:
-    path: Path
-    label: str
-    benchmark: str
-    config: dict
-    summary: dict
-    cases: pd.DataFrame
-    judgments: pd.DataFrame | None
-    units: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # metric -> case -> (num, den)
-    binary: dict[str, dict[tuple, bool]] = field(default_factory=dict)  # metric -> unit key -> correct
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-# ----------------------------------------------------------------------------- reading runs
-
-
-def _read_parquets(folder: Path) -> pd.DataFrame:
-    frames = []
-    for shard in sorted(folder.glob("*.parquet")):
-        frames.append(pd.read_parquet(shard))
-    frames = [f for f in frames if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def load_run(path: str | Path, variant: str = "base") -> Run:
-    from omegaconf import OmegaConf
-
-    from vbench_ray.run_lock import check_not_in_progress
-
-    path = Path(path)
-    check_not_in_progress(path, "compare")  # a run in progress: its summary.json is an earlier invocation's
-    for name in ("summary.json", "config.yaml"):
-        if not (path / name).is_file():
-            raise CompareError(f"{path}: no {name} (not a finished run directory)")
-    summary = json.loads((path / "summary.json").read_text())
-    config = OmegaConf.to_container(OmegaConf.load(path / "config.yaml"), resolve=False)
-    cases = _read_parquets(path / "cases")
-    if len(cases) and "variant" in cases:
-        cases = cases[cases["variant"] == variant].reset_index(drop=True)
-    judgments = None
-    if (path / "judgments.parquet").is_file():
-        judgments = pd.read_parquet(path / "judgments.parquet")
-        if "variant" in judgments:
-            judgments = judgments[judgments["variant"] == variant].reset_index(drop=True)
-    label = str(summary.get("run_name") or (config.get("run") or {}).get("name") or path.name)
-    run = Run(
-        path=path,
-        label=label,
-        benchmark=str(summary.get("benchmark") or config.get("benchmark")),
-        config=config,
-        summary=summary,
-        cases=cases,
-        judgments=judgments,
-    )
-    run.units, run.binary = extract_units(run)
-    run.options = scoring_options(run)
-    return run
-
-
-def _finite(x: Any) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def _get(cfg: dict, dotted: str, default: Any = None) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
-
-
-def extract_units(run: Run) -> tuple[dict, dict]:
-    """Per metric: ``{case_id: (num, den)}`` (the metric's value on a case set is ``sum(num)/sum(den)``),
-    and for metrics with binary units ``{unit key: correct}`` for McNemar."""
-    units: dict[str, dict[str, tuple[float, float]]] = {}
-    binary: dict[str, dict[tuple, bool]] = {}
-    metrics = list((run.summary.get("metrics") or {}).keys())
-    # objective metrics: one value per case in cases/ (null = excluded or failed)
-    if len(run.cases):
-        for m in metrics:
-            if m in run.cases.columns and pd.api.types.is_numeric_dtype(run.cases[m]):
-                units[m] = {str(c): (float(v), 1.0) for c, v in zip(run.cases["case_id"], run.cases[m]) if _finite(v)}
-    j = run.judgments
-    if j is not None and len(j):
-        if run.benchmark == "cove" and {"metric", "correct", "score", "group"} <= set(j.columns):
-            units.update(_cove_units(j, run.config, binary))
-        elif run.benchmark == "vidic" and {"section", "k", "correct"} <= set(j.columns):
-            units.update(_vidic_units(j, binary))
-    return {m: u for m, u in units.items() if m in metrics}, binary
-
-
-def _per_task(per_case: dict[str, list[float]], aggregation: str) -> dict[str, tuple[float, float]]:
-    if aggregation == "per_task":
-        return {c: (float(np.mean(v)), 1.0) for c, v in per_case.items() if v}
-    return {c: (float(np.sum(v)), float(len(v))) for c, v in per_case.items() if v}
-
-
-def _cove_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
-    """CoVEBench checklist units, exactly as the run scored them (``cove_checklist.case_units``: paper App. F.1,
-    F.3), as ``{case: (num, den)}``; and the binary units McNemar pairs (a question, or an edit point for UAS)."""
-    from vbench_ray.benchmarks.cove_checklist import case_units
-
-    aggregation = _get(config, "score.aggregation", "pooled")
-    uas_unit = _get(config, "score.uas_unit", "group")
-    rows = [
-        {
-            **r,
-            "case_id": str(r["case_id"]),
-            "correct": None if r.get("correct") is None or pd.isna(r["correct"]) else bool(r["correct"]),
-            "score": r["score"] if _finite(r.get("score")) else None,
-        }
-        for r in j.to_dict("records")
-    ]
-    out: dict[str, dict] = {}
-    for m in ("IFS", "VRS", "SEM", "UAS"):
-        per_case = case_units(
-            rows, m, uas_unit, aggregation == "per_task", _get(config, "score.sem_questions", "routed")
-        )
-        if per_case:
-            out[m] = {
-                c: (
-                    (float(np.mean([v for v, _ in u])), 1.0)
-                    if aggregation == "per_task"
-                    else (float(sum(v * w for v, w in u)), float(sum(w for _, w in u)))
-                )
-                for c, u in per_case.items()
-            }
-    groups: dict[tuple, bool] = {}
-    for r in rows:
-        if r["metric"] in ("IFS", "VRS") and r["correct"] is not None:
-            binary.setdefault(r["metric"], {})[(r["case_id"], str(r["question_id"]))] = r["correct"]
-            key = (r["case_id"], str(r["group"]) if uas_unit == "group" else "task")
-            groups[key] = groups.get(key, True) and r["correct"]
-    if groups:
-        binary["UAS"] = groups
-    return out
-
-
-def _vidic_units(j: pd.DataFrame, binary: dict) -> dict:
-    """ViDiC accuracy (Table 2): Sim / Diff over their section's questions, Avg over all, pooled."""
-    out = {}
-    for m, section in VIDIC_SECTIONS.items():
-        sub = j if section is None else j[j["section"] == section]
-        per_case: dict[str, list[float]] = {}
-        for r in sub.to_dict("records"):
-            ok = bool(r["correct"]) if r["correct"] is not None and not pd.isna(r["correct"]) else False
-            per_case.setdefault(str(r["case_id"]), []).append(100.0 * ok)
-            binary.setdefault(m, {})[(str(r["case_id"]), str(r["section"]), str(r["k"]))] = ok
-        if per_case:
-            out[m] = _per_task(per_case, "pooled")
-    return out
-
-
-# ----------------------------------------------------------------------------- scoring options
-
-
-def _flatten(prefix: str, node: Any, out: dict) -> dict:
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k in RUNTIME_KEYS:
-                continue
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    elif isinstance(node, list) and node and all(isinstance(x, dict) for x in node):
-        for i, v in enumerate(node):
-            _flatten(f"{prefix}[{i}]", v, out)
-    else:
-        if isinstance(node, str) and (prefix.endswith("_weights") or prefix.endswith(".model")) and "/" in node:
-            node = node.rstrip("/").rsplit("/", 1)[-1]  # a local path: the same model sits elsewhere per machine
-        out[prefix] = node
-    return out
-
-
-def _judge_identity(judge: dict | None, summary_judge: Any) -> str | None:
-    judge = judge or {}
-    if judge.get("name"):
-        return str(judge["name"])
-    if judge.get("model"):
-        return str(judge["model"]).rstrip("/").rsplit("/", 1)[-1]
-    if isinstance(summary_judge, dict):
-        return summary_judge.get("model")
-    return None
-
-
-def scoring_options(run: Run) -> dict[str, Any]:
-    """The options that decide a run's scores: ``score.*``, the judge (identity, sampling, parse mode,
-    video sampling), each metric's own settings and exclusion rules, and the CI level."""
-    cfg = run.config
-    out: dict[str, Any] = {}
-    _flatten("score", cfg.get("score") or {}, out)
-    judge = cfg.get("judge")
-    if isinstance(judge, dict):
-        out["judge"] = _judge_identity(judge, run.summary.get("judge"))
-        for key in ("temperature", "top_p", "max_tokens", "max_retries"):
-            if key in judge:
-                out[f"judge.{key}"] = judge[key]
-        for key, value in judge.items():
-            if "parse" in key:
-                _flatten(f"judge.{key}", value, out)
-        if run.benchmark != "vidic":  # ViDiC's judge is text-only: its video block is unused
-            _flatten("judge.video", judge.get("video") or {}, out)
-    if isinstance(cfg.get("judges"), list):  # NRVBench: several judges
-        out["judges"] = ", ".join(sorted(str(_judge_identity(j, None)) for j in cfg["judges"] if isinstance(j, dict)))
-        for key, value in _flatten(
-            "",
-            [{k: v for k, v in j.items() if k not in ("name", "model")} for j in cfg["judges"] if isinstance(j, dict)],
-            {},
-        ).items():
-            out[f"judges{key}"] = value
-    model = cfg.get("model")
-    if run.benchmark == "vidic" and isinstance(model, dict):  # Table 5's fixed decoding of the model under test
-        for key in ("temperature", "top_p"):
-            out[f"model.{key}"] = model.get(key)
-        _flatten("model.video", model.get("video") or {}, out)
-    metrics_cfg = cfg.get("metrics") or {}
-    for m in run.summary.get("metrics") or {}:
-        if isinstance(metrics_cfg.get(m), dict):
-            _flatten(f"metrics.{m}", metrics_cfg[m], out)
-        exclude = (metrics_cfg.get("exclude") or {}).get(m)
-        if isinstance(exclude, dict):
-            _flatten(f"metrics.exclude.{m}", exclude, out)
-    out["stats.confidence"] = _get(cfg, "stats.confidence")
-    return out
-
-
-def mixed_options(runs: list[Run]) -> dict[str, dict[str, Any]]:
-    """``{option: {run label: value}}`` for the options whose values differ between runs."""
-    keys = sorted({k for r in runs for k in r.options})
-    out = {}
-    for k in keys:
-        values = {r.label: r.options.get(k) for r in runs}
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
-            out[k] = values
-    return out
-
-
-def option_metrics(option: str, metrics: list[str], benchmark: str) -> list[str]:
-    """The metric columns an option affects."""
-    if option.startswith("metrics.exclude."):
-        return [m for m in metrics if option.split(".")[2] == m]
-    if option.startswith("metrics."):
-        return [m for m in metrics if option.split(".")[1] == m]
-    if option == "stats.confidence":
-        return list(metrics)
-    judged = {"cove": COVE_CHECKLIST, "vidic": tuple(VIDIC_SECTIONS)}.get(benchmark)
-    if judged is not None and option.split(".")[0] in ("score", "judge", "model"):
-        return [m for m in metrics if m in judged]
-    return list(metrics)
+ANALYSIS_FLAGS = "--human-prefs / --human-answers / --judge-repeats"
 
 
 # ----------------------------------------------------------------------------- the leaderboard
@@ -363,13 +97,13 @@ def _metric_order(runs: list[Run], wanted: list[str] | None) -> list[str]:
 
 
 def _default_rank_by(runs: list[Run], names: list[str], benchmark: str) -> str:
-    """The benchmark's headline metric (UAS, Avg, NRVE_Acc, overall) when some run has a value for it, else the
+    """The benchmark's headline metric (``Benchmark.primary_metric``) when some run has a value for it, else the
     first metric some run has a value for (a CoVEBench run without a judge has UAS n/a: rank by SSIM, not n/a)."""
 
     def has_value(m: str) -> bool:
         return any(((r.summary.get("metrics") or {}).get(m) or {}).get("value") is not None for r in runs)
 
-    primary = PRIMARY.get(benchmark)
+    primary = benchmark_class(benchmark).primary_metric
     if primary in names and has_value(primary):
         return primary
     return next((m for m in names if has_value(m)), names[0])
@@ -401,8 +135,7 @@ def compare(
     analyses: bool = True,
 ) -> dict:
     """The leaderboard as a JSON-ready dict (see the module docstring). With ``analyses``, the ``analyses``
-    section holds :func:`vbench_ray.analyses.cove.cove_analyses` (CoVEBench) or
-    :func:`vbench_ray.analyses.vidic.vidic_analyses` (ViDiC) (docs/analyses.md)."""
+    section holds the benchmark's analyses (``Benchmark.analyses``; docs/analyses.md)."""
     if len(run_dirs) < 2:
         raise CompareError("compare needs at least two run directories")
     runs = [load_run(p, variant) for p in run_dirs]
@@ -532,35 +265,16 @@ def compare(
             for label, v in vals.items():
                 option_tags[label].setdefault(m, {})[k] = v
     extra: dict[str, Any] = {}
-    if analyses and benchmark == "cove":
-        from vbench_ray.analyses.cove import cove_analyses
-
-        repeats = [load_run(p, variant) for p in judge_repeats or []]
-        extra = cove_analyses(
+    if analyses:
+        extra = _analyses(
+            benchmark,
             {r.label: r for r in ordered},
+            variant,
             human_prefs=human_prefs,
             human_answers=human_answers,
-            judge_repeats=repeats,
+            judge_repeats=judge_repeats,
             seed=seed,
             n_resamples=n_resamples,
-        )
-    elif analyses and benchmark == "vidic":
-        from vbench_ray.analyses.vidic import vidic_analyses
-
-        if human_prefs:
-            raise CompareError(
-                "--human-prefs is a CoVEBench analysis; these runs are vidic "
-                "(ViDiC takes --human-answers and --judge-repeats)"
-            )
-        repeats = [load_run(p, variant) for p in judge_repeats or []]
-        try:
-            extra = vidic_analyses({r.label: r for r in ordered}, human_answers=human_answers, judge_repeats=repeats)
-        except (ValueError, FileNotFoundError) as exc:
-            raise CompareError(str(exc)) from None
-    elif human_prefs or human_answers or judge_repeats:
-        raise CompareError(
-            "--human-prefs / --human-answers / --judge-repeats are CoVEBench (and ViDiC: "
-            f"--human-answers, --judge-repeats) analyses; these runs are {benchmark}"
         )
     return {
         "benchmark": benchmark,
@@ -595,6 +309,40 @@ def compare(
         "checks": checks,
         "analyses": extra,
     }
+
+
+def _analyses(
+    benchmark: str,
+    runs: dict[str, Run],
+    variant: str,
+    human_prefs: str | Path | None,
+    human_answers: str | Path | None,
+    judge_repeats: list[str | Path] | None,
+    seed: int,
+    n_resamples: int,
+) -> dict:
+    """The benchmark's ``analyses`` hook on the compared runs (in leaderboard order) and the judge-repeat runs; a
+    benchmark without analyses refuses analysis inputs."""
+    hook = benchmark_class(benchmark).analyses
+    if hook is None:
+        if human_prefs or human_answers or judge_repeats:
+            from vbench_ray.benchmarks import BENCHMARKS
+
+            having = sorted(name for name in BENCHMARKS if BENCHMARKS[name].analyses is not None)
+            raise CompareError(
+                f"{ANALYSIS_FLAGS} are analyses of {', '.join(having) or 'no benchmark'}; "
+                f"these runs are {benchmark}, which has none"
+            )
+        return {}
+    repeats = [load_run(p, variant) for p in judge_repeats or []]
+    return hook(
+        runs,
+        human_prefs=human_prefs,
+        human_answers=human_answers,
+        judge_repeats=repeats,
+        seed=seed,
+        n_resamples=n_resamples,
+    )
 
 
 def _pick_reference(ordered: list[Run], reference: str | None) -> Run:

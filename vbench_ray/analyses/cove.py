@@ -1,5 +1,5 @@
 """CoVEBench's analyses (CoVEBench paper §4.2, App. G) over run directories loaded by
-:func:`vbench_ray.compare.load_run`.
+:func:`vbench_ray.compare_runs.load_run`.
 
 * :func:`human_alignment` - App. G.2: agreement of each metric's pairwise preferences with human ones, with
   the adaptive tie threshold tau (:func:`vbench_ray.analyses.agreement.preference_alignment`).

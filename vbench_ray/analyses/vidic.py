@@ -1,5 +1,5 @@
 """ViDiC's judge analyses (ViDiC paper §4 "Judge Consistency Analysis", Table 3) over run directories loaded by
-:func:`vbench_ray.compare.load_run`.
+:func:`vbench_ray.compare_runs.load_run`.
 
 * :func:`judge_human_concordance` - Table 3: on a human-labelled subset of checklist questions, the share of
   questions where the judge's yes/no answer (given the model's description) equals the human's ("concordance

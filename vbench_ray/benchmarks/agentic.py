@@ -157,6 +157,7 @@ def verify_row(row: dict, settings: dict, frames_dir: str | None) -> dict:
 @register_benchmark
 class AgenticBench(Benchmark):
     name = "agentic"
+    primary_metric = "overall"  # `vbench-ray compare` ranks by it
     paper = "AgenticVBench §2.4-2.7, App. H (official code: PhiloLabs/agentic-vbench)"
     needs = "agent rollouts (a served model) or submissions; a judge for Repurpose's rubric items"
     scored_metrics = {

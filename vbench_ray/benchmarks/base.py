@@ -157,6 +157,39 @@ class Benchmark:
         Returns what a config needs (paths by name; ``vbench-ray synth`` prints the entries that are not dicts)."""
         raise NotImplementedError(f"benchmark {self.name!r} has no synthetic data maker (Benchmark.synth)")
 
+    # -- comparing finished runs (`vbench-ray compare`, vbench_ray/compare_runs.py): read from run folders'
+    # config.yaml, summary.json and judgments.parquet as plain dicts and frames, so these belong to the class, not
+    # to a bound config. All optional; the defaults compare the per-case columns of cases/ and nothing else.
+
+    # the headline metric the leaderboard ranks by unless --rank-by names another (None, or no run has a value
+    # for it: the first metric some run has a value for)
+    primary_metric: ClassVar[str | None] = None
+    # the metrics its judge scores: a score.*, judge.* or model.* option that differs between runs tags only these
+    # columns of the leaderboard (None: every column)
+    judged_metrics: ClassVar[tuple[str, ...] | None] = None
+    # whether its judge reads the video (judge.video.* then decides scores and is compared; a text-only judge's
+    # video block is unused)
+    judge_reads_video: ClassVar[bool] = True
+    # its analyses over the compared runs (leaderboard.json's `analyses`): a function
+    # (runs: {label: Run}, *, human_prefs, human_answers, judge_repeats: [Run], seed, n_resamples) -> dict, set
+    # as `analyses = staticmethod(f)`; None: analysis inputs (--human-prefs ...) are refused with a CompareError
+    analyses: ClassVar[Callable[..., dict] | None] = None
+
+    @staticmethod
+    def compare_units(judgments: Any, config: dict, binary: dict) -> dict:
+        """Per-case units of the metrics it scores from ``judgments.parquet`` (a ``pandas.DataFrame``) under the
+        run's ``config``: ``{metric: {case_id: (num, den)}}`` (the metric on a set of cases is
+        ``sum(num) / sum(den)``, as the run scored it); fills ``binary`` with ``{metric: {unit key: correct}}``
+        for McNemar where a metric has binary units. Default: none (only the per-case columns of cases/)."""
+        return {}
+
+    @staticmethod
+    def comparison_options(config: dict) -> dict:
+        """Options of the run's ``config`` that decide its scores beyond the generic ones (``score.*``, the judge,
+        the metrics' settings, the CI level): ``{dotted key: value}``; runs that differ in one are refused unless
+        ``--allow-mixed``. Default: none."""
+        return {}
+
 
 BENCHMARKS: Registry = Registry("benchmark", describe=lambda cls: {"section": cls.paper, "needs": cls.needs})
 

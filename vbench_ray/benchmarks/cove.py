@@ -27,6 +27,7 @@ from typing import Any, Iterator, List, Optional, Sequence
 import pyarrow as pa
 
 from vbench_ray.benchmarks import cove_checklist as checklist
+from vbench_ray.benchmarks import cove_compare
 from vbench_ray.benchmarks import cove_vqr as vqr
 from vbench_ray.benchmarks.base import (
     Benchmark,
@@ -274,6 +275,11 @@ def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: 
 @register_benchmark
 class CoveBench(Benchmark):
     name = "cove"
+    # `vbench-ray compare` (cove_compare.py)
+    primary_metric = "UAS"
+    judged_metrics = cove_compare.CHECKLIST
+    compare_units = staticmethod(cove_compare.compare_units)
+    analyses = staticmethod(cove_compare.analyses)
     paper = "CoVEBench §3.1, App. F (official code: NJU-LINK/CoVEBench)"
     needs = "a VLM checklist judge (UAS/IFS/VRS/SEM; GPU with vllm), weights for AES, TQ, SRC"
     judge_models = {

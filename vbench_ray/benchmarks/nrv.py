@@ -180,6 +180,7 @@ def judgeable(row: dict) -> bool:
 @register_benchmark
 class NRVBench(Benchmark):
     name = "nrv"
+    primary_metric = "NRVE_Acc"  # `vbench-ray compare` ranks by it
     paper = "NRVBench §4 (NRVE-Acc), App. E.5 (conventional metrics); no official code"
     needs = "VLM judges (NRVE-Acc; GPU with vllm), weights for BG_LPIPS, StructDist, CLIP_S, CLIP_E, NIQE"
     scored_metrics = {

@@ -49,6 +49,7 @@ from typing import Any, Optional
 import pyarrow as pa
 from omegaconf import OmegaConf
 
+from vbench_ray.benchmarks import vidic_compare
 from vbench_ray.benchmarks import vidic_scoring as scoring
 from vbench_ray.benchmarks.base import (
     CASE_FIELDS,
@@ -173,6 +174,13 @@ def _atomic_write(path: Path, text: str) -> None:
 @register_benchmark
 class VidicBench(Benchmark):
     name = "vidic"
+    # `vbench-ray compare` (vidic_compare.py); the judge reads the model's descriptions, not the videos
+    primary_metric = "Avg"
+    judged_metrics = tuple(vidic_compare.SECTIONS)
+    judge_reads_video = False
+    compare_units = staticmethod(vidic_compare.compare_units)
+    comparison_options = staticmethod(vidic_compare.comparison_options)
+    analyses = staticmethod(vidic_compare.analyses)
     paper = "ViDiC §3.3, App. E (official code: NJU-LINK/ViDiC-1K)"
     needs = "the model under test (a VLM that describes; GPU with vllm) and a text judge"
     scored_metrics = {

@@ -1,0 +1,81 @@
+"""What ``vbench-ray compare`` (:mod:`vbench_ray.compare`) and the benchmarks' compare hooks
+(``Benchmark.compare_units``, ``comparison_options``, ``analyses``) share: the error, a finished run as read from
+its folder, and the helpers that turn a run's config into comparable options and its rows into units.
+
+It imports nothing else of the package, so a benchmark's hook module may import it without an import circle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+# config keys that do not change a score (where things run, how fast, where weights sit)
+RUNTIME_KEYS = {
+    "device",
+    "batch_size",
+    "workers",
+    "num_gpus",
+    "gpu_fraction",
+    "num_cpus",
+    "backend",
+    "replay_path",
+    "env_vars",
+    "vllm",
+    "http",
+    "hf",
+    "seed",
+    "concurrency",
+    "dtype",
+}
+
+
+class CompareError(ValueError):
+    """Runs that cannot be compared; the message says which runs and which option."""
+
+
+@dataclass
+class Run:
+    """A finished run read from its folder (:func:`vbench_ray.compare_runs.load_run`): its ``config.yaml`` and
+    ``summary.json`` as dicts, its case rows and judged items as frames, and what compare derives from them."""
+
+    path: Path
+    label: str
+    benchmark: str
+    config: dict
+    summary: dict
+    cases: pd.DataFrame
+    judgments: pd.DataFrame | None
+    units: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # metric -> case -> (num, den)
+    binary: dict[str, dict[tuple, bool]] = field(default_factory=dict)  # metric -> unit key -> correct
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def finite(x: Any) -> bool:
+    """``x`` is a finite number (not None, NaN, inf, or text)."""
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def flatten_options(prefix: str, node: Any, out: dict) -> dict:
+    """``node``'s leaves into ``out`` as ``{"prefix.key": value}``, leaving out ``RUNTIME_KEYS``; a list of dicts
+    as ``prefix[i].key``; a model or weights path by its last part (the same model sits elsewhere per machine)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in RUNTIME_KEYS:
+                continue
+            flatten_options(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(node, list) and node and all(isinstance(x, dict) for x in node):
+        for i, v in enumerate(node):
+            flatten_options(f"{prefix}[{i}]", v, out)
+    else:
+        if isinstance(node, str) and (prefix.endswith("_weights") or prefix.endswith(".model")) and "/" in node:
+            node = node.rstrip("/").rsplit("/", 1)[-1]
+        out[prefix] = node
+    return out
