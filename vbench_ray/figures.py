@@ -2,11 +2,15 @@
 
 A figure is a dict: ``kind`` ``"line"`` (a numeric sweep axis: one point per setting in numeric order, its 95% CI
 as a band and whiskers, the base setting as a dashed line; ViDiC Fig. 5a, accuracy against fps and resolution, and
-Fig. 5c, against augmentation intensity) or ``"bars"`` (categories: CoVEBench Fig. 5 middle, scores per major
-editing category; ViDiC Table 2 and Fig. 6, per category; NRVBench's six material categories and its per-method
-tables; one bar per category with its 95% CI).
+Fig. 5c, against augmentation intensity), ``"bars"`` (categories: CoVEBench Fig. 5 middle and Table 8, scores per
+major editing category; ViDiC Table 2, per class; NRVBench's six material categories and its per-method tables;
+one bar per category with its 95% CI, in the order the benchmark's paper uses: ``Benchmark.report_figures``) or
+``"heat"`` (a grid of two breakdowns, NRVBench Fig. 6: each method across the six material categories; one cell
+per pair, shaded by its value).
 
-Line points: ``(x, value, lo, hi, n)``; bar rows: ``(label, value, lo, hi, n)``; ``None`` where missing.
+Line points: ``(x, value, lo, hi, n)``; bar rows: ``(label, value, lo, hi, n)``; heat ``cells[i][j]``:
+``(value, lo, hi, n)`` of ``rows[i]`` x ``cols[j]``; ``None`` where missing. A breakdown figure names the report
+``section`` it belongs to and may carry a ``note`` (the paper's table or figure it follows).
 PNGs are drawn with Pillow (no browser, no plotting library): the same geometry as the SVG.
 """
 
@@ -121,6 +125,81 @@ def breakdown_figures(name: str, groups: Any, metrics: list[str], prefix: str) -
     return out
 
 
+# the breakdowns a summary may hold, drawn as bars one figure per metric: summary key, what its groups are, section
+BREAKDOWNS = (
+    ("by_category", "category", "By category"),
+    ("by_difficulty", "difficulty", "By difficulty"),
+    ("by_method", "method", "By method"),
+)
+
+
+def metric_names(groups: Any, scales: dict) -> list[str]:
+    """The metrics of a breakdown's groups: headline order first (``scales``' keys), then those seen only in the
+    breakdown, in first-seen order."""
+    groups = [g for g in groups if isinstance(g, dict)]
+    seen = list(scales)
+    for group in groups:
+        seen += [name for name in group if name not in seen]
+    present = {name for g in groups for name in g}
+    return [name for name in seen if name in present]
+
+
+def ordered(groups: dict, order: tuple[str, ...]) -> dict:
+    """``groups`` with the names of ``order`` first, in that order (matched without regard to case), then the
+    others in their own order."""
+    rank = {str(name).lower(): i for i, name in enumerate(order)}
+    keys = sorted(groups, key=lambda g: (0, rank[str(g).lower()]) if str(g).lower() in rank else (1, 0))
+    return {k: groups[k] for k in keys}
+
+
+def breakdowns(summary: dict, orders: dict[str, tuple[str, ...]] | None = None, notes: dict | None = None) -> list:
+    """Every breakdown of ``summary`` as bar figures, one per metric (``Benchmark.report_figures``' default).
+    ``orders``: a breakdown's group order (summary key -> names, e.g. a paper table's column order); ``notes``:
+    the paper's table or figure a breakdown follows (summary key -> text)."""
+    scales = {name: (m or {}).get("scale") for name, m in (summary.get("metrics") or {}).items()}
+    out = []
+    for key, name, section in BREAKDOWNS:
+        groups = summary.get(key)
+        if not isinstance(groups, dict) or not groups:
+            continue
+        if key in (orders or {}):
+            groups = ordered(groups, orders[key])
+        for fig in breakdown_figures(name, groups, metric_names(groups.values(), scales), key):
+            out.append({**fig, "section": section, **({"note": notes[key]} if key in (notes or {}) else {})})
+    return out
+
+
+def heat_figures(
+    grid: Any, row_name: str, col_name: str, prefix: str, scales: dict, cols: tuple[str, ...] = (), note: str = ""
+) -> list[dict]:
+    """One heat figure per metric of a two-way breakdown ``{row: {col: {metric: stats}}}`` (NRVBench Fig. 6:
+    method x material category): rows in the grid's order, columns ``cols`` first, then any other."""
+    if not isinstance(grid, dict) or not grid:
+        return []
+    rows = [str(r) for r in grid]
+    seen = [c for r in grid.values() if isinstance(r, dict) for c in r]
+    columns = list(ordered(dict.fromkeys(seen), cols))
+    cells_of = [[((grid[r] or {}).get(c) or {}) for c in columns] for r in grid]
+    out = []
+    for m in metric_names([cell for row in cells_of for cell in row], scales):
+        cells = [[_entry(cell.get(m)) for cell in row] for row in cells_of]
+        if any(c[0] is not None for row in cells for c in row):
+            out.append(
+                {
+                    "kind": "heat",
+                    "id": f"{prefix}-{m}",
+                    "title": f"{m} by {row_name} and {col_name}",
+                    "metric": m,
+                    "rows": rows,
+                    "cols": columns,
+                    "cells": cells,
+                    "section": f"By {row_name} and {col_name}",
+                    **({"note": note} if note else {}),
+                }
+            )
+    return out
+
+
 # ----------------------------------------------------------------------------- geometry
 
 
@@ -207,6 +286,65 @@ def line_svg(fig: dict) -> str:
     return "".join(out)
 
 
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+HEAT_LABEL_W, HEAT_CELL_W, HEAT_CELL_H, HEAT_HEAD_H = 150, 84, 30, 30
+_LIGHT, _DARK = (238, 244, 251), (31, 95, 168)
+
+
+def _heat_cells(fig: dict):
+    """Each cell's place, fill and text colour: ``(i, j, (value, lo, hi, n), x, y, fill, ink)``; the fill runs from
+    light (the figure's lowest value) to dark blue (its highest), a missing value grey."""
+    values = [c[0] for row in fig["cells"] for c in row if c[0] is not None]
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    for i, row in enumerate(fig["cells"]):
+        for j, cell in enumerate(row):
+            x, y = HEAT_LABEL_W + HEAT_CELL_W * j, HEAT_HEAD_H + HEAT_CELL_H * i
+            if cell[0] is None:
+                yield i, j, cell, x, y, (238, 238, 238), (120, 120, 120)
+                continue
+            t = 0.5 if hi <= lo else (cell[0] - lo) / (hi - lo)
+            fill = tuple(round(a + (b - a) * t) for a, b in zip(_LIGHT, _DARK))
+            yield i, j, cell, x, y, fill, (255, 255, 255) if t > 0.55 else (20, 20, 20)
+
+
+def heat_size(fig: dict) -> tuple[int, int]:
+    return HEAT_LABEL_W + HEAT_CELL_W * len(fig["cols"]) + 8, HEAT_HEAD_H + HEAT_CELL_H * len(fig["rows"]) + 8
+
+
+def heat_svg(fig: dict) -> str:
+    """A grid, rows x columns, each cell its value on a shade of its value; hover: the 95% CI and n."""
+    width, height = heat_size(fig)
+    out = [
+        f'<svg class="heat" data-metric="{_esc(fig["metric"])}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(fig["title"])}">'
+    ]
+    for j, col in enumerate(fig["cols"]):
+        out.append(
+            f'<text class="col" x="{HEAT_LABEL_W + HEAT_CELL_W * (j + 0.5)}" y="{HEAT_HEAD_H - 10}" '
+            f'text-anchor="middle"><title>{_esc(col)}</title>{_esc(_short(col, 12))}</text>'
+        )
+    for i, row in enumerate(fig["rows"]):
+        out.append(
+            f'<text class="row" x="{HEAT_LABEL_W - 6}" y="{HEAT_HEAD_H + HEAT_CELL_H * (i + 0.5)}" dy="0.35em" '
+            f'text-anchor="end"><title>{_esc(row)}</title>{_esc(_short(row, 22))}</text>'
+        )
+    for i, j, (v, lo, hi, n), x, y, fill, ink in _heat_cells(fig):
+        ci = f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None else ""
+        tip = f"{fig['rows'][i]} × {fig['cols'][j]}: " + (_fmt(v) if v is not None else "no value") + f"{ci} n={n}"
+        out.append(
+            f'<rect class="cell" data-row="{_esc(fig["rows"][i])}" data-col="{_esc(fig["cols"][j])}" '
+            f'data-value="{"" if v is None else v}" x="{x}" y="{y}" width="{HEAT_CELL_W - 2}" '
+            f'height="{HEAT_CELL_H - 2}" fill="rgb{fill}"><title>{_esc(tip)}</title></rect>'
+            f'<text class="cell-val" x="{x + (HEAT_CELL_W - 2) / 2}" y="{y + (HEAT_CELL_H - 2) / 2}" dy="0.35em" '
+            f'text-anchor="middle" fill="rgb{ink}">{_fmt(v) if v is not None else "–"}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
 # ----------------------------------------------------------------------------- PNG
 
 
@@ -223,12 +361,15 @@ def to_png(fig: dict, bars_svg_geometry: dict | None = None) -> bytes:
     s = 2
     if fig["kind"] == "line":
         width, height = W, H
+    elif fig["kind"] == "heat":
+        width, height = heat_size(fig)
+        width, height = max(width, 360), height + TOP + (14 if fig.get("note") else 0)
     else:
         width, height = 520, TOP + 24 * len(fig["rows"]) + BOTTOM
     img = Image.new("RGB", (width * s, height * s), "white")
     d = ImageDraw.Draw(img)
     d.text((8 * s, 6 * s), fig["title"], fill="black", font=_font(13 * s))
-    (_line_png if fig["kind"] == "line" else _bars_png)(fig, d, s, width, height)
+    {"line": _line_png, "heat": _heat_png}.get(fig["kind"], _bars_png)(fig, d, s, width, height)
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return buf.getvalue()
@@ -289,3 +430,20 @@ def _bars_png(fig: dict, d, s: int, width: int, height: int) -> None:
         )
     for t in _ticks(lo, hi):
         d.text((x(t), (TOP + 24 * len(rows) + 6) * s), _fmt(t), fill="#555", font=f, anchor="mt")
+
+
+def _heat_png(fig: dict, d, s: int, width: int, height: int) -> None:
+    f, dy = _font(10 * s), TOP + (14 if fig.get("note") else 0)  # below the title (and the note)
+    if fig.get("note"):
+        d.text((8 * s, (TOP - 2) * s), fig["note"], fill="#555", font=f)
+    for j, col in enumerate(fig["cols"]):
+        x = HEAT_LABEL_W + HEAT_CELL_W * (j + 0.5)
+        d.text((x * s, (dy + HEAT_HEAD_H - 10) * s), _short(col, 12), fill="#333", font=f, anchor="ms")
+    for i, row in enumerate(fig["rows"]):
+        y = dy + HEAT_HEAD_H + HEAT_CELL_H * (i + 0.5)
+        d.text(((HEAT_LABEL_W - 6) * s, y * s), _short(row, 22), fill="#333", font=f, anchor="rm")
+    for _, _, (v, *_), x, y, fill, ink in _heat_cells(fig):
+        y += dy
+        d.rectangle([x * s, y * s, (x + HEAT_CELL_W - 2) * s, (y + HEAT_CELL_H - 2) * s], fill=fill)
+        mid = ((x + (HEAT_CELL_W - 2) / 2) * s, (y + (HEAT_CELL_H - 2) / 2) * s)
+        d.text(mid, _fmt(v) if v is not None else "–", fill=ink, font=f, anchor="mm")

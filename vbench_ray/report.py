@@ -12,23 +12,27 @@ a benchmark. The output is deterministic: the same run directory gives the same 
 from __future__ import annotations
 
 import base64
-import html
 import json
 import logging
-import math
-import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
-from vbench_ray.report_style import _CSS  # noqa: F401  (leaderboard_html reads it from here)
+from vbench_ray.report_charts import (  # noqa: F401  (report_figures, _bar_chart: read from here too)
+    _bar_chart,
+    breakdown_sections,
+    report_figures,
+    sweep_section,
+    write_figure_pngs,
+)
+from vbench_ray.figures import metric_names
+from vbench_ray.report_style import _CSS, NA, _esc, _fmt, _fmt_ci, _fmt_int, _section, _table
 from vbench_ray.strips import STRIP_FRAMES, encode_strip as _encode_strip, resolve as _resolve
 
 log = logging.getLogger(__name__)
 
 INSTRUCTION_CHARS = 200  # instructions longer than this are cut in strip captions
-NA = "–"  # shown for null / missing values
 
 
 def write_report(run_dir: str | Path, n_strips: int = 3, out: str | Path | None = None) -> Path:
@@ -52,40 +56,6 @@ def write_report(run_dir: str | Path, n_strips: int = 3, out: str | Path | None 
     write_figure_pngs(summary, out.parent / "figures")
     log.info("wrote report %s", out)
     return out
-
-
-def report_figures(summary: dict) -> list[dict]:
-    """Every figure of the report (:mod:`vbench_ray.figures`): the breakdowns, then the sweep's axes."""
-    from vbench_ray import figures
-
-    metrics = summary.get("metrics") or {}
-    scales = {name: (m or {}).get("scale") for name, m in metrics.items()}
-    out = []
-    for key, name in BREAKDOWNS:
-        groups = summary.get(key)
-        if isinstance(groups, dict):
-            out += figures.breakdown_figures(name, groups, _metric_names(groups.values(), scales), key)
-    by_variant = summary.get("by_variant")
-    if isinstance(by_variant, dict):
-        out += figures.sweep_figures(summary.get("sweep"), by_variant, _metric_names(by_variant.values(), scales))
-    return out
-
-
-def write_figure_pngs(summary: dict, folder: Path) -> list[Path]:
-    """Each report figure as ``folder/<id>.png`` (for papers and slides)."""
-    from vbench_ray.figures import slug, to_png
-
-    paths = []
-    for fig in report_figures(summary):
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{slug(fig['id'])}.png"
-        path.write_bytes(to_png(fig))
-        paths.append(path)
-    return paths
-
-
-# breakdowns drawn as bars, one figure per metric: summary key, what its groups are
-BREAKDOWNS = (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_method", "method"))
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -118,71 +88,10 @@ def _load_cases(run_dir: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-# ----------------------------------------------------------------------------- formatting
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _num(value: Any) -> float | None:
-    """A finite float, or None for null / NaN / non-numbers."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
-def _scale_bounds(scale: Any) -> tuple[float, float] | None:
-    """A metric's own axis: ``"[0,1]"`` (or ``"~[1,10]"``) -> ``(0.0, 1.0)``, ``"0-100"`` -> ``(0.0, 100.0)``,
-    ``"percent"`` -> ``(0.0, 100.0)``; anything that is not an interval -> None (the values decide)."""
-    text = str(scale or "").strip()
-    if text.lower() == "percent":
-        return 0.0, 100.0
-    m = re.fullmatch(r"~?\s*[\[(]\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\s*[\])]", text) or re.fullmatch(
-        r"(-?\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)", text
-    )
-    if not m:
-        return None
-    lo, hi = _num(m.group(1)), _num(m.group(2))
-    return (lo, hi) if lo is not None and hi is not None and hi > lo else None
-
-
-def _fmt(value: Any, scale: Any = None) -> str:
-    """4 significant digits on a [0,1] scale (or when the scale is not given), 2 decimals otherwise."""
-    x = _num(value)
-    if x is None:
-        return NA
-    if scale is None or _scale_bounds(scale) == (0.0, 1.0):
-        return f"{x:#.4g}"
-    return f"{x:.2f}"
-
-
-def _fmt_ci(ci: Any, scale: Any = None) -> str:
-    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or any(_num(c) is None for c in ci):
-        return NA
-    return f"[{_fmt(ci[0], scale)}, {_fmt(ci[1], scale)}]"
-
-
-def _fmt_int(value: Any) -> str:
-    x = _num(value)
-    return NA if x is None else str(int(x))
-
-
 def _case_sort_key(case_id: Any) -> tuple:
     """Numeric ids in numeric order ("2" before "10"), then the rest as strings."""
     s = str(case_id)
     return (0, int(s), "") if s.isdigit() else (1, 0, s)
-
-
-def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], attrs: str = "") -> str:
-    """Cells are HTML already (callers escape); headers are escaped here."""
-    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table{attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 # ----------------------------------------------------------------------------- page
@@ -192,18 +101,16 @@ def _page(summary: dict, cases: pd.DataFrame, run_dir: Path, n_strips: int) -> s
     metrics = summary.get("metrics") or {}
     scales = {name: (m or {}).get("scale") for name, m in metrics.items()}
     title = f"{summary.get('benchmark', 'benchmark')} · {summary.get('run_name', run_dir.name)}"
+    figs = report_figures(summary)
+    sweep = [f for f in figs if "axis" in f]
     sections = [
         _header(summary, title),
         _notes(summary.get("notes")),
         _section("Headline metrics", _headline(metrics)),
-        _section("By category", _category_charts(summary.get("by_category"), metrics)),
-        _section("By difficulty", _category_charts(summary.get("by_difficulty"), metrics))
-        if summary.get("by_difficulty")
-        else "",
-        _section("By method", _category_charts(summary.get("by_method"), metrics)) if summary.get("by_method") else "",
+        breakdown_sections([f for f in figs if "axis" not in f], scales),
         _report_tables(summary.get("report_tables")),
         _variants(summary.get("by_variant"), scales),
-        _sweep_charts(summary.get("sweep"), summary.get("by_variant"), scales),
+        sweep_section(summary.get("sweep"), sweep, scales),
         _judge(summary.get("judge")),
         _section("Failures", _failures(summary.get("failures"))),
         _section("Exclusions", _exclusions(summary.get("exclusions"))),
@@ -237,10 +144,6 @@ def _report_tables(tables: Any) -> str:
             rows = [[_esc(c) for c in row] for row in t["rows"]]
             out.append(_section(str(t.get("title", "")), _table([str(c) for c in t.get("columns", [])], rows)))
     return "\n".join(out)
-
-
-def _section(heading: str, content: str) -> str:
-    return f'<section>\n<h2>{_esc(heading)}</h2>\n{content}\n</section>'
 
 
 def _header(summary: dict, title: str) -> str:
@@ -294,7 +197,7 @@ def _variants(by_variant: Any, scales: dict) -> str:
     """One row per variant, one column per metric; shown only when there is more than one variant."""
     if not isinstance(by_variant, dict) or len(by_variant) < 2:
         return ""
-    names = _metric_names(by_variant.values(), scales)
+    names = metric_names(by_variant.values(), scales)
     rows = []
     for variant, per_metric in by_variant.items():
         cells = [_esc(variant)]
@@ -305,51 +208,6 @@ def _variants(by_variant: Any, scales: dict) -> str:
             cells.append(f'{_fmt(m.get("value"), scales.get(name))}<br><small>{ci} n={n}</small>')
         rows.append(cells)
     return _section("By variant", _table(["Variant", *names], rows, ' id="by-variant" class="num"'))
-
-
-def _sweep_charts(sweep: Any, by_variant: Any, scales: dict) -> str:
-    """Score against each swept axis: a line with its CI for numeric axes (fps, resolution, each noise kind's
-    level) in numeric order, base as a dashed line; bars for input order and negative controls."""
-    from vbench_ray.figures import line_svg, sweep_figures
-
-    if not isinstance(by_variant, dict):
-        return ""
-    figs = sweep_figures(sweep, by_variant, _metric_names(by_variant.values(), scales))
-    if not figs:
-        return ""
-    blocks: dict[str, list[str]] = {}
-    for fig in figs:
-        svg = (
-            line_svg(fig)
-            if fig["kind"] == "line"
-            else _bar_chart(
-                fig["metric"],
-                {
-                    r[0]: {"value": r[1], "ci95": [r[2], r[3]] if r[2] is not None else None, "n": r[4]}
-                    for r in fig["rows"]
-                },
-                scales.get(fig["metric"]),
-            )
-        )
-        blocks.setdefault(fig["axis"], []).append(
-            f'<figure class="chart" id="fig-{_esc(fig["id"])}"><figcaption>{_esc(fig["title"])}</figcaption>'
-            f"{svg}</figure>"
-        )
-    body = "".join(
-        f'<h3>{_esc(axis)}</h3><div class="charts">{"".join(charts)}</div>' for axis, charts in blocks.items()
-    )
-    return _section(f"Sweep: {sweep.get('name', '')}", body)
-
-
-def _metric_names(groups: Iterable[Any], scales: dict) -> list[str]:
-    """Headline metric order first, then metrics seen only in the breakdown, in first-seen order."""
-    seen = [name for name in scales]
-    for group in groups:
-        for name in (group or {}) if isinstance(group, dict) else ():
-            if name not in seen:
-                seen.append(name)
-    present = {name for g in groups if isinstance(g, dict) for name in g}
-    return [name for name in seen if name in present]
 
 
 def _failures(failures: Any) -> str:
@@ -376,95 +234,6 @@ def _exclusions(exclusions: Any) -> str:
         items = reasons.items() if isinstance(reasons, dict) else [("", reasons)]
         rows.extend((_esc(metric), _esc(reason), _esc(count)) for reason, count in items)
     return _table(["Metric", "Reason", "Rows excluded"], rows, ' id="exclusions"')
-
-
-# ----------------------------------------------------------------------------- charts
-
-
-def _category_charts(by_category: Any, metrics: dict) -> str:
-    """One horizontal bar chart per metric; bars are categories, whiskers the 95% CI."""
-    if not isinstance(by_category, dict) or not by_category:
-        return '<p class="empty">No per-category breakdown in summary.json.</p>'
-    scales = {name: (m or {}).get("scale") for name, m in metrics.items()}
-    charts = []
-    for name in _metric_names(by_category.values(), scales):
-        per_cat = {cat: (d or {}).get(name) or {} for cat, d in by_category.items() if name in (d or {})}
-        svg = _bar_chart(name, per_cat, scales.get(name))
-        charts.append(f'<figure class="chart"><figcaption>{_esc(name)}</figcaption>{svg}</figure>')
-    return '<div class="charts">' + "".join(charts) + "</div>"
-
-
-_LABEL_W, _PLOT_W, _VALUE_W, _ROW_H, _TOP, _AXIS_H = 140, 260, 110, 24, 6, 22
-
-
-def _bar_chart(metric: str, per_cat: dict[str, dict], scale: Any) -> str:
-    rows = [(cat, _num(d.get("value")), _ci_pair(d.get("ci95")), d.get("n")) for cat, d in per_cat.items()]
-    lo, hi = _domain(rows, scale)
-    width, plot_h = _LABEL_W + _PLOT_W + _VALUE_W, _ROW_H * len(rows)
-    height = _TOP + plot_h + _AXIS_H
-
-    def x(v: float) -> float:
-        return round(_LABEL_W + (v - lo) / (hi - lo) * _PLOT_W, 2)
-
-    parts = [
-        f'<svg class="bars" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{_esc(metric)} by category">'
-    ]
-    for t in _ticks(lo, hi):
-        parts.append(
-            f'<line class="grid" x1="{x(t)}" x2="{x(t)}" y1="{_TOP}" y2="{_TOP + plot_h}"/>'
-            f'<text class="tick" x="{x(t)}" y="{_TOP + plot_h + 15}">{_esc(f"{t:.6g}")}</text>'
-        )
-    if lo < 0 < hi:
-        parts.append(f'<line class="zero" x1="{x(0)}" x2="{x(0)}" y1="{_TOP}" y2="{_TOP + plot_h}"/>')
-    for i, (cat, value, ci, n) in enumerate(rows):
-        parts.append(_bar_row(_TOP + i * _ROW_H, cat, value, ci, n, x, scale))
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _bar_row(y: float, cat: str, value, ci, n, x, scale) -> str:
-    mid = y + _ROW_H / 2
-    short = cat if len(cat) <= 22 else cat[:21] + "…"
-    out = [f'<text class="cat" x="{_LABEL_W - 6}" y="{mid}" dy="0.35em"><title>{_esc(cat)}</title>{_esc(short)}</text>']
-    if value is not None:
-        x0, x1 = sorted((x(0.0), x(value)))
-        width = max(round(x1 - x0, 2), 1)  # a zero value still shows a sliver
-        out.append(f'<rect class="bar" x="{x0}" y="{y + 4}" width="{width}" height="{_ROW_H - 8}"/>')
-    if ci is not None:
-        a, b = x(ci[0]), x(ci[1])
-        out.append(f'<path class="whisker" d="M{a},{mid}H{b}M{a},{mid - 5}V{mid + 5}M{b},{mid - 5}V{mid + 5}"/>')
-    label = f"{_fmt(value, scale)}  n={_fmt_int(n)}" if value is not None else f"n/a  n={_fmt_int(n)}"
-    cls = "val" if value is not None else "val na"
-    out.append(f'<text class="{cls}" x="{_LABEL_W + _PLOT_W + 8}" y="{mid}" dy="0.35em">{_esc(label)}</text>')
-    return "".join(out)
-
-
-def _ci_pair(ci: Any) -> tuple[float, float] | None:
-    if not isinstance(ci, (list, tuple)) or len(ci) != 2:
-        return None
-    a, b = _num(ci[0]), _num(ci[1])
-    return (min(a, b), max(a, b)) if a is not None and b is not None else None
-
-
-def _ticks(lo: float, hi: float, target: int = 4) -> list[float]:
-    """Round tick values (steps of 1, 2, 2.5 or 5 times a power of ten) inside ``[lo, hi]``."""
-    raw = (hi - lo) / target
-    mag = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
-    first = math.ceil(lo / step - 1e-9)
-    return [round(k * step, 12) for k in range(first, math.floor(hi / step + 1e-9) + 1)]
-
-
-def _domain(rows: list, scale: Any) -> tuple[float, float]:
-    """The x range: zero, the scale's interval if it has one, every value and CI end."""
-    points = [0.0, *(_scale_bounds(scale) or ())]
-    for _, value, ci, _ in rows:
-        points += [p for p in (value, *(ci or ())) if p is not None]
-    lo, hi = min(points), max(points)
-    if hi - lo <= 0:
-        hi = lo + 1.0
-    return lo, hi
 
 
 # ----------------------------------------------------------------------------- frame strips

@@ -1,4 +1,12 @@
-"""The CSS of ``report.html`` and ``leaderboard.html`` (one inline ``<style>`` block; no external URLs)."""
+"""How ``report.html`` and ``leaderboard.html`` look: their CSS (one inline ``<style>`` block; no external URLs)
+and the report's number formats, tables and sections (every text from the run escaped)."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from typing import Any, Iterable
 
 _CSS = """
 :root { --fg: #1d2330; --muted: #5b6475; --line: #d9dde5; --bg: #f6f7f9; --bar: #4c78a8; --warn: #b3261e; }
@@ -48,3 +56,68 @@ figure.strip figcaption { margin-top: 6px; }
 .scores { font-variant-numeric: tabular-nums; color: var(--muted); }
 .err { color: var(--warn); overflow-wrap: anywhere; margin: 0; }
 """
+
+
+NA = "–"  # shown for null / missing values
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(value: Any) -> float | None:
+    """A finite float, or None for null / NaN / non-numbers."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _scale_bounds(scale: Any) -> tuple[float, float] | None:
+    """A metric's own axis: ``"[0,1]"`` (or ``"~[1,10]"``) -> ``(0.0, 1.0)``, ``"0-100"`` -> ``(0.0, 100.0)``,
+    ``"percent"`` -> ``(0.0, 100.0)``; anything that is not an interval -> None (the values decide)."""
+    text = str(scale or "").strip()
+    if text.lower() == "percent":
+        return 0.0, 100.0
+    m = re.fullmatch(r"~?\s*[\[(]\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\s*[\])]", text) or re.fullmatch(
+        r"(-?\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)", text
+    )
+    if not m:
+        return None
+    lo, hi = _num(m.group(1)), _num(m.group(2))
+    return (lo, hi) if lo is not None and hi is not None and hi > lo else None
+
+
+def _fmt(value: Any, scale: Any = None) -> str:
+    """4 significant digits on a [0,1] scale (or when the scale is not given), 2 decimals otherwise."""
+    x = _num(value)
+    if x is None:
+        return NA
+    if scale is None or _scale_bounds(scale) == (0.0, 1.0):
+        return f"{x:#.4g}"
+    return f"{x:.2f}"
+
+
+def _fmt_ci(ci: Any, scale: Any = None) -> str:
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2 or any(_num(c) is None for c in ci):
+        return NA
+    return f"[{_fmt(ci[0], scale)}, {_fmt(ci[1], scale)}]"
+
+
+def _fmt_int(value: Any) -> str:
+    x = _num(value)
+    return NA if x is None else str(int(x))
+
+
+def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], attrs: str = "") -> str:
+    """Cells are HTML already (callers escape); headers are escaped here."""
+    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table{attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _section(heading: str, content: str) -> str:
+    return f'<section>\n<h2>{_esc(heading)}</h2>\n{content}\n</section>'

@@ -124,3 +124,62 @@ def test_sweep_curves_render_in_chromium(sweep_run: Path, tmp_path: Path):
         exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars", url
     )
     assert res.returncode == 0 and shot.stat().st_size > 20_000
+
+
+# ----------------------------------------------------------------------------- each benchmark's breakdown as its paper
+
+# ViDiC Table 2's class columns, in its order (Subject, Motion, Pos., Backgr., Cam., Style, Tech.)
+VIDIC_TABLE2 = ["Subject", "Motion", "Position", "Background", "Camera", "Style", "Playback Technique"]
+# CoVEBench Table 8's Level-1 columns, in its order (the four Subject operations as one: Subject)
+COVE_TABLE8 = ["Subject", "Background", "Camera", "Motion", "Position", "Visual Effects", "Style"]
+
+
+def _bar_labels(page: str, fig_id: str) -> list[str]:
+    fig = re.search(rf'id="fig-{re.escape(fig_id)}".*?</figure>', page, re.S).group(0)
+    return re.findall(r'<text class="cat"[^>]*><title>([^<]*)</title>', fig)
+
+
+def _write(tmp_path: Path, summary: dict) -> Path:
+    run = tmp_path / summary["benchmark"]
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_vidic_classes_in_table_2_order_in_the_page_and_as_pngs(tmp_path: Path):
+    """The summary lists the seven classes in the checklist framework's order (and one class the checklist adds):
+    the figures show them in Table 2's column order, the extra class last; every figure also a PNG."""
+    scrambled = ["Style", "unknown", "Playback Technique", "Camera", "Background", "Position", "Motion", "Subject"]
+    by_class = {
+        c: {m: _m(10.0 * k, 10.0 * k - 5, 10.0 * k + 5) for m in ("Sim", "Diff", "Avg")}
+        for k, c in enumerate(scrambled)
+    }
+    summary = {"benchmark": "vidic", "run_name": "r", "metrics": {"Avg": _m(50, 40, 60)}, "by_category": by_class}
+    run = _write(tmp_path, summary)
+    page = write_report(run).read_text()
+    for m in ("Sim", "Diff", "Avg"):
+        assert _bar_labels(page, f"by_category-{m}") == VIDIC_TABLE2 + ["unknown"]
+    assert "column order of ViDiC Table 2" in page
+    assert {p.name for p in (run / "figures").glob("*.png")} == {f"by_category-{m}.png" for m in ("Sim", "Diff", "Avg")}
+
+
+def test_vidic_class_order_as_rendered_by_chromium(tmp_path: Path):
+    exe = _chromium()
+    by_class = {c: {"Avg": _m(50.0, 45, 55)} for c in reversed(VIDIC_TABLE2)}
+    run = _write(tmp_path, {"benchmark": "vidic", "metrics": {"Avg": _m(50, 40, 60)}, "by_category": by_class})
+    dom = _run_chromium(exe, tmp_path / "profile", "--dump-dom", write_report(run).resolve().as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert _bar_labels(dom.stdout, "by_category-Avg") == VIDIC_TABLE2
+
+
+def test_cove_categories_in_table_8_order(tmp_path: Path):
+    alphabetical = sorted(COVE_TABLE8)  # the summary's order (cove_checklist.by_category sorts them)
+    by_cat = {c: {"UAS": _m(30.0, 20, 40), "SSIM": _m(0.5, 0.4, 0.6)} for c in alphabetical}
+    summary = {
+        "benchmark": "cove",
+        "metrics": {"UAS": _m(30, 20, 40), "SSIM": _m(0.5, 0.4, 0.6)},
+        "by_category": by_cat,
+    }
+    page = write_report(_write(tmp_path, summary)).read_text()
+    assert _bar_labels(page, "by_category-UAS") == COVE_TABLE8
+    assert _bar_labels(page, "by_category-SSIM") == COVE_TABLE8

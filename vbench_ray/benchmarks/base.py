@@ -71,6 +71,20 @@ class Benchmark:
     metric_names: ClassVar[tuple[str, ...]] = ()
     # config sections (beyond benchmark, data, metrics) whose change invalidates rows already computed
     result_sections: ClassVar[tuple[str, ...]] = ()
+    # the report's breakdown figures as its paper draws them (report_figures): a breakdown's group order (summary
+    # key -> names, e.g. a results table's columns) and the table or figure it follows (summary key -> text)
+    figure_orders: ClassVar[dict[str, tuple[str, ...]]] = {}
+    figure_notes: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def report_figures(cls, summary: dict) -> list[dict]:
+        """The breakdown figures of ``report.html`` and ``RUN_DIR/figures/`` from a ``summary.json`` of this
+        benchmark (:mod:`vbench_ray.figures`): one bar chart per metric of each breakdown, groups in
+        ``figure_orders``' order, else the summary's; a benchmark whose paper draws more (a two-way grid)
+        overrides it."""
+        from vbench_ray.figures import breakdowns
+
+        return breakdowns(summary, cls.figure_orders, cls.figure_notes)
 
     def load_cases(self, cfg) -> list[dict]:
         """Rows with the ``CASE_FIELDS`` (plus benchmark columns); bad cases carry ``error_load``."""

@@ -280,6 +280,10 @@ class CoveBench(Benchmark):
     judged_metrics = cove_compare.CHECKLIST
     compare_units = staticmethod(cove_compare.compare_units)
     analyses = staticmethod(cove_compare.analyses)
+    figure_orders = {
+        "by_category": ("Subject", "Background", "Camera", "Motion", "Position", "Visual Effects", "Style")
+    }
+    figure_notes = {"by_category": "Level-1 categories in the column order of CoVEBench Table 8 (Fig. 5 middle)"}
     paper = "CoVEBench §3.1, App. F (official code: NJU-LINK/CoVEBench)"
     needs = "a VLM checklist judge (UAS/IFS/VRS/SEM; GPU with vllm), weights for AES, TQ, SRC"
     judge_models = {

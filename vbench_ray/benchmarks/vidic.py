@@ -181,6 +181,10 @@ class VidicBench(Benchmark):
     compare_units = staticmethod(vidic_compare.compare_units)
     comparison_options = staticmethod(vidic_compare.comparison_options)
     analyses = staticmethod(vidic_compare.analyses)
+    figure_orders = {
+        "by_category": ("Subject", "Motion", "Position", "Background", "Camera", "Style", "Playback Technique")
+    }
+    figure_notes = {"by_category": "the seven classes in the column order of ViDiC Table 2 (Category Performance)"}
     paper = "ViDiC §3.3, App. E (official code: NJU-LINK/ViDiC-1K)"
     needs = "the model under test (a VLM that describes; GPU with vllm) and a text judge"
     scored_metrics = {
