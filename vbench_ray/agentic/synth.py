@@ -20,201 +20,47 @@ track (a melody of sine notes) where a family needs audio:
 
 Same seed and parameters -> the same task folders (JSON byte-identical; decoded media identical for a
 given encoder build). Task ``k`` of a family depends only on ``(seed, family, k)``.
+
+Assembly and Sequencing tasks are made here, Repair tasks in :mod:`vbench_ray.agentic.synth_repair` and Repurpose
+tasks in :mod:`vbench_ray.agentic.synth_repurpose`, all from the scenes, camera and tone tracks of
+:mod:`vbench_ray.agentic.synth_media`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from vbench_ray.agentic.bundle import INPUTS, TRUTH, write_json, write_task
-from vbench_ray.agentic.media import read_media, write_media
-from vbench_ray.synth.scenes import (
-    BACKGROUND_KINDS,
-    BACKGROUND_PALETTES,
-    SHAPE_COLORS,
-    SHAPE_KINDS,
-    Background,
-    Scene,
-    Shape,
-    render_scene,
+from vbench_ray.agentic.bundle import INPUTS, write_json, write_task
+from vbench_ray.agentic.media import write_media
+from vbench_ray.agentic.synth_media import (  # noqa: F401  (the tasks' building blocks; re-exported)
+    CAMERA_ANGLES,
+    CAMERA_MOVEMENTS,
+    CINEMATIC_VARIABLES,
+    FPS,
+    SHOT_SIZES,
+    SR,
+    H,
+    W,
+    camera_params,
+    camera_view,
+    describe_scene,
+    melody,
+    random_scene,
+    task_rng,
+    unique_names,
 )
+from vbench_ray.agentic.synth_repair import DEFECT_GROUP, REPAIR_DEFECTS, perfect_fix, repair_task  # noqa: F401
+from vbench_ray.agentic.synth_repurpose import REPURPOSE_FORMATS, repurpose_task  # noqa: F401
+from vbench_ray.synth.scenes import render_scene
 
 log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1
-W, H = 128, 96  # output frame size (assembly, sequencing, repair)
-FPS = 12
-SR = 16000
-FAMILY_INDEX = {"assembly": 1, "sequencing": 2, "repair": 3, "repurpose": 4}
-
-SHOT_SIZES = {"wide": 1.0, "medium": 1.5, "close-up": 2.2}
-CAMERA_ANGLES = {"level": 0.0, "dutch left": 14.0, "dutch right": -14.0}
-CAMERA_MOVEMENTS = ("static", "pan left", "pan right", "push in", "pull out")
-CINEMATIC_VARIABLES = ("shot_size", "camera_angle", "camera_movement")
-REPAIR_DEFECTS = ("colour_shift", "blur", "repeated_frames", "shot_swap", "audio_noise", "audio_echo", "audio_clipping")
-DEFECT_GROUP = {
-    "colour_shift": "visual",
-    "blur": "visual",
-    "repeated_frames": "timeline",
-    "shot_swap": "shot_swap",
-    "audio_noise": "audio",
-    "audio_echo": "audio",
-    "audio_clipping": "audio",
-}
-DELIVERY_SPEC = {"container": "mp4", "video_codec": "h264", "audio_codec": "aac", "sample_rate": SR, "fps": FPS}
-
-
-def task_rng(seed: int, family: str, k: int) -> np.random.Generator:
-    return np.random.default_rng([int(seed), FAMILY_INDEX[family], int(k)])
-
-
-def _hex(rng: np.random.Generator, n: int = 4) -> str:
-    return "".join("0123456789abcdef"[i] for i in rng.integers(0, 16, n))
-
-
-def unique_names(rng: np.random.Generator, prefix: str, count: int) -> list[str]:
-    names: list[str] = []
-    while len(names) < count:
-        name = f"{prefix}_{_hex(rng)}.mp4"
-        if name not in names:
-            names.append(name)
-    return names
-
-
-# ----------------------------------------------------------------------------- scenes and camera
-
-
-def random_scene(
-    rng: np.random.Generator, width: int, height: int, frames: int, n_shapes: int = 2, travel: float = 0.6
-) -> Scene:
-    """Shapes crossing a textured background; ``travel`` is the path length as a share of the width."""
-    palette = str(rng.choice(list(BACKGROUND_PALETTES)))
-    c0, c1 = BACKGROUND_PALETTES[palette]
-    bg = Background(
-        kind=str(rng.choice(BACKGROUND_KINDS)),
-        palette=palette,
-        seed=int(rng.integers(1 << 30)),
-        angle=float(rng.uniform(0, 180)),
-        period=float(rng.uniform(10, 22)) * width / 128,
-        c0=c0,
-        c1=c1,
-    )
-    colors = rng.choice(list(SHAPE_COLORS), size=n_shapes, replace=False)
-    shapes = []
-    for i in range(n_shapes):
-        r = float(rng.uniform(0.07, 0.11)) * min(width, height)
-        y0 = float(rng.uniform(0.25, 0.75)) * height
-        x0 = float(rng.uniform(0.15, 0.85 - travel)) * width if travel < 0.7 else 0.1 * width
-        dx = travel * width * (1 if rng.random() < 0.5 else -1)
-        start = (x0, y0) if dx > 0 else (x0 - dx, y0)
-        end = (start[0] + dx, y0 + float(rng.uniform(-0.15, 0.15)) * height)
-        shapes.append(
-            Shape(
-                kind=str(rng.choice(SHAPE_KINDS)),
-                color_name=str(colors[i]),
-                color=SHAPE_COLORS[str(colors[i])],
-                radius=r,
-                start=start,
-                end=end,
-                wobble=float(rng.uniform(0, 0.05)) * height,
-                wobble_cycles=float(rng.uniform(0.5, 1.5)),
-                wobble_phase=float(rng.uniform(0, 2 * math.pi)),
-            )
-        )
-    return Scene(width=width, height=height, frames=frames, background=bg, shapes=tuple(shapes))
-
-
-def describe_scene(scene: Scene) -> str:
-    parts = [
-        f"{'an' if s.color_name[0] in 'aeiou' else 'a'} {s.color_name} {s.kind} moving {s.direction}"
-        for s in scene.shapes
-    ]
-    return f"{' and '.join(parts).capitalize()} over the {scene.background.label}."
-
-
-def camera_view(
-    canvas: np.ndarray,
-    out_w: int,
-    out_h: int,
-    zoom: np.ndarray,
-    angle_deg: np.ndarray,
-    pan: np.ndarray,
-    base: float = 1.2,
-) -> np.ndarray:
-    """Frames seen through a virtual camera over ``canvas`` frames ``(T, Hc, Wc, 3)``.
-
-    Per frame: ``zoom`` (1 = a view ``base * out_w`` canvas pixels wide), roll ``angle_deg`` and
-    ``pan`` (view-centre offset in canvas pixels, ``(T, 2)``).
-    """
-    import cv2
-
-    t, hc, wc, _ = canvas.shape
-    out = np.empty((t, out_h, out_w, 3), np.uint8)
-    for i in range(t):
-        s = base / float(zoom[i])
-        th = math.radians(float(angle_deg[i]))
-        a = s * np.array([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]])
-        centre = np.array([wc / 2.0 + pan[i][0], hc / 2.0 + pan[i][1]])
-        b = centre - a @ np.array([out_w / 2.0, out_h / 2.0])
-        m = np.hstack([a, b[:, None]])
-        out[i] = cv2.warpAffine(
-            canvas[i], m, (out_w, out_h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REFLECT
-        )
-    return out
-
-
-def camera_params(frames: int, shot_size: str, angle: str, movement: str, wc: int) -> tuple:
-    s = np.linspace(0.0, 1.0, frames)
-    zoom = np.full(frames, SHOT_SIZES[shot_size])
-    pan = np.zeros((frames, 2))
-    amp = 0.16 * wc / SHOT_SIZES[shot_size]
-    if movement == "pan left":
-        pan[:, 0] = amp * (1 - 2 * s)
-    elif movement == "pan right":
-        pan[:, 0] = -amp * (1 - 2 * s)
-    elif movement == "push in":
-        zoom = zoom * (1.0 + 0.45 * s)
-    elif movement == "pull out":
-        zoom = zoom * (1.45 - 0.45 * s)
-    return zoom, np.full(frames, CAMERA_ANGLES[angle]), pan
-
-
-# ----------------------------------------------------------------------------- audio
-
-
-def melody(
-    rng: np.random.Generator,
-    duration: float,
-    sr: int = SR,
-    base_hz: float | None = None,
-    note_s: tuple[float, float] = (0.2, 0.45),
-) -> np.ndarray:
-    """A tone track: sine notes (fundamental + two harmonics, attack/decay envelopes) from a pentatonic
-    scale, over a quiet drone. float32 mono, peak about 0.5."""
-    n = int(round(duration * sr))
-    base = base_hz or float(rng.uniform(180, 300))
-    scale = [0, 2, 4, 7, 9, 12, 14]
-    out = np.zeros(n, np.float64)
-    t0 = 0
-    while t0 < n:
-        length = int(rng.uniform(*note_s) * sr)
-        f = base * 2 ** (scale[int(rng.integers(len(scale)))] / 12)
-        tt = np.arange(min(length, n - t0)) / sr
-        env = np.minimum(1.0, tt / 0.01) * np.exp(-tt * rng.uniform(2.0, 5.0))
-        note = sum(a * np.sin(2 * np.pi * f * h * tt) for h, a in ((1, 1.0), (2, 0.35), (3, 0.15)))
-        out[t0 : t0 + len(tt)] += 0.32 * env * note
-        t0 += length
-    tt = np.arange(n) / sr
-    out += 0.05 * np.sin(2 * np.pi * base / 2 * tt) * (1 + 0.3 * np.sin(2 * np.pi * 0.4 * tt))
-    return out.astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- assembly
@@ -354,319 +200,6 @@ def _sequencing_task(root: Path, seed: int, k: int, clip_range: tuple[int, int])
     return {"task_id": task_id, "family": "sequencing", "n_clips": n}
 
 
-# ----------------------------------------------------------------------------- repair
-
-
-def _defect_audio(defect: str, audio: np.ndarray, a: int, b: int, rng: np.random.Generator) -> np.ndarray:
-    out = audio.copy()
-    seg = audio[a:b].astype(np.float64)
-    if defect == "audio_noise":
-        rms = float(np.sqrt(np.mean(seg**2))) or 0.1
-        out[a:b] = seg + rng.normal(0.0, rms * 1.2, len(seg))
-    elif defect == "audio_echo":
-        wet = seg.copy()
-        for delay_s, gain in ((0.09, 0.65), (0.17, 0.5), (0.26, 0.38), (0.35, 0.25)):
-            d = int(delay_s * SR)
-            src = audio[max(0, a - d) : b - d].astype(np.float64)
-            wet[len(seg) - len(src) :] += gain * src
-        out[a:b] = wet
-    elif defect == "audio_clipping":
-        peak = float(np.max(np.abs(seg))) or 0.3
-        out[a:b] = np.clip(seg * 6.0, -0.3 * peak, 0.3 * peak) * 2.5
-    return np.clip(out, -1.0, 1.0).astype(np.float32)
-
-
-def _repair_task(root: Path, seed: int, k: int) -> dict:
-    import cv2
-
-    rng = task_rng(seed, "repair", k)
-    defect = REPAIR_DEFECTS[k % len(REPAIR_DEFECTS)]
-    group = DEFECT_GROUP[defect]
-    task_id = f"repair_{k:03d}"
-    n = 4 * FPS
-    wc, hc = 2 * W, 2 * H
-    scene = random_scene(rng, wc, hc, n, n_shapes=3, travel=0.4)
-    s = np.linspace(0.0, 1.0, n)
-    direction = 1 if rng.random() < 0.5 else -1
-    pan = np.stack([direction * 0.18 * wc * (2 * s - 1), 0.04 * hc * np.sin(2 * np.pi * s)], axis=1)
-    src = camera_view(render_scene(scene), W, H, 1.0 + 0.3 * s, np.zeros(n), pan)
-    audio = melody(rng, n / FPS)
-    spf = SR // FPS  # audio samples per frame
-    broken_v, broken_a = src.copy(), audio.copy()
-    truth: dict[str, Any] = {"group": group, "defect": defect, "broken": "broken.mp4", "golden": "golden.mp4"}
-    a = int(rng.integers(FPS, n - 2 * FPS))
-    if group in ("visual", "audio"):
-        b = a + FPS
-        truth["window"] = [a / FPS, b / FPS]
-        if defect == "colour_shift":
-            gain = np.array([1.3, 0.95, 0.7]) if rng.random() < 0.5 else np.array([0.75, 1.0, 1.3])
-            offset = np.array([14.0, 0.0, -12.0]) * np.sign(gain[0] - 1)
-            broken_v[a:b] = np.clip(src[a:b].astype(np.float64) * gain + offset, 0, 255).astype(np.uint8)
-            truth["params"] = {"gain": gain.tolist(), "offset": offset.tolist()}
-        elif defect == "blur":
-            sigma = float(rng.uniform(2.2, 3.0))
-            while True:  # strong enough to stand out of codec noise on this scene (window PSNR <= 28 dB)
-                for i in range(a, b):
-                    broken_v[i] = cv2.GaussianBlur(src[i], (0, 0), sigma)
-                mse = float(np.mean((broken_v[a:b].astype(np.float64) - src[a:b]) ** 2))
-                if sigma >= 6.0 or 10 * np.log10(255.0**2 / max(mse, 1e-9)) <= 28.0:
-                    break
-                sigma += 0.5
-            truth["params"] = {"sigma": sigma}
-        else:
-            broken_a = _defect_audio(defect, audio, a * spf, b * spf, rng)
-    elif group == "timeline":
-        seg = FPS // 2
-        broken_v = np.concatenate([src[: a + seg], src[a : a + seg], src[a + seg :]])
-        broken_a = np.concatenate(
-            [audio[: (a + seg) * spf], audio[a * spf : (a + seg) * spf], audio[(a + seg) * spf :]]
-        )
-        truth["ranges"] = [
-            {"range": [(a + seg) / FPS, (a + 2 * seg) / FPS], "equivalent": [[a / FPS, (a + seg) / FPS]]}
-        ]
-        truth["tolerance_s"] = 0.25
-        truth["window"] = [a / FPS, (a + 2 * seg) / FPS]
-        truth["window_golden"] = [a / FPS, (a + seg) / FPS]  # the same stretch in the golden's time
-    else:  # shot swap: [a, b) and [b, c) exchanged
-        b = a + int(rng.integers(8, 12))
-        c = min(n - 2, b + int(rng.integers(8, 12)))
-        broken_v = np.concatenate([src[:a], src[b:c], src[a:b], src[c:]])
-        broken_a = np.concatenate(
-            [audio[: a * spf], audio[b * spf : c * spf], audio[a * spf : b * spf], audio[c * spf :]]
-        )
-        truth["window"] = [a / FPS, c / FPS]
-        truth["segments"] = [[a / FPS, b / FPS], [b / FPS, c / FPS]]
-    write_media(root / INPUTS / "broken.mp4", broken_v, FPS, broken_a, SR)
-    write_media(root / TRUTH / "golden.mp4", src, FPS, audio, SR)
-    truth["reference"] = _repair_reference(root, truth)
-    hint = {
-        "visual": "something in the picture looks wrong for about a second",
-        "audio": "the sound goes bad for a moment",
-        "timeline": "the edit stutters at one point",
-        "shot_swap": "the action jumps around in the middle",
-    }[group]
-    spec = {**DELIVERY_SPEC, "width": W, "height": H, "duration_s": n / FPS}
-    instruction = (
-        f"Client note: \"Before we deliver this clip, please fix it: {hint}.\"\n\n"
-        "`inputs/broken.mp4` is the clip. Find the defect (what and when), fix it, and leave the rest untouched.\n\n"
-        "Deliverables (in your output folder):\n"
-        f"- `fixed.mp4`: MP4, H.264 video ({W}x{H}, {FPS} fps), AAC audio at {SR} Hz;\n"
-        "- `report.md`: what the defect was, its time range, and what you did, with one `## Diagnosis` block "
-        "per defect holding the lines `- type: <defect>`, `- start: <time>` and `- end: <time>` (times in "
-        "broken.mp4, seconds or MM:SS.mmm);\n"
-        "- if your fix removes material: `solution.json` with `{\"ranges\": [[start_s, end_s], ...]}`, the "
-        "removed ranges in the time of broken.mp4.\n"
-    )
-    write_task(
-        root,
-        {
-            "task_id": task_id,
-            "family": "repair",
-            "subtype": defect,
-            "group": group,
-            "inputs": {"broken": "broken.mp4"},
-            "spec": spec,
-        },
-        instruction,
-        truth,
-    )
-    return {"task_id": task_id, "family": "repair", "defect": defect}
-
-
-def perfect_fix(broken, golden, truth: dict) -> tuple[np.ndarray, np.ndarray]:
-    """What a flawless agent renders from ``broken``: the defect undone exactly, everything else kept
-    (the broken input's own decoded frames and samples outside the defect)."""
-    fps, sr = broken.fps, broken.sample_rate
-    frames, audio = broken.frames.copy(), broken.audio.copy()
-    group = truth["group"]
-    if group in ("visual", "audio"):
-        a, b = truth["window"]
-        if group == "visual":
-            fa, fb = int(round(a * fps)), int(round(b * fps))
-            frames[fa:fb] = golden.frames[fa:fb]
-        else:
-            sa, sb = int(round(a * sr)), int(round(b * sr))
-            audio[sa:sb] = golden.audio[sa:sb]
-        return frames, audio
-    if group == "timeline":
-        ranges = [r["range"] if isinstance(r, dict) else r for r in truth["ranges"]]
-        keep_f = np.ones(len(frames), bool)
-        keep_a = np.ones(len(audio), bool)
-        for s0, e0 in ranges:
-            keep_f[int(round(s0 * fps)) : int(round(e0 * fps))] = False
-            keep_a[int(round(s0 * sr)) : int(round(e0 * sr))] = False
-        return frames[keep_f], audio[keep_a]
-    (a, b), (_, c) = truth["segments"]
-    # broken = pre + B + A + post with A = [a, b) and B = [b, c) of the source
-    fa, fb, fc = (int(round(x * fps)) for x in (a, b, c))
-    split = fa + (fc - fb)
-    f2 = np.concatenate([frames[:fa], frames[split:fc], frames[fa:split], frames[fc:]])
-    spf = sr / fps
-    sa, ss, sc = int(round(fa * spf)), int(round(split * spf)), int(round(fc * spf))
-    a2 = np.concatenate([audio[:sa], audio[ss:sc], audio[sa:ss], audio[sc:]])
-    return f2, a2
-
-
-def _repair_reference(root: Path, truth: dict) -> dict:
-    """App. H.1: the golden reference point ``M_golden``: the measurements of a perfect fix (the defect
-    undone exactly on the broken input's decoded content) delivered as h264/AAC with the task's
-    settings, against the golden. A submission at least this good scores 1; so does the golden itself."""
-    from vbench_ray.agentic.verifiers.repair import measure_references
-
-    golden = read_media(root / TRUTH / truth["golden"])
-    broken = read_media(root / INPUTS / truth["broken"])
-    frames, audio = perfect_fix(broken, golden, truth)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "perfect_fix.mp4"
-        write_media(path, frames, golden.fps, audio, golden.sample_rate)
-        ref = measure_references(root / TRUTH / truth["golden"], path, truth)
-    return {region: {m: round(float(v), 6) for m, v in values.items()} for region, values in ref.items()}
-
-
-# ----------------------------------------------------------------------------- repurpose
-
-RP_W, RP_H = 192, 108
-REPURPOSE_FORMATS = (("vertical social cut", "9:16", 6.0), ("square teaser", "1:1", 8.0))
-
-
-def _repurpose_task(root: Path, seed: int, k: int) -> dict:
-    rng = task_rng(seed, "repurpose", k)
-    task_id = f"repurpose_{k:03d}"
-    kind, aspect, runtime = REPURPOSE_FORMATS[k % len(REPURPOSE_FORMATS)]
-    beat_frames = 3 * FPS
-    beats, frames, audio = [], [], []
-    for i in range(5):
-        scene = random_scene(rng, RP_W, RP_H, beat_frames, n_shapes=1 + i % 2, travel=0.6)
-        frames.append(render_scene(scene))
-        audio.append(melody(rng, beat_frames / FPS, base_hz=180.0 * 2 ** (i / 6)))
-        beats.append(
-            {
-                "beat": i + 1,
-                "start_s": i * 3.0,
-                "end_s": (i + 1) * 3.0,
-                "description": describe_scene(scene),
-                "shapes": [s.label for s in scene.shapes],
-            }
-        )
-    write_media(root / INPUTS / "source.mp4", np.concatenate(frames), FPS, np.concatenate(audio), SR)
-    tol = 1.0
-    brief = (
-        f"# Brief: {kind}\n\n"
-        "**Source**: `source.mp4`, a 15-second film in five short scenes:\n"
-        + "".join(f"{b['beat']}. {b['description']}\n" for b in beats)
-        + f"\n**Audience and platform**: a social feed, watched on phones.\n\n"
-        f"**Deliverable**: a {runtime:g}-second {kind} that keeps the story's order and ends on the last scene. "
-        "Tone: brisk and playful.\n\n"
-        f"**Hard requirements**: runtime {runtime:g} s (+-{tol:g} s); aspect ratio {aspect}; MP4 container; "
-        "audio included.\n"
-    )
-    (root / INPUTS).mkdir(parents=True, exist_ok=True)
-    (root / INPUTS / "brief.md").write_text(brief, encoding="utf-8")
-    first, last, third = beats[0], beats[4], beats[2]
-    ar_w, ar_h = (float(x) for x in aspect.split(":"))
-    lo_ar, hi_ar = ar_w / ar_h * 0.98, ar_w / ar_h * 1.02  # the aspect_ratio check's relative tolerance
-    items = [
-        # ids and texts the official pillar-0 dispatcher routes to its own checks (judge.py infer_format_check):
-        # F-DUR -> duration ("X s +- Y s" read from the text), F-RES -> resolution (the aspect-ratio range),
-        # F-CONTAINER -> container, AUDIO-PRESENT -> audio stream present; docs/agentic_bundle.md maps them
-        {
-            "id": "F-DUR",
-            "pillar": "format",
-            "weight": 2,
-            "text": f"Runtime is {runtime:g} s \u00b1 {tol:g} s.",
-            "check": {"type": "runtime", "target_s": runtime, "tolerance_s": tol},
-        },
-        {
-            "id": "F-RES",
-            "pillar": "format",
-            "weight": 2,
-            "text": f"Aspect ratio is {aspect}: width-to-height ratio between {lo_ar:.4f} and {hi_ar:.4f}, "
-            "square pixels.",
-            "check": {"type": "aspect_ratio", "target": aspect, "tolerance": 0.02},
-        },
-        {
-            "id": "F-CONTAINER",
-            "pillar": "format",
-            "weight": 1,
-            "text": "Delivered as an MP4 file (container mp4).",
-            "check": {"type": "container", "name": "mp4"},
-        },
-        {
-            "id": "AUDIO-PRESENT",
-            "pillar": "format",
-            "weight": 1,
-            "text": "The deliverable has audible audio.",
-            "check": {"type": "audio_present", "min_dbfs": -60},
-        },
-        {
-            "id": "V1",
-            "pillar": "visual",
-            "weight": 2,
-            "text": f"The deliverable shows the {first['shapes'][0]} from the first scene at least once.",
-        },
-        {
-            "id": "V2",
-            "pillar": "visual",
-            "weight": 1,
-            "text": "No shot is visibly stretched or squashed: shapes keep their proportions after reframing.",
-        },
-        {
-            "id": "N1",
-            "pillar": "narrative",
-            "weight": 2,
-            "text": f"The deliverable ends on material from the last scene ({last['description'][:-1].lower()}).",
-        },
-        {"id": "N2", "pillar": "narrative", "weight": 2, "text": "Scenes appear in the same order as in the source."},
-        {
-            "id": "S1",
-            "pillar": "sound",
-            "weight": 1,
-            "text": "The audio plays throughout, without silent gaps longer than one second.",
-        },
-        {
-            "id": "P1",
-            "pillar": "penalty",
-            "weight": -2,
-            "text": "The deliverable contains black or blank frames lasting more than one second.",
-        },
-        {
-            "id": "P2",
-            "pillar": "penalty",
-            "weight": -2,
-            "narrative_essential": True,
-            "text": f"The deliverable keeps the middle scene's {third['shapes'][0]}.",
-        },
-    ]
-    spec = {
-        "runtime_s": runtime,
-        "runtime_tolerance_s": tol,
-        "aspect_ratio": aspect,
-        "container": "mp4",
-        "audio": True,
-        "kind": kind,
-    }
-    instruction = (
-        "Read the client brief in `inputs/brief.md` and cut the deliverable it asks for from `inputs/source.mp4`.\n\n"
-        "Deliverables (in your output folder):\n"
-        "- `final.mp4`: the deliverable, meeting the brief's hard requirements;\n"
-        "- `report.md`: your edit decisions (which parts of the source you used, and why).\n"
-    )
-    write_task(
-        root,
-        {
-            "task_id": task_id,
-            "family": "repurpose",
-            "subtype": kind.replace(" ", "_"),
-            "inputs": {"source": "source.mp4", "brief": "brief.md"},
-            "spec": spec,
-        },
-        instruction,
-        {"beats": beats},
-        rubric={"items": items},
-    )
-    return {"task_id": task_id, "family": "repurpose", "kind": kind}
-
-
 # ----------------------------------------------------------------------------- entry point
 
 SYNTH_MARKER = ".vbr-synth"  # in OUT/tasks: a rerun may replace the folder
@@ -710,9 +243,9 @@ def synth_agentic(
     for k in range(n_sequencing):
         records.append(_sequencing_task(tasks_dir / f"sequencing_{k:03d}", seed, k, (lo, hi)))
     for k in range(n_repair):
-        records.append(_repair_task(tasks_dir / f"repair_{k:03d}", seed, k))
+        records.append(repair_task(tasks_dir / f"repair_{k:03d}", seed, k))
     for k in range(n_repurpose):
-        records.append(_repurpose_task(tasks_dir / f"repurpose_{k:03d}", seed, k))
+        records.append(repurpose_task(tasks_dir / f"repurpose_{k:03d}", seed, k))
     by_family: dict[str, int] = {}
     for r in records:
         by_family[r["family"]] = by_family.get(r["family"], 0) + 1
