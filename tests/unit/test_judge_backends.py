@@ -5,10 +5,13 @@ dispatches on its name (``engines.make_engine``, ``preflight``, the config's all
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from omegaconf import OmegaConf
 
+from helpers.common import REPO, cove_overrides
+from vbench_ray.config import bounded
 from vbench_ray.judges.backends import BACKENDS
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeBackend, JudgeConfig, JudgeResponse
 from vbench_ray.judges.engines import Engine, make_engine
@@ -71,10 +74,10 @@ def test_an_unknown_backend_is_named_with_the_registered_ones():
 def test_each_backend_names_its_config_section_and_engine():
     from vbench_ray.registry import load_target
 
-    fields = {f.name for f in dataclasses.fields(JudgeConfig)}
-    sections = {name: BACKENDS[name].config_section for name in BACKENDS}
-    assert sections == {"vllm": "vllm", "http": "http", "hf": "hf", "replay": None}
-    assert all(s is None or s in fields for s in sections.values())
+    fields = {f.name: f.type for f in dataclasses.fields(JudgeConfig)}
+    sections = {name: cls.__name__ for name, cls in BACKENDS.config_classes().items()}
+    assert sections == {"vllm": "VLLMJudgeConfig", "http": "HTTPJudgeConfig", "hf": "HFJudgeConfig"}  # replay: none
+    assert all(fields[name] is cls for name, cls in BACKENDS.config_classes().items())
     for name in BACKENDS:
         assert callable(load_target(BACKENDS[name].engine)), name
 
@@ -110,3 +113,62 @@ def test_what_the_run_asks_of_a_backend_is_on_its_class(monkeypatch):
     monkeypatch.setattr(ToyFileBackend, "asks_a_model", True)  # a judge stage is planned only where Ray runs
     (stage,) = plan.judge_stages(EngineSet(None))
     assert (stage.name, stage.workers, stage.min_workers) == ("judge_p", 6, 1)  # two actors per replica
+
+
+@dataclasses.dataclass
+class ToyScoreConfig:
+    score: int = bounded(5, ge=1, le=10)  # every Score-MCQ question's answer
+    answer: str = "Yes"  # every other question's answer
+
+
+class ToyScoreEngine(Engine):
+    """Answers each question of a request from the judge's own section, ``judge.toy``."""
+
+    name = "toy"
+
+    def generate(self, requests):
+        toy = self.cfg.toy
+        for r in requests:
+            key, value = ("final_score", toy.score) if r.group == "Score-MCQ" else ("final_answer", toy.answer)
+            items = [{"id": i, "reasoning": "toy", key: value} for i in r.expected["ids"]]
+            yield [JudgeResponse(r.request_id, text="```json\n" + json.dumps(items) + "\n```", model="toy")]
+
+
+def toy_score_engine(cfg, backend_cls, run_dir=None):
+    return ToyScoreEngine(cfg)
+
+
+class ToyScoreBackend(JudgeBackend):
+    name = "toy"
+    config_class = ToyScoreConfig  # its section, judge.toy
+    engine = f"{__name__}:toy_score_engine"
+    asks_a_model = False  # answers in the driver: the run needs no Ray
+
+
+def test_a_toy_backend_with_its_own_config_section_judges_a_cove_run(monkeypatch, cove_data, tmp_path):
+    """A backend defined here, with its own settings: registering it is all it takes for ``judge.toy.*`` to be a
+    config key (YAML, overrides, `vbench-ray config` with its field's comment, "did you mean", range checks) that
+    reaches its engine in a CoVEBench run. SEM over Score-MCQ questions only, each answered ``judge.toy.score`` = 7:
+    7 x 10 = 70.0 (App. F.3: SEM is the mean score x 10)."""
+    from vbench_ray.config import ConfigError, check_bounds
+    from vbench_ray.config_show import show_config
+    from vbench_ray.configure import load_config
+    from vbench_ray.runner import run
+
+    cove = REPO / "configs" / "cove.yaml"
+    over = cove_overrides(cove_data, tmp_path / "run", "metrics.enabled=[SEM]", "score.sem_questions=score_mcq")
+    with monkeypatch.context() as m:
+        m.setitem(BACKENDS, "toy", ToyScoreBackend)
+        shown = show_config(cove, ["judge.backend=toy", "judge.toy.score=7"])
+        assert "\n  toy:\n    score: 7  # every Score-MCQ question's answer\n    answer: 'Yes'  #" in shown
+        with pytest.raises(ConfigError, match=r"did you mean `judge\.toy\.score`\?"):
+            load_config(cove, [*over, "judge.backend=toy", "judge.toy.scor=7"])
+        wide = load_config(cove, [*over, "judge.backend=toy", "judge.toy.score=11"])
+        assert "`judge.toy.score` = 11: expected an integer >= 1 and <= 10" in check_bounds(wide)
+
+        result = run(load_config(cove, [*over, "judge.backend=toy", "judge.toy.score=7"]))
+        assert result.summary["metrics"]["SEM"]["value"] == pytest.approx(70.0)
+        assert result.summary["judge"]["n_requests"] == result.summary["judge"]["n_ok"] > 0
+    assert "toy" not in {f.name for f in dataclasses.fields(JudgeConfig)}  # unregistered: its section gone too
+    with pytest.raises(ConfigError, match=r"unknown config key `judge\.toy`"):
+        load_config(cove, [*over, "judge.toy.score=7"])

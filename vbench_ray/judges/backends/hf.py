@@ -102,7 +102,6 @@ def resolve_model_path(model: str | None, env_vars: dict | None = None) -> Path:
 
 class HFBackend(JudgeBackend):
     name = "hf"
-    config_section = "hf"
     engine = "vbench_ray.judges.engines:hf_engine"
 
     @classmethod

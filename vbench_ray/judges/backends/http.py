@@ -174,7 +174,6 @@ def _postprocess(row: dict) -> dict:
 
 class HTTPBackend(JudgeBackend):
     name = "http"
-    config_section = "http"
 
     @classmethod
     def problems(cls, node: Any, key: str) -> list[str]:

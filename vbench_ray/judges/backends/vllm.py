@@ -311,7 +311,6 @@ def vision_problem(node: Any, key: str) -> str | None:
 
 class VLLMBackend(JudgeBackend):
     name = "vllm"
-    config_section = "vllm"
     engine = "vbench_ray.judges.engines:vllm_engine"
     video_per_request = False  # frame sampling is a property of the processor / engine
 
