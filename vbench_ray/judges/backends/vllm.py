@@ -311,7 +311,7 @@ def vision_problem(node: Any, key: str) -> str | None:
 
 class VLLMBackend(JudgeBackend):
     name = "vllm"
-    engine = "vbench_ray.judges.engines:vllm_engine"
+    engine = "vbench_ray.judges.backends.vllm_serve:vllm_engine"
     video_per_request = False  # frame sampling is a property of the processor / engine
 
     @classmethod
