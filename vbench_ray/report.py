@@ -167,10 +167,12 @@ def _headline(metrics: dict) -> str:
     if not metrics:
         return '<p class="empty">No metrics in summary.json.</p>'
     judged = any("n_invalid" in (m or {}) for m in metrics.values())
+    why = {name: _why_none(m or {}) for name, m in metrics.items()}  # a metric with no value says why, as the CLI
     headers = (
         ["Metric", "Value", "95% CI", "n", "Excluded", "Failed"]
         + (["Invalid judge answers"] if judged else [])
         + ["Scale", "Better"]
+        + (["Why no value"] if any(why.values()) else [])
     )
     rows = []
     for name, m in metrics.items():
@@ -188,9 +190,17 @@ def _headline(metrics: dict) -> str:
                 *([_fmt_int(m["n_invalid"]) if "n_invalid" in m else NA] if judged else []),
                 _esc(scale) if scale is not None else NA,
                 better,
+                *([f'<span class="why">{_esc(why[name])}</span>'] if any(why.values()) else []),
             )
         )
     return _table(headers, rows, ' id="headline" class="num"')
+
+
+def _why_none(m: dict) -> str:
+    """Why a headline metric has no value (``unavailable``: a dead judge; ``note``: e.g. no valid judge answer)."""
+    if m.get("value") is not None:
+        return ""
+    return str(m.get("unavailable") or m.get("note") or "")
 
 
 def _variants(by_variant: Any, scales: dict) -> str:

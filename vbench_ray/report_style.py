@@ -47,6 +47,8 @@ svg.bars .val { font-variant-numeric: tabular-nums; } svg.bars .na { fill: var(-
 svg.bars .grid { stroke: #eceff3; } svg.bars .zero { stroke: #888; }
 svg.bars .bar { fill: var(--bar); }
 svg.bars .whisker { stroke: #222; stroke-width: 1.4; fill: none; }
+span.why { display: block; text-align: left; color: var(--muted); font-style: italic; }
+svg.heat text { font-size: 12px; } svg.heat .cell-val { font-variant-numeric: tabular-nums; }
 figure.strip { padding: 10px 0; border-bottom: 1px solid var(--line); }
 figure.strip:last-child { border-bottom: 0; }
 .video { display: flex; align-items: center; gap: 10px; margin: 4px 0; }

@@ -315,3 +315,19 @@ def test_report_renders_in_chromium(run_dir: Path, tmp_path: Path):
     img = cv2.imread(str(shot))
     assert img is not None and img.shape[:2] == (1600, 1200)
     assert img.std() > 10  # not a blank page
+
+
+def test_a_metric_without_a_value_says_why_in_the_headline(tmp_path: Path):
+    """The terminal prints why a metric has no number (a dead judge, no valid answer); the report says it too."""
+    summary = {
+        "benchmark": "cove",
+        "metrics": {
+            "SSIM": {"value": 0.5, "ci95": [0.4, 0.6], "n": 3},
+            "UAS": {"value": None, "ci95": None, "n": 4, "n_invalid": 19, "note": "no valid judge answer: no number"},
+            "IFS": {"value": None, "ci95": None, "n": 4, "unavailable": "judge answers 90% invalid > 50%"},
+        },
+    }
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    doc = _parse(write_report(tmp_path).read_text(encoding="utf-8"))
+    why = {row[0]: row[-1] for row in doc.headline}
+    assert why == {"SSIM": "", "UAS": "no valid judge answer: no number", "IFS": "judge answers 90% invalid > 50%"}
