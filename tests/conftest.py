@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,9 @@ def private_ray_token():
 
 # tests/ (for ``helpers``) and the group folders, whose modules pytest imports by their plain names
 TEST_PATHS = [REPO / "tests", *(REPO / "tests" / group for group in ("unit", "pipeline", "cluster", "e2e"))]
+# a test module may import another's by its plain name (``from test_cove_judge import perfect_answers``), whichever
+# folders this run collects
+sys.path.extend(str(p) for p in TEST_PATHS[1:] if str(p) not in sys.path)
 
 SHARED_SERVER = "tiny_vllm_server"  # the session's one vLLM OpenAI server (fixture below)
 

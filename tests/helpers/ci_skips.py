@@ -18,6 +18,7 @@ MUST_RUN_IN_CI = (
     "test_agent_sandbox.py",
     "test_agent_loop.py",
     "test_security.py",
+    "test_security_run.py",
     "test_hardening.py",
     "test_hardening_editors.py",
     "test_hardening_exits.py",

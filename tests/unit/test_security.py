@@ -1,26 +1,21 @@
 """Security hardening (issue 14, Security 1-3): ids that become paths, secrets through config interpolation,
-redaction of keys a server echoes back. Fast unit tests, plus one end-to-end CoVE run against an HTTP judge
-that echoes the key, grepping every file the run wrote for the planted secret."""
+redaction of keys a server echoes back. The end-to-end CoVE run against an HTTP judge that echoes the key is
+tests/pipeline/test_security_run.py."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from helpers.common import REPO, cove_overrides
+from helpers.planted_key import KEY, PLANTED_ENV, echoes, leaks
 from vbench_ray.agentic.bundle import BundleError, find_reps, load_task, write_task
 from vbench_ray.config import ConfigError
 from vbench_ray.configure import load_config
 from vbench_ray.safepaths import component, safe_id, within
 
 COVE = REPO / "configs" / "cove.yaml"
-PLANTED_ENV = "VBR_PLANTED_SECRET"
-# hand-written, not generated: the fragments below are cut from it by hand
-KEY = "sk-live-Q7w9ZpL2xR4mN8vB6tY1"
 
 BAD_IDS = [
     "",
@@ -262,49 +257,14 @@ def test_redaction_removes_the_key_in_any_case_and_any_8_character_piece(text, k
         assert KEY[i : i + 8].lower() not in low, (KEY[i : i + 8], out)
 
 
-def _echoes(key: str) -> dict[str, str]:
-    """The key as careless servers echo it (issue 23, item 2), each inside an encoded header or a sentence."""
-    import base64
-    import urllib.parse
-
-    header = f"Authorization: Bearer {key}".encode()
-    return {
-        "base64": base64.b64encode(header).decode(),
-        "base64, one byte on": base64.b64encode(b"x" + header).decode(),
-        "base64url": base64.urlsafe_b64encode(b"Bearer  " + key.encode()).decode(),
-        "hex": key.encode().hex(),
-        "HEX": key.encode().hex().upper(),
-        "URL-encoded": urllib.parse.quote(f"Bearer {key}/é", safe=""),
-        "prefix...suffix": f"{key[:6]}...{key[-4:]}",
-        "prefix…suffix": f"{key[:8]}…{key[-3:]}",
-        "masked prefix": f"{key[:5]}****{key[-2:]}",
-    }
-
-
-def _leaks(text: str, key: str) -> list[str]:
-    """What of ``key`` is still in ``text``: an 8-character piece of the key or of any encoding of it, or the
-    ends of the key around a mask."""
-    import base64
-
-    raw = key.encode()
-    forms = [key, raw.hex()]
-    for pad in (b"", b"x", b"xx"):  # the key's bytes at each offset of a base64 quantum
-        enc = base64.b64encode(pad + raw).decode()
-        inner = enc[len(pad) * 4 // 3 + 1 : len(enc) - 4] if pad else enc[:-4]
-        forms += [inner, inner.replace("+", "-").replace("/", "_")]
-    low = text.lower()
-    found = [f[i : i + 8] for f in forms for i in range(len(f) - 7) if f[i : i + 8].lower() in low]
-    return found + [m for m in (f"{key[:6]}...", f"{key[:8]}…", f"{key[:5]}****") if m.lower() in low]
-
-
-@pytest.mark.parametrize("shape", list(_echoes(KEY)))
+@pytest.mark.parametrize("shape", list(echoes(KEY)))
 def test_redaction_removes_encoded_forms_and_named_ends_of_the_key(shape):
     from vbench_ray.judges.backends.media import scrub
 
-    text = f"error: we got {_echoes(KEY)[shape]} from you"
-    assert _leaks(text, KEY)  # the check sees the echo ...
+    text = f"error: we got {echoes(KEY)[shape]} from you"
+    assert leaks(text, KEY)  # the check sees the echo ...
     out = scrub(text, [KEY])
-    assert not _leaks(out, KEY), out  # ... and nothing of it is left
+    assert not leaks(out, KEY), out  # ... and nothing of it is left
     assert out.startswith("error: we got ") and out.endswith(" from you") and "***" in out
 
 
@@ -354,110 +314,3 @@ def test_agent_client_and_http_judge_responses_use_the_same_redaction():
     }
     assert got["r0"].text == "answer A; your key ...***"
     assert got["r1"].error == "http: HTTP 401: *** rejected"
-
-
-# --------------------------------------------------------------------------------------------------------------
-# 2 + 3 end to end: a planted secret never reaches any file a run writes
-# --------------------------------------------------------------------------------------------------------------
-
-
-class EchoingJudge:
-    """An OpenAI-compatible server that echoes the Authorization header back: in 200 answers (upper-cased, its
-    last 12 characters, and every encoded shape of ``_echoes``) and in 401 errors (verbatim and base64)."""
-
-    def __init__(self):
-        self.calls = 0
-        self.auth: list[str] = []
-        judge = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                auth = self.headers.get("Authorization", "")
-                judge.calls += 1
-                judge.auth.append(auth)
-                key = auth.removeprefix("Bearer ")
-                if judge.calls % 3 == 0:
-                    status, body = 401, {"error": {"message": f"invalid credentials {auth} {_echoes(key)['base64']}"}}
-                else:
-                    encoded = "; ".join(f"{shape}: {echo}" for shape, echo in _echoes(key).items())
-                    text = f"I cannot answer. Your key {key.upper()} (ends with {key[-12:]}) was noted. {encoded}"
-                    status, body = (
-                        200,
-                        {
-                            "choices": [
-                                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                            ],
-                            "usage": {"prompt_tokens": 5, "completion_tokens": 5},
-                        },
-                    )
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_planted_secret_reaches_no_file_of_the_run(cove_data, tmp_path, ray_local, planted):
-    """CoVE judge metrics over HTTP, the key in $VBR_PLANTED_SECRET named by judge.http.api_key_env, a server
-    that echoes it in answers and errors, wandb offline and the report on. No file under the run directory
-    (nor in the Ray session's logs) holds the key, upper- or lower-cased, or any 8 characters of it."""
-    from vbench_ray.runner import run
-
-    server = EchoingJudge()
-    out = tmp_path / "run"
-    try:
-        cfg = load_config(
-            COVE,
-            cove_overrides(
-                cove_data,
-                out,
-                "metrics.enabled=[UAS,IFS,VRS,SEM]",
-                "wandb.mode=offline",
-                "report.enabled=true",
-                "run.limit=3",
-                "judge.backend=http",
-                f"judge.http.base_url={server.base_url}",
-                "judge.model=echo-judge",
-                f"judge.http.api_key_env={PLANTED_ENV}",
-                "judge.http.max_retries=0",
-                "judge.max_retries=1",
-            ),
-        )
-        run(cfg)
-    finally:
-        server.close()
-    assert server.calls > 0 and set(server.auth) == {f"Bearer {KEY}"}  # the key was used ...
-    written = [p for p in out.rglob("*") if p.is_file()]
-    names = {p.name for p in written}
-    assert {"config.yaml", "summary.json", "report.html", "judge_log.jsonl", "judgments.parquet"} <= names, names
-    assert any(p.suffix == ".wandb" for p in written), "no wandb offline run was written"
-    log_text = (out / "judge_log.jsonl").read_text()
-    assert "I cannot answer" in log_text and "invalid credentials" in log_text  # the echoes were logged ...
-    import ray
-
-    session_logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
-    scanned = written + [p for p in session_logs.rglob("*") if p.is_file()]
-    pieces = {KEY[i : i + 8].lower().encode() for i in range(len(KEY) - 7)}
-    leaked = [str(p) for p in scanned if any(piece in p.read_bytes().lower() for piece in pieces)]
-    assert not leaked, leaked  # ... and redacted everywhere
-    # nor any encoded form of it (issue 23, item 2): base64 at each offset, hex, the key's ends around a mask
-    leaked = [str(p) for p in scanned if _leaks(p.read_bytes().decode("utf-8", errors="replace"), KEY)]
-    assert not leaked, leaked
