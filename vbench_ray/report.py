@@ -275,7 +275,8 @@ def _strip_rows(cases: pd.DataFrame, n: int) -> pd.DataFrame:
 def _strip_figure(row: pd.Series, run_dir: Path, scales: dict) -> str:
     variant = row.get("variant")
     title = f"case {row['case_id']}" + (f" · {variant}" if variant is not None else "")
-    instruction = str(row.get("instruction") or "")
+    instruction = row.get("instruction")
+    instruction = instruction if isinstance(instruction, str) else ""  # none (ViDiC's pairs): no quote, not "nan"
     if len(instruction) > INSTRUCTION_CHARS:
         instruction = instruction[: INSTRUCTION_CHARS - 1] + "…"
     values = [f"{_esc(m)} = {_fmt(row.get(m), scales.get(m))}" for m in scales if m in row.index]
@@ -284,7 +285,8 @@ def _strip_figure(row: pd.Series, run_dir: Path, scales: dict) -> str:
         "edited", row.get("edited_path"), run_dir
     )
     caption = (
-        f"<strong>{_esc(title)}</strong> <q>{_esc(instruction)}</q>"
+        f"<strong>{_esc(title)}</strong>"
+        + (f" <q>{_esc(instruction)}</q>" if instruction else "")
         + (f'<br><span class="scores">{" · ".join(values)}</span>' if values else "")
         + "".join(f'<br><span class="err">{e}</span>' for e in errors)
     )
