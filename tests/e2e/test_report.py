@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers.chromium import chromium_exe, run_chromium
 from vbench_ray.report import write_report
 from vbench_ray.video.encode import write_video
 
@@ -265,46 +263,19 @@ def test_report_needs_summary(tmp_path: Path):
         write_report(tmp_path)
 
 
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe:
-        return exe
-    reason = "chromium is not installed (apt-get install -y chromium)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason + "; CI must render the report")
-    pytest.skip(reason)
-
-
-def _run_chromium(exe: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        exe,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-
-
 def test_report_renders_in_chromium(run_dir: Path, tmp_path: Path):
-    exe = _chromium()
+    exe = chromium_exe()
     report = write_report(run_dir).resolve()
     url = report.as_uri()
 
-    dom = _run_chromium(exe, tmp_path / "profile-dom", "--dump-dom", url)
+    dom = run_chromium(exe, tmp_path / "profile-dom", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'id="headline"' in dom.stdout
     _check_headline(_parse(dom.stdout))
     assert len(re.findall(r'<img src="data:image/png;base64,', dom.stdout)) == 5
 
     shot = tmp_path / "r.png"
-    res = _run_chromium(
+    res = run_chromium(
         exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,1600", "--hide-scrollbars", url
     )
     assert res.returncode == 0, res.stderr[-2000:]

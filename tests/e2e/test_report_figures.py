@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from test_report import _chromium, _run_chromium
+from helpers.chromium import chromium_exe, run_chromium
 from vbench_ray.report import write_report
 
 
@@ -114,13 +114,13 @@ def test_sweep_axes_are_lines_in_numeric_order_and_every_figure_is_a_png(sweep_r
 
 
 def test_sweep_curves_render_in_chromium(sweep_run: Path, tmp_path: Path):
-    exe = _chromium()
+    exe = chromium_exe()
     url = write_report(sweep_run).resolve().as_uri()
-    dom = _run_chromium(exe, tmp_path / "profile", "--dump-dom", url)
+    dom = run_chromium(exe, tmp_path / "profile", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     _check_lines(dom.stdout)
     shot = tmp_path / "sweep.png"
-    res = _run_chromium(
+    res = run_chromium(
         exe, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars", url
     )
     assert res.returncode == 0 and shot.stat().st_size > 20_000
@@ -164,10 +164,10 @@ def test_vidic_classes_in_table_2_order_in_the_page_and_as_pngs(tmp_path: Path):
 
 
 def test_vidic_class_order_as_rendered_by_chromium(tmp_path: Path):
-    exe = _chromium()
+    exe = chromium_exe()
     by_class = {c: {"Avg": _m(50.0, 45, 55)} for c in reversed(VIDIC_TABLE2)}
     run = _write(tmp_path, {"benchmark": "vidic", "metrics": {"Avg": _m(50, 40, 60)}, "by_category": by_class})
-    dom = _run_chromium(exe, tmp_path / "profile", "--dump-dom", write_report(run).resolve().as_uri())
+    dom = run_chromium(exe, tmp_path / "profile", "--dump-dom", write_report(run).resolve().as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert _bar_labels(dom.stdout, "by_category-Avg") == VIDIC_TABLE2
 

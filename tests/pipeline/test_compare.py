@@ -279,7 +279,7 @@ def _judge_file(cfg, data: dict, path: Path) -> None:
 @pytest.mark.ray
 def test_three_models_rank_in_quality_order_and_the_page_renders(cove_data, tmp_path, ray_local):
     from helpers.common import REPO, cove_overrides
-    from test_report import _chromium, _run_chromium
+    from helpers.chromium import chromium_exe, run_chromium
     from vbench_ray.cli import main
     from vbench_ray.configure import load_config
     from vbench_ray.runner import run
@@ -339,8 +339,8 @@ def test_three_models_rank_in_quality_order_and_the_page_renders(cove_data, tmp_
     assert len(csv_rows) == 4 and csv_rows[1].startswith("oracle,")
     assert list((board_dir / "wandb").glob("offline-run-*/run-*.wandb"))
 
-    exe = _chromium()
-    dom = _run_chromium(exe, tmp_path / "profile", "--dump-dom", (board_dir / "leaderboard.html").resolve().as_uri())
+    exe = chromium_exe()
+    dom = run_chromium(exe, tmp_path / "profile", "--dump-dom", (board_dir / "leaderboard.html").resolve().as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     doc = _Rows()
     doc.feed(dom.stdout)
@@ -348,7 +348,7 @@ def test_three_models_rank_in_quality_order_and_the_page_renders(cove_data, tmp_
     assert sorted(doc.markers["UAS"]) == ["half", "oracle"]  # each model minus the reference
     assert 'id="analyses"' in dom.stdout and 'class="heatmap"' in dom.stdout
     shot = tmp_path / "board.png"
-    res = _run_chromium(
+    res = run_chromium(
         exe,
         tmp_path / "profile-shot",
         f"--screenshot={shot}",

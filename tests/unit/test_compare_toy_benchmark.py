@@ -1,7 +1,7 @@
 """`vbench-ray compare` knows a benchmark only through its class's compare hooks: a toy benchmark defined and
 registered in this test alone (no other module touched) is ranked by its own headline metric, its judged metric's
-units (from judgments.parquet) drive the paired test and McNemar, its own option is compared, and analysis inputs
-are refused since it has no analyses."""
+units (from judgments.parquet) drive the paired test and McNemar, its own option is compared, its text-only judge's
+video settings are not, its analyses fill leaderboard.json, and without analyses their inputs are refused."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ class ToyRank(Benchmark):
     judged_metrics = ("Hit",)
     compare_units = staticmethod(_hit_units)
     comparison_options = staticmethod(lambda config: {"model.prompt": (config.get("model") or {}).get("prompt")})
+    judge_reads_video = False
+    analyses = staticmethod(lambda runs, **inputs: {"runs": list(runs), "repeats": len(inputs["judge_repeats"])})
 
 
 # Edge (a per-case column of cases/) favours A; Hit (judged items) favours B
@@ -42,11 +44,16 @@ HITS = {
 }
 
 
-def toy_run(root: Path, name: str, edge: dict, hits: dict, prompt: str = "v1") -> Path:
+def toy_run(root: Path, name: str, edge: dict, hits: dict, prompt: str = "v1", fps: float = 2.0) -> Path:
     """A finished toyrank run folder: config.yaml, summary.json, cases/ with Edge, judgments.parquet with Hit."""
     run = root / name
     (run / "cases").mkdir(parents=True)
-    config = {"benchmark": "toyrank", "stats": {"confidence": 0.95}, "model": {"prompt": prompt}}
+    config = {
+        "benchmark": "toyrank",
+        "stats": {"confidence": 0.95},
+        "model": {"prompt": prompt},
+        "judge": {"model": "toy-judge", "video": {"fps": fps}},
+    }
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     pd.DataFrame({"case_id": list(edge), "variant": "base", "Edge": list(edge.values())}).to_parquet(
         run / "cases" / "part-00000.parquet"
@@ -107,7 +114,20 @@ def test_a_toy_benchmark_compares_by_its_own_hooks(tmp_path, monkeypatch, capsys
     assert rows["C"]["metrics"]["Hit"]["options"] == {"model.prompt": "v2"}
     assert rows["C"]["metrics"]["Edge"]["options"] == {}
 
+    # its judge reads no video (judge_reads_video = False): judge.video.fps differing is not a mixed option
+    d = toy_run(tmp_path, "D", EDGE["B"], HITS["B"], fps=8.0)
+    rc, err = _compare(capsys, str(a), str(d), "--out", str(tmp_path / "fps"))
+    assert rc == 0, err
+    assert json.loads((tmp_path / "fps" / "leaderboard.json").read_text())["mixed_options"] == {}
+
+    # its analyses: the compared runs in leaderboard order and the judge-repeat runs, loaded
+    assert board["analyses"] == {"runs": ["B", "A"], "repeats": 0}
+    rc, err = _compare(capsys, str(a), str(b), "--out", str(tmp_path / "rep"), "--judge-repeats", str(a), str(b))
+    assert rc == 0, err
+    assert json.loads((tmp_path / "rep" / "leaderboard.json").read_text())["analyses"]["repeats"] == 2
+
     # no analyses: an analysis input is refused, naming the benchmark
+    monkeypatch.setattr(ToyRank, "analyses", None)
     shutil.rmtree(tmp_path / "board")
     rc, err = _compare(capsys, str(a), str(b), "--out", str(tmp_path / "board"), "--judge-repeats", str(a))
     assert rc == 2 and "these runs are toyrank, which has none" in err
