@@ -27,6 +27,7 @@ NOISE_LEVELS = {"noise": "noise sigma", "blur": "blur kernel", "saturation": "sa
 NEUTRAL = {"noise": 0.0, "blur": 0.0, "saturation": 1.0}  # the level the unperturbed base video has
 
 W, H, LEFT, RIGHT, TOP, BOTTOM = 420, 250, 56, 16, 26, 42
+LEGEND_X, LEGEND_Y = W - RIGHT - 104, TOP - 10  # a line chart's base legend: a dashed sample, then its value
 
 
 def _esc(v: Any) -> str:
@@ -165,7 +166,8 @@ def breakdowns(summary: dict, orders: dict[str, tuple[str, ...]] | None = None, 
         if key in (orders or {}):
             groups = ordered(groups, orders[key])
         for fig in breakdown_figures(name, groups, metric_names(groups.values(), scales), key):
-            out.append({**fig, "section": section, **({"note": notes[key]} if key in (notes or {}) else {})})
+            note = {"note": notes[key]} if key in (notes or {}) else {}
+            out.append({**fig, "section": section, "scale": scales.get(fig["metric"]), **note})
     return out
 
 
@@ -269,7 +271,9 @@ def line_svg(fig: dict) -> str:
         b = py(fig["base"])
         out.append(
             f'<line class="base" x1="{LEFT}" x2="{W - RIGHT}" y1="{b}" y2="{b}"/>'
-            f'<text class="base-label" x="{W - RIGHT}" y="{b - 4}" text-anchor="end">base {_fmt(fig["base"])}</text>'
+            # its legend above the plot, top right: a label on the line itself sat on the last point
+            f'<line class="base" x1="{LEGEND_X}" x2="{LEGEND_X + 20}" y1="{LEGEND_Y}" y2="{LEGEND_Y}"/>'
+            f'<text class="base-label" x="{LEGEND_X + 24}" y="{LEGEND_Y}" dy="0.35em">base {_fmt(fig["base"])}</text>'
         )
     if pts:
         out.append('<polyline class="line" points="' + " ".join(f"{px(p[0])},{py(p[1])}" for p in pts) + '"/>')
@@ -363,9 +367,11 @@ def to_png(fig: dict, bars_svg_geometry: dict | None = None) -> bytes:
         width, height = W, H
     elif fig["kind"] == "heat":
         width, height = heat_size(fig)
-        width, height = max(width, 360), height + TOP + (14 if fig.get("note") else 0)
+        width = max(width, 360)
+        height += TOP + 14 * len(_note_lines(fig, width))
     else:
-        width, height = 520, TOP + 24 * len(fig["rows"]) + BOTTOM
+        width = 520
+        height = TOP + 14 * len(_note_lines(fig, width)) + 24 * len(fig["rows"]) + BOTTOM
     img = Image.new("RGB", (width * s, height * s), "white")
     d = ImageDraw.Draw(img)
     d.text((8 * s, 6 * s), fig["title"], fill="black", font=_font(13 * s))
@@ -392,7 +398,9 @@ def _line_png(fig: dict, d, s: int, width: int, height: int) -> None:
         b = py(fig["base"]) * s
         for x in range(LEFT * s, (W - RIGHT) * s, 10 * s):
             d.line([(x, b), (min(x + 5 * s, (W - RIGHT) * s), b)], fill="#888", width=s)
-        d.text(((W - RIGHT) * s, b - 3 * s), f"base {_fmt(fig['base'])}", fill="#666", font=f, anchor="rs")
+        for x in (LEGEND_X, LEGEND_X + 12):  # the legend, as on the page: above the plot, top right
+            d.line([(x * s, LEGEND_Y * s), ((x + 6) * s, LEGEND_Y * s)], fill="#888", width=s)
+        d.text(((LEGEND_X + 24) * s, LEGEND_Y * s), f"base {_fmt(fig['base'])}", fill="#666", font=f, anchor="lm")
     if len(pts) >= 2:
         d.line([(px(p[0]) * s, py(p[1]) * s) for p in pts], fill="#1f5fa8", width=2 * s)
     for x, v, lo, hi, _ in pts:
@@ -403,9 +411,15 @@ def _line_png(fig: dict, d, s: int, width: int, height: int) -> None:
 
 
 def _bars_png(fig: dict, d, s: int, width: int, height: int) -> None:
-    rows, f = fig["rows"], _font(10 * s)
+    from vbench_ray.report_style import _scale_bounds
+
+    rows, f, lines = fig["rows"], _font(10 * s), _note_lines(fig, width)
+    for k, line in enumerate(lines):
+        d.text((8 * s, (TOP - 2 + 14 * k) * s), line, fill="#555", font=f)
+    top = TOP + 14 * len(lines)  # below the title and the note
     label_w, plot_w = 150, 250
-    vals = [0.0] + [y for r in rows for y in r[1:4] if y is not None]
+    # the metric's own axis (a percent from 0 to 100, as the page draws it), widened to every value and CI end
+    vals = [0.0, *(_scale_bounds(fig.get("scale")) or ())] + [y for r in rows for y in r[1:4] if y is not None]
     lo, hi = min(vals), max(vals)
     hi = hi if hi > lo else lo + 1.0
 
@@ -413,7 +427,7 @@ def _bars_png(fig: dict, d, s: int, width: int, height: int) -> None:
         return (label_w + (v - lo) / (hi - lo) * plot_w) * s
 
     for i, (label, v, clo, chi, n) in enumerate(rows):
-        y = (TOP + 24 * i) * s
+        y = (top + 24 * i) * s
         mid = y + 12 * s
         d.text(((label_w - 6) * s, mid), str(label)[:24], fill="#333", font=f, anchor="rm")
         if v is not None:
@@ -429,13 +443,21 @@ def _bars_png(fig: dict, d, s: int, width: int, height: int) -> None:
             anchor="lm",
         )
     for t in _ticks(lo, hi):
-        d.text((x(t), (TOP + 24 * len(rows) + 6) * s), _fmt(t), fill="#555", font=f, anchor="mt")
+        d.text((x(t), (top + 24 * len(rows) + 6) * s), _fmt(t), fill="#555", font=f, anchor="mt")
+
+
+def _note_lines(fig: dict, width: int) -> list[str]:
+    """The figure's note wrapped to the PNG's width (about 6 px a character at the 10 px font)."""
+    import textwrap
+
+    return textwrap.wrap(fig.get("note") or "", width=max(30, (width - 16) // 6))
 
 
 def _heat_png(fig: dict, d, s: int, width: int, height: int) -> None:
-    f, dy = _font(10 * s), TOP + (14 if fig.get("note") else 0)  # below the title (and the note)
-    if fig.get("note"):
-        d.text((8 * s, (TOP - 2) * s), fig["note"], fill="#555", font=f)
+    f, lines = _font(10 * s), _note_lines(fig, width)
+    for k, line in enumerate(lines):
+        d.text((8 * s, (TOP - 2 + 14 * k) * s), line, fill="#555", font=f)
+    dy = TOP + 14 * len(lines)  # below the title and the note
     for j, col in enumerate(fig["cols"]):
         x = HEAT_LABEL_W + HEAT_CELL_W * (j + 0.5)
         d.text((x * s, (dy + HEAT_HEAD_H - 10) * s), _short(col, 12), fill="#333", font=f, anchor="ms")

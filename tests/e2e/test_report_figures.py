@@ -183,3 +183,30 @@ def test_cove_categories_in_table_8_order(tmp_path: Path):
     page = write_report(_write(tmp_path, summary)).read_text()
     assert _bar_labels(page, "by_category-UAS") == COVE_TABLE8
     assert _bar_labels(page, "by_category-SSIM") == COVE_TABLE8
+
+
+def test_a_bar_png_draws_the_metric_on_its_own_scale(tmp_path: Path):
+    """The PNG's axis is the page's: a percent metric runs 0-100 (50 ends mid-plot), not 0 to the largest value."""
+    from PIL import Image
+
+    summary = {
+        "benchmark": "vidic",
+        "metrics": {"Avg": {**_m(50, 50, 50), "scale": "percent"}},
+        "by_category": {"Subject": {"Avg": _m(50.0, 50.0, 50.0)}},
+    }
+    run = _write(tmp_path, summary)
+    write_report(run)
+    img = Image.open(run / "figures" / "by_category-Avg.png").convert("RGB")
+    bar = [x for x in range(img.width) for y in range(img.height) if img.getpixel((x, y)) == (109, 159, 214)]
+    # 2x pixels: the plot starts at 150 and is 250 wide, so 50 of 100 ends at 150 + 125 = 275
+    assert (min(bar), max(bar)) == (2 * 150, 2 * 275)
+
+
+def test_the_base_line_label_sits_above_the_plot_not_on_its_points(sweep_run: Path):
+    """The dashed base line's value is a legend above the plot area (it was drawn on the line at the right end, over
+    the last point when that point is near the base)."""
+    from vbench_ray.figures import TOP
+
+    page = write_report(sweep_run).read_text()
+    labels = re.findall(r'<text class="base-label" x="[^"]+" y="([^"]+)"', page)
+    assert len(labels) == len(LINES) * 2 and all(float(y) < TOP for y in labels)
