@@ -9,38 +9,36 @@ from pathlib import Path
 
 import pytest
 
-from helpers.common import REPO
+from helpers.common import RAY_AUTH_VARS, REPO
+from helpers.ray_auth import new_token_file, private_ray_auth
 
 # Keep Ray, wandb and caches off the developer's home and out of the repo.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
-def _private_ray_token() -> str:
-    """Token authentication with a token file of this session's own, for the Ray runtimes started in this process
-    (``ray_local``, and tests that call ``runner.run`` in-process): Ray 2.60's default token, ``~/.ray/auth_token``,
-    is shared by every Ray of the user on the machine. Set when conftest is imported, before any test can start
-    Ray: Ray reads the auth mode and token once per process, so a token set later (by the first test that needs
-    one) disagrees with what an earlier in-process ``ray.init`` cached, and the next runtime's GCS refuses this
-    process ("Missing authorization header"). Subprocesses that run what a user runs get ``user_env()``, without it."""
-    import secrets
-    import tempfile
-
-    if "RAY_AUTH_TOKEN_PATH" not in os.environ:
-        path = Path(tempfile.mkdtemp(prefix="vbr-token-")) / "auth_token"
-        path.write_text(secrets.token_hex(32))
-        path.chmod(0o600)
-        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(path))
-    return os.environ["RAY_AUTH_TOKEN_PATH"]
-
-
-_PRIVATE_TOKEN = _private_ray_token()
-
-
 @pytest.fixture(scope="session")
-def private_ray_token():
-    """The path of this session's own Ray token (set for this process when conftest was imported)."""
-    return _PRIVATE_TOKEN
+def private_ray_token() -> Path:
+    """A token file of this session's own for its in-process Ray runtime (``ray_local``; tests/helpers/ray_auth.py
+    says why). Nothing of it is in ``os.environ``: a test that starts a process needing it hands it over."""
+    return new_token_file()
+
+
+@pytest.fixture(autouse=True)
+def _ray_auth_stays_scoped():
+    """No test leaves Ray's token set-up in this process's environment, where every process a later test starts
+    would inherit it: in-process Ray is started by ``ray_local`` (which takes its token out again), never by a
+    ``ray.init`` of its own (Ray 2.60 would write ``RAY_AUTH_MODE=token`` into ``os.environ`` and use the user's
+    shared ``~/.ray/auth_token``)."""
+    before = {k: os.environ.get(k) for k in RAY_AUTH_VARS}
+    yield
+    after = {k: os.environ.get(k) for k in RAY_AUTH_VARS}
+    if after != before:
+        for k, v in before.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+        pytest.fail(f"the test left Ray's auth variables in os.environ ({after}); start Ray through ray_local")
 
 
 # tests/ (for ``helpers``) and the group folders, whose modules pytest imports by their plain names
@@ -68,7 +66,9 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.fixture(scope="session")
 def ray_local(private_ray_token):
-    """A local Ray runtime shared by every test that needs one (starting Ray costs ~10 s)."""
+    """A local Ray runtime shared by every test that needs one (starting Ray costs ~10 s), with token
+    authentication on this session's own token (``private_ray_token``), which only the runtime's own processes
+    (GCS, raylet, workers) inherit."""
     import ray
 
     if not ray.is_initialized():
@@ -76,15 +76,16 @@ def ray_local(private_ray_token):
         # ``helpers`` (from tests/), so those folders go on their path
         path = os.pathsep.join([*map(str, TEST_PATHS), str(REPO), os.environ.get("PYTHONPATH", "")])
         # one fake GPU: pools that ask for a GPU schedule (their models still run on the CPU)
-        ray.init(
-            address="local",
-            num_cpus=4,
-            num_gpus=1,
-            include_dashboard=False,
-            log_to_driver=False,
-            _node_ip_address="127.0.0.1",
-            runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": path}},
-        )
+        with private_ray_auth(private_ray_token):
+            ray.init(
+                address="local",
+                num_cpus=4,
+                num_gpus=1,
+                include_dashboard=False,
+                log_to_driver=False,
+                _node_ip_address="127.0.0.1",
+                runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": path}},
+            )
     yield ray
     ray.shutdown()
 

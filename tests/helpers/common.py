@@ -10,14 +10,13 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 
-# What a test adds to its own process for a private Ray runtime (the ``private_ray_token`` fixture); a user's shell
-# has none of it, so subprocesses that run what a user runs get ``user_env()``.
+# Ray's token set-up: only the session's own runtime gets it (tests/helpers/ray_auth.py); a user's shell has none.
 RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
 
 
 def user_env(**extra: str) -> dict:
-    """This process's environment as a user's shell has it: no Ray token set-up (``private_ray_token``, or the
-    ``RAY_AUTH_MODE=token`` that a local ``ray.init`` writes into its own process), no ``RAY_ADDRESS``."""
+    """This process's environment as a user's shell has it: no Ray token set-up (should a caller have set one) and
+    no ``RAY_ADDRESS``, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARS and k != "RAY_ADDRESS"}
     env.update(extra)
     return env
