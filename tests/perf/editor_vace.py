@@ -257,6 +257,9 @@ def replicas_through_ray(cfg: dict, source: Path, cases: int, work: Path, n: int
         "frames_per_second": sum(r["edit_frames"] for r in results) / wall,
         "gpu": infos[0]["gpu"],
         "setup_seconds": max(i["setup_seconds"] for i in infos),
+        "peak_mb_per_replica": [  # one GPU per replica: its edits' peak (warm-up included)
+            max([r.get("edit_peak_mb") or 0.0 for r in [warm[i]] + results[i::n]]) for i in range(n)
+        ],
     }
 
 
@@ -317,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ray.cluster_resources().get('GPU', 0):g}"
             )
         report["one"] = replicas_through_ray(cfg, source, args.cases, work, 1, gpus)
+        print("1 replica:", json.dumps(report["one"], default=str), flush=True)  # kept if the call ends early
         report["many"] = replicas_through_ray(cfg, source, args.cases, work, args.replicas, gpus)
         report["throughput_ratio"] = report["many"]["videos_per_second"] / report["one"]["videos_per_second"]
         ray.shutdown()
@@ -339,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         many = report["many"]
         label = f"this run, {many['replicas']} replicas (Ray)"
         print(f"{label:34s} {many['seconds_per_frame']:8.3f} {fmt(many['peak_mb'], ',.1f'):>11s}  {many['gpu']}")
+        print(f"peak MB per replica (one GPU each): {[round(x, 1) for x in many['peak_mb_per_replica']]}")
         print(
             f"throughput: 1 replica {one['videos_per_second'] * 60:.2f} videos/min, {many['replicas']} replicas "
             f"{many['videos_per_second'] * 60:.2f} videos/min: ratio {report['throughput_ratio']:.2f} "

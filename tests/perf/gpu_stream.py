@@ -1,7 +1,7 @@
 """The five-metric CoVEBench stream on GPUs: SSIM (decode stage, CPU) and the MSM (RAFT-large), AES, TQ and SRC pools
 on CUDA, random weights at the real model sizes, synthetic CoVEBench videos (1280x720, 121 frames by default).
 
-    python tests/perf/gpu_stream.py --cases 626 --gpus 1,2 [--work DIR] [--set metrics.SRC.gpu_fraction=0.45]
+    python tests/perf/gpu_stream.py --cases 626 --gpus 1,2 [--work DIR] [--src-probe] [--set KEY=VALUE]
     python tests/perf/gpu_stream.py --tiny --cases 6 --gpus 0      # CPU smoke test: toy models, no CUDA
 
 Each ``--gpus`` entry is one ``vbench-ray run`` (the CLI, every default but what this needs: the paths, the
@@ -10,8 +10,13 @@ sees that many GPUs (``CUDA_VISIBLE_DEVICES``). Printed per run: wall (launch to
 timing (Ray ready, first row), each stage's first and last row (seconds from launch) and GPU time per case (mean of
 its ``seconds_<stage>`` column), the pool plan the run logged (actors and GPU fraction per pool), GPU utilisation
 per GPU (``nvidia-smi`` every 0.5 s: mean over the run and over the stream, first to last SRC row), peak GPU memory
-per GPU and per pool process, and each metric's mean (the same on any GPU count). ``--work DIR`` keeps the models
-and videos between calls (a warm GPU machine keeps /tmp). No assert: timings belong in the note, not in CI.
+per GPU and per pool process, each metric's mean, the projection to CoVEBench's 626 tasks (the wall plus the
+remaining cases at the last stage's first-to-last-row rate) and, per metric, how far apart its values are over the
+copies of one input pair (case ``i`` reuses pair ``i % --unique``: 0 for a metric that depends on its inputs only);
+between runs, how many cases' values differ. ``--src-probe`` then runs SRC in this process on fixed inputs, a case
+alone twice and inside a pool call of four: whether a case's SRC depends on the cases sharing its model passes.
+``--work DIR`` keeps the models and videos between calls (a warm GPU machine keeps /tmp). No assert: timings
+belong in the note, not in CI.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "perf"))
 
 POOLS = ("MSM", "AES", "TQ", "SRC")
+TASKS = 626  # CoVEBench's tasks
 STAGES = ("frames",) + POOLS
 ENTITIES = ["young woman on the left", "red car"]
 
@@ -202,7 +208,12 @@ def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra:
     means = {m: _mean(table.get(m, [])) for m in ("SSIM",) + POOLS}
     plan = [line.split("stage ", 1)[1] for line in log.splitlines() if "pool of" in line and "stage " in line]
     fitted = [line for line in log.splitlines() if "fitted by cost" in line]
+    per_case = {
+        m: {str(c): v for c, v in zip(table["case_id"], table.get(m, [])) if v is not None and v == v}
+        for m in ("SSIM",) + POOLS
+    }
     return {
+        "per_case": per_case,
         "gpus": gpus,
         "cases": n,
         "wall_s": round(wall, 1),
@@ -218,6 +229,25 @@ def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra:
         "errors": errors,
         "means": means,
     }
+
+
+def spread_over_copies(values: dict[str, float], unique: int) -> tuple[float, int]:
+    """The largest (max - min) of a metric over the copies of one input pair (case ``i`` is pair ``i % unique``:
+    the same two videos, the same entities) and how many pairs differ at all: a metric that depends only on its
+    inputs gives 0 and 0."""
+    by: dict[int, list[float]] = {}
+    for case, v in values.items():
+        by.setdefault(int(case) % unique, []).append(v)
+    spreads = [max(v) - min(v) for v in by.values()]
+    return (max(spreads) if spreads else 0.0), sum(1 for x in spreads if x > 0)
+
+
+def projected(r: dict, tasks: int) -> float:
+    """Seconds for ``tasks`` cases: this run's wall plus the rest at the rate of its last stage to finish, measured
+    between that stage's first and last row (its steady state: the start is paid once, already in the wall)."""
+    last = max(r["stages"].values(), key=lambda v: v["last_s"])
+    rate = (last["last_s"] - last["first_s"]) / max(1, last["rows"] - 1)
+    return r["wall_s"] + max(0, tasks - r["cases"]) * rate
 
 
 def _mean(values) -> float | None:
@@ -243,6 +273,10 @@ def show(r: dict) -> None:
     )
     print(f"   peak MiB per process: {r['proc_peak_mib']}")
     print(f"   errors: {r['errors']}; means: {r['means']}", flush=True)
+    for m in ("SSIM",) + POOLS:
+        spread, pairs = spread_over_copies(r["per_case"].get(m, {}), r["unique"])
+        print(f"   {m}: over the copies of one input pair, max - min {spread:.6f} ({pairs} pair(s) differ)")
+    print(f"   projected to {TASKS} tasks: {projected(r, TASKS) / 60:.2f} min", flush=True)
 
 
 def main() -> None:
@@ -255,6 +289,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="toy models, CPU (smoke test)")
     ap.add_argument("--work", default="/tmp/gpu_stream", help="models and videos, kept between calls")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more run overrides")
+    ap.add_argument("--src-probe", action="store_true", help="then SRC on fixed inputs, alone and batched")
     ap.add_argument("--json", default=None, help="append each run's result here (one JSON per line)")
     args = ap.parse_args()
     device = "cpu" if args.tiny else "cuda"
@@ -270,9 +305,10 @@ def main() -> None:
         flush=True,
     )
     results = []
-    for g in (int(x) for x in args.gpus.split(",")):
+    for g in (int(x) for x in args.gpus.split(",") if x):
         out = work / f"run_{g}gpu_{int(time.time())}"
         r = run(d, models, out, args.cases, g, device, args.set)
+        r["unique"] = args.unique
         results.append(r)
         show(r)
         if args.json:
@@ -283,9 +319,66 @@ def main() -> None:
         for r in results[1:]:
             print(
                 f"\n{r['gpus']} vs {base['gpus']} GPU(s): wall x{base['wall_s'] / r['wall_s']:.2f}; SRC stage "
-                f"(first to last row) x{_span(base, 'SRC') / max(1e-9, _span(r, 'SRC')):.2f}; means equal: "
-                f"{r['means'] == base['means']}"
+                f"(first to last row) x{_span(base, 'SRC') / max(1e-9, _span(r, 'SRC')):.2f}; projected to {TASKS} "
+                f"tasks x{projected(base, TASKS) / projected(r, TASKS):.2f}; means equal: {r['means'] == base['means']}"
             )
+            for m in POOLS:
+                a, b = base["per_case"].get(m, {}), r["per_case"].get(m, {})
+                diffs = [abs(a[c] - b[c]) for c in a.keys() & b.keys()]
+                print(
+                    f"   {m} per case, {r['gpus']} vs {base['gpus']} GPU(s): {sum(1 for x in diffs if x > 0)} of "
+                    f"{len(diffs)} differ, by at most {max(diffs, default=0.0):.6f}"
+                )
+    if args.src_probe:  # after the runs: its models never share a GPU with theirs
+        try:
+            src_probe(d, models, device, args.unique)
+        except Exception as exc:  # noqa: BLE001  (a probe failure must not hide the runs' numbers above)
+            print(f"SRC probe failed: {type(exc).__name__}: {exc}", flush=True)
+
+
+def src_probe(d: dict, models: dict, device: str, unique: int) -> None:
+    """SRC on fixed inputs in this process, outside Ray: the same case alone twice (are the kernels deterministic
+    for one batch?), then in a pool call with other cases, at two positions (does a case's score depend on what
+    shares its passes?). Prints each score to 8 decimals and PyTorch's numerics flags."""
+    from dataclasses import asdict
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from vbench_ray.metrics.base import build_metric
+    from vbench_ray.metrics.src import SRCConfig
+    from vbench_ray.video.io import VideoReader
+
+    cfg = OmegaConf.create(asdict(SRCConfig(**{**models["SRC"], "device": device})))
+    metric = build_metric("SRC", cfg)
+    metric.setup()
+    tasks = json.loads(Path(d["checklist"]).read_text())[: min(4, unique)]
+
+    def frames(path: Path):
+        reader = VideoReader(path)
+        return reader.read(metric.sampling().indices(reader.info))
+
+    items = [
+        (frames(Path(d["edited_dir"]) / f"{t['id']}.mp4"), frames(Path(d["source_dir"]) / t["videoA_path"]))
+        for t in tasks
+    ]
+    items = [(e, s, {"entities": ENTITIES}) for e, s in items]
+    alone = [f8(metric.compute_many(items[:1])[0]) for _ in range(2)]
+    batch = metric.compute_many(items)
+    turned = metric.compute_many(items[1:] + items[:1])
+    print(
+        f"\nSRC probe (case 0, {len(items)} cases a call at most): alone {alone[0]}, alone again {alone[1]}; "
+        f"first of a call of {len(items)} {f8(batch[0])}; last of it {f8(turned[-1])}; the other "
+        f"cases alone vs in the call: "
+        + ", ".join(f"{f8(metric.compute_many([it])[0])} vs {f8(b)}" for it, b in zip(items[1:], batch[1:]))
+        + f"; cudnn.benchmark {torch.backends.cudnn.benchmark}, cudnn.allow_tf32 {torch.backends.cudnn.allow_tf32}, "
+        f"matmul.allow_tf32 {torch.backends.cuda.matmul.allow_tf32}, bf16 {cfg.bf16}",
+        flush=True,
+    )
+
+
+def f8(x) -> str:
+    return f"{x:.8f}" if isinstance(x, float) else type(x).__name__
 
 
 def _span(r: dict, stage: str) -> float:

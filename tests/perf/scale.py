@@ -1,6 +1,6 @@
 """Scaling of the stream on CoVEBench at a realistic size, and the official way as the reference.
 
-    python tests/perf/scale.py [--cases 384] [--size 832x480] [--frames 81] [--cpus 2,4,8,all] [--out DIR]
+    python tests/perf/scale.py [--cases 384] [--size 832x480] [--frames 81] [--cpus 2,4,8,all] [--ceiling] [--out DIR]
 
 Writes a synthetic CoVEBench (``--unique`` distinct source/edited pairs of moving textured squares,
 written with OpenCV so it runs where PyAV is missing, hard-linked under every case id), then:
@@ -9,6 +9,9 @@ written with OpenCV so it runs where PyAV is missing, hard-linked under every ca
   N CPUs (``ray.num_cpus=N`` and, where ``taskset`` exists, the process pinned to N cores) for each N,
   and prints cases/s, the efficiency against 2 CPUs (speed-up / (N/2)), and the fixed overhead (process
   start to the first row in ``cases/``);
+* with ``--ceiling``, runs k plain processes (no Ray), each pinned to one of k cores and running the same decode
+  stage over every k-th case: what the machine itself gives k cores for this work (memory bus, caches, clock),
+  printed beside the stream's efficiency;
 * runs the same cases the official way: one process per metric, one after the other, each decoding its
   own frames with decord (the official scripts' reader) and computing the same formula on one core.
 
@@ -270,6 +273,55 @@ def run_official(data: dict, n: int, core: int = 0) -> dict:
     return out
 
 
+PLAIN = r'''
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from omegaconf import OmegaConf
+from vbench_ray.metrics.stage import FrameMetricsStage
+repo, checklist, source_dir, edited_dir, k, n, start_at = sys.argv[1:8]
+cfg = OmegaConf.merge(OmegaConf.load(repo + "/configs/base.yaml"), OmegaConf.load(repo + "/configs/cove.yaml"))
+specs = {m: OmegaConf.to_container(cfg.metrics[m]) for m in sys.argv[8].split(",")}
+tasks = json.load(open(checklist))
+rows = [{"case_id": str(t["id"]), "source_path": f"{source_dir}/{t['videoA_path']}",
+         "edited_path": f"{edited_dir}/{t['id']}.mp4"} for t in tasks]
+stage = FrameMetricsStage(specs, cfg.video.backend)
+stage(rows[0])  # imports, the metrics' tables: what a Ray worker's first task pays, outside the timed part
+time.sleep(max(0.0, float(start_at) - time.time()))  # every process starts its timed part at once
+t0 = time.time()
+mine = rows[int(k) :: int(n)]
+for r in mine:
+    stage(r)
+print(json.dumps({"seconds": time.time() - t0, "cases": len(mine)}))
+'''
+
+
+def plain_ceiling(data: dict, k: int, lead_s: float = 20.0) -> dict:
+    """The machine's own ceiling for ``k`` cores, without Ray: ``k`` plain processes, process ``i`` pinned to core
+    ``i`` (``taskset``), each running the decode stage (``FrameMetricsStage``, the run's metrics and video backend)
+    over every ``k``-th case, all starting their timed part at the same moment after one warm-up case each.
+    Cases/s = all cases / the slowest process's seconds: what k cores give this work when nothing else runs,
+    so the stream's efficiency can be read against the machine's (memory bandwidth, caches, turbo), not against
+    a perfect k/2."""
+    start_at = time.time() + lead_s  # past every process's imports and warm-up case
+    procs = []
+    for i in range(k):
+        args = [sys.executable, "-c", PLAIN, str(REPO), str(data["checklist"]), str(data["source_dir"])]
+        args += [str(data["edited_dir"]), str(i), str(k), repr(start_at), ",".join(METRICS)]
+        if shutil.which("taskset"):
+            args = ["taskset", "-c", str(i)] + args
+        env = {**os.environ, "OMP_NUM_THREADS": "1", **EXTRA_ENV}
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outs = []
+    for p in procs:
+        stdout, stderr = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"plain process failed:\n{stderr[-3000:]}")
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    slowest = max(o["seconds"] for o in outs)
+    cases = sum(o["cases"] for o in outs)
+    return {"processes": k, "cases": cases, "seconds": slowest, "cases_per_s": cases / slowest}
+
+
 def in_process(data: dict, n: int) -> dict:
     """Per-case seconds of the decode stage vs the official loop, both in this process on one core (no Ray):
     isolates the per-case work from scheduling, with the stage's top functions by cumulative time."""
@@ -373,6 +425,12 @@ def main() -> None:
         help="only compare the decode stage with the official loop on N cases in this process",
     )
     ap.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also run k plain processes (no Ray) pinned to k cores for each --cpus k: the machine's own scaling of "
+        "the decode stage, printed beside the stream's",
+    )
+    ap.add_argument(
         "--attach",
         action="store_true",
         help="also time a run attached to a `ray start` cluster started beforehand (the ray job submit "
@@ -444,6 +502,13 @@ def main() -> None:
                 + ", ".join(f"{k} {t[k]}" for k in ("ray_ready", "first_row", "stream_done", "judged") if k in t),
                 flush=True,
             )
+        ceiling = {}
+        for c in cpus if args.ceiling and not args.official_only else []:
+            ceiling[c] = plain_ceiling(data, c)
+            print(
+                f"  {c:3d} plain processes: {ceiling[c]['seconds']:7.1f} s  {ceiling[c]['cases_per_s']:6.2f} cases/s",
+                flush=True,
+            )
         attached = run_attached(data, Path(tmp) / "attached", cpus[-1], args.cases) if args.attach else None
         if beside is not None:
             thread.join()
@@ -472,6 +537,25 @@ def main() -> None:
             f"| {r['cpus']} | {r['wall_s']:.1f} | {r['cases_per_s']:.2f} | {eff:.2f} | {stream:.2f} | "
             f"{(stream / base_stream) / (r['cpus'] / base['cpus']):.2f} | {r['first_row_s']:.1f} | {stage:.3f} |"
         )
+    if ceiling:
+        print(
+            "\n| CPUs | stream cases/s | stream efficiency vs 2 CPUs | plain processes cases/s | plain efficiency vs 2 "
+            "processes | stream / plain efficiency | stream / plain cases/s |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        plain_base = ceiling.get(base["cpus"])
+        base_stream = (args.cases - 1) / base["stream_s"] if base["stream_s"] else float("nan")
+        for r in runs:
+            c = ceiling.get(r["cpus"])
+            if not c or not plain_base:
+                continue
+            stream = (args.cases - 1) / r["stream_s"] if r["stream_s"] else float("nan")
+            s_eff = (stream / base_stream) / (r["cpus"] / base["cpus"])
+            p_eff = (c["cases_per_s"] / plain_base["cases_per_s"]) / (r["cpus"] / base["cpus"])
+            print(
+                f"| {r['cpus']} | {stream:.2f} | {s_eff:.2f} | {c['cases_per_s']:.2f} | {p_eff:.2f} | "
+                f"{s_eff / p_eff:.2f} | {stream / c['cases_per_s']:.2f} |"
+            )
     if official:
         per = " + ".join(f"{m} {official[m]['seconds']:.1f} s" for m in METRICS)
         where = f"core {max(cpus)}, beside the runs" if args.concurrent_official else "1 core"
@@ -488,7 +572,9 @@ def main() -> None:
             f"{attached['cases_per_s']:.2f} cases/s, first row on disk after {attached['first_row_s']:.1f} s"
         )
     if args.out:
-        Path(args.out).write_text(json.dumps({"runs": runs, "official": official, "attached": attached}, indent=2))
+        Path(args.out).write_text(
+            json.dumps({"runs": runs, "official": official, "attached": attached, "ceiling": ceiling}, indent=2)
+        )
 
 
 if __name__ == "__main__":
