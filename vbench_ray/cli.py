@@ -206,7 +206,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from vbench_ray.registry import UnknownName
 
     try:
-        bench = get_benchmark(args.benchmark)
+        bench = get_benchmark(args.benchmark)  # the class: synthetic data needs no config
     except UnknownName as exc:
         print(f"vbench-ray synth: {exc}", file=sys.stderr)
         return 2

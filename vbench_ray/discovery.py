@@ -88,10 +88,10 @@ def cmd_weights(args: argparse.Namespace) -> int:
 
 
 def _has_judge(cfg) -> bool:
-    from vbench_ray.benchmarks import get_benchmark
+    from vbench_ray.benchmarks import bench_for
 
     try:
-        return bool(get_benchmark(cfg.benchmark).judge_phases(cfg))
+        return bool(bench_for(cfg).judge_phases())
     except Exception:  # noqa: BLE001 - only decides a word of the summary line; preflight checked the judges
         return False
 

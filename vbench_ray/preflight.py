@@ -243,11 +243,11 @@ def _judge_problems(node: Any, key: str) -> Problems:
 
 
 def _check_judges(cfg: DictConfig) -> Problems:
-    from vbench_ray.benchmarks import get_benchmark
+    from vbench_ray.benchmarks import bench_for
 
-    bench = get_benchmark(cfg.benchmark)
+    bench = bench_for(cfg)
     try:
-        phases = bench.judge_phases(cfg)
+        phases = bench.judge_phases()
     except ConfigError as exc:
         return [str(exc)]
     except Exception as exc:  # noqa: BLE001 - a benchmark's own data check; load_cases reports it properly
@@ -256,7 +256,7 @@ def _check_judges(cfg: DictConfig) -> Problems:
     seen: set[int] = set()
     for phase in phases:
         node = phase.judge_cfg
-        key = bench.judge_key(cfg, phase.name)
+        key = bench.judge_key(phase.name)
         if id(node) in seen or key is None:  # None: the phase's answers are replayed from a file the run writes
             continue
         seen.add(id(node))
@@ -270,6 +270,6 @@ def _check_judges(cfg: DictConfig) -> Problems:
 
 def _check_benchmark(cfg: DictConfig) -> Problems:
     """The benchmark's own checks (``Benchmark.check_config``)."""
-    from vbench_ray.benchmarks import get_benchmark
+    from vbench_ray.benchmarks import bench_for
 
-    return get_benchmark(cfg.benchmark).check_config(cfg)
+    return bench_for(cfg).check_config()

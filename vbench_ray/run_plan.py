@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 from omegaconf import DictConfig
 
-from vbench_ray.benchmarks import get_benchmark
+from vbench_ray.benchmarks import Benchmark, bench_for
 from vbench_ray.editors import editor_stages
 from vbench_ray.pipeline import Stage
 from vbench_ray.pool_plan import StagePlan, plan_stages
@@ -23,21 +23,23 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunPlan:
-    """What one run computes: ``stages`` (the editor's, then the benchmark's per-case stages), ``phases`` (its judge
-    phases, in order) and ``schema`` (the case table's columns), each built once from ``cfg``."""
+    """What one run computes: ``bench`` (the benchmark bound to ``cfg``), ``stages`` (the editor's, then the
+    benchmark's per-case stages), ``phases`` (its judge phases, in order) and ``schema`` (the case table's columns),
+    each built once; the pools are planned from it (``pools``) once the cluster's size is known."""
 
     cfg: DictConfig
-    bench: Any
+    bench: Benchmark
     stages: list[Stage]
     phases: list
     schema: pa.Schema
 
     @classmethod
-    def build(cls, cfg: DictConfig) -> "RunPlan":
-        bench = get_benchmark(cfg.benchmark)
-        stages = editor_stages(cfg) + list(bench.stages(cfg))
-        phases = list(bench.judge_phases(cfg))
-        return cls(cfg, bench, stages, phases, bench.schema(cfg, stages, phases))
+    def build(cls, bench: Benchmark) -> "RunPlan":
+        """The plan of ``bench`` (a benchmark bound to its config: ``bench_for(cfg)``)."""
+        cfg = bench.cfg
+        stages = editor_stages(cfg) + list(bench.stages())
+        phases = list(bench.judge_phases())
+        return cls(cfg, bench, stages, phases, bench.schema(stages, phases))
 
     @property
     def needs_ray(self) -> bool:
@@ -166,10 +168,11 @@ def dry_run(cfg: DictConfig) -> list[str]:
     from vbench_ray.ray_start import ensure_ray
 
     preflight.check(cfg)
-    get_benchmark(cfg.benchmark).check_data(cfg)
-    plan = RunPlan.build(cfg)
-    rows = list(plan.bench.iter_cases(cfg))
-    variants = plan.bench.variants(cfg) or []
+    bench = bench_for(cfg)
+    bench.check_data()
+    plan = RunPlan.build(bench)
+    rows = list(bench.iter_cases())
+    variants = bench.variants() or []
     n_done = 0
     if (Path(cfg.output.dir) / "cases").is_dir():  # a resume: what is on disk already
         from vbench_ray.sinks import CaseSink

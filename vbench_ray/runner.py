@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
 from vbench_ray import case_table, driver_memory, preflight, stall
-from vbench_ray.benchmarks import get_benchmark
+from vbench_ray.benchmarks import Benchmark, bench_for
 from vbench_ray.config import ConfigError, to_dict, to_yaml
 from vbench_ray.judges.backends import BACKENDS
 from vbench_ray.judges.engines import EngineSet
@@ -56,7 +56,8 @@ class RunResult:
         return self.run_dir / "report.html"
 
 
-def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
+def _check_resumable(run_dir: Path, plan: RunPlan) -> None:
+    cfg = plan.cfg
     saved = run_dir / "config.yaml"
     has_rows = any((run_dir / "cases").glob("part-*.parquet"))
     if not has_rows:
@@ -69,7 +70,7 @@ def _check_resumable(run_dir: Path, cfg: DictConfig) -> None:
     if not saved.exists():
         return
     old = OmegaConf.load(saved)
-    sections = RESULT_SECTIONS + tuple(get_benchmark(cfg.benchmark).result_sections)
+    sections = RESULT_SECTIONS + tuple(plan.bench.result_sections)
     changed = [k for k in sections if OmegaConf.select(old, k) != OmegaConf.select(cfg, k)]
     if changed:
         raise ConfigError(
@@ -88,8 +89,9 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
     start = time.perf_counter()
     timing = {"wall_start": time.time()}  # seconds since the start at each milestone -> summary.timing
     preflight.check(cfg)  # every config problem up front, before Ray, a video or a model
-    get_benchmark(cfg.benchmark).check_data(cfg)  # a missing data file, duplicate ids: before Ray starts
-    plan = RunPlan.build(cfg)  # stages, judge phases and schema, built once and passed on
+    bench = bench_for(cfg)  # the benchmark bound to this run's config
+    bench.check_data()  # a missing data file, duplicate ids: before Ray starts
+    plan = RunPlan.build(bench)  # stages, judge phases and schema, built once and passed on
     run_dir = Path(cfg.output.dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     # one run per directory for the run's life: a second one refuses here, writing nothing
@@ -99,7 +101,7 @@ def run(cfg: DictConfig, variants: list | None = None) -> RunResult:
 
 def _locked_run(plan: RunPlan, variants: list | None, run_dir: Path, start: float, timing: dict) -> RunResult:
     cfg = plan.cfg
-    _check_resumable(run_dir, cfg)
+    _check_resumable(run_dir, plan)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
 
     driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (driver_memory says why)
@@ -130,10 +132,10 @@ class Milestones:
 def _run(plan: RunPlan, variants: list | None, run_dir: Path, sink: CaseSink, mark: Milestones) -> RunResult:
     cfg, bench, schema = plan.cfg, plan.bench, plan.schema
     # the case table as Arrow chunks, made while the loader streams its rows (no list of dicts)
-    cases = case_table.case_chunks(bench.iter_cases(cfg), schema)
+    cases = case_table.case_chunks(bench.iter_cases(), schema)
     sweep_info = None
     if variants is None:  # a benchmark may ask for variants itself (NRVBench's negative controls)
-        variants = bench.variants(cfg)
+        variants = bench.variants()
     if variants:
         rows, sweep_info = _expand(cfg, case_table.to_rows(cases), variants, run_dir)
         cases = case_table.case_chunks(rows, schema)
@@ -161,7 +163,7 @@ def _run(plan: RunPlan, variants: list | None, run_dir: Path, sink: CaseSink, ma
         mark("judged")
     finally:
         engines.stop()
-    summary = finalize(run_dir, cfg, bench, table, judgments, judge_info, sweep_info, mark.timing)
+    summary = finalize(run_dir, bench, table, judgments, judge_info, sweep_info, mark.timing)
     return RunResult(run_dir, summary, computed, mark.elapsed())
 
 
@@ -304,7 +306,7 @@ def _judge(plan: RunPlan, rows: list[dict], run_dir: Path, engines: EngineSet) -
             "model": engine.model_label,
             **judge_stats(phase_results, requests, judge_log),
         }
-    judgments = bench.score_judgments(rows, results, cfg)
+    judgments = bench.score_judgments(rows, results)
     if judgments is not None:
         pq.write_table(judgments, run_dir / "judgments.parquet")
     return judgments, (info[phases[0].name] if len(phases) == 1 and info else info)
@@ -340,8 +342,7 @@ def _by_video_override(judge_cfg, requests: list) -> list[tuple[DictConfig, list
 
 def finalize(
     run_dir: Path,
-    cfg: DictConfig,
-    bench,
+    bench: Benchmark,
     table: pa.Table,
     judgments: pa.Table | None = None,
     judge_info: dict | None = None,
@@ -353,11 +354,12 @@ def finalize(
     Headline metrics are those of the ``base`` variant; with a sweep, ``by_variant.<variant>`` holds
     every variant's metrics and each variant is its own wandb run in the sweep's group.
     """
+    cfg = bench.cfg
     variants = [v["name"] for v in sweep_info["variants"]] if sweep_info else ["base"]
     parts = {v: (_variant_rows(table, v), _variant_rows(judgments, v)) for v in variants}
     base_rows, base_judged = parts.get("base", (table, judgments))
-    summary = bench.summarize(base_rows, cfg, base_judged)
-    for key, value in bench.summarize_variants(table, cfg, judgments).items():  # e.g. negative-control checks
+    summary = bench.summarize(base_rows, base_judged)
+    for key, value in bench.summarize_variants(table, judgments).items():  # e.g. negative-control checks
         summary[key] = summary.get(key, []) + value if isinstance(value, list) else value
     summary = {
         "benchmark": cfg.benchmark,
@@ -370,7 +372,7 @@ def finalize(
         for v, (rows, judged) in parts.items():
             by_variant[v] = {
                 m: {k: s.get(k) for k in ("value", "ci95", "n")}
-                for m, s in bench.summarize(rows, cfg, judged)["metrics"].items()
+                for m, s in bench.summarize(rows, judged)["metrics"].items()
             }
         summary["by_variant"] = by_variant
         summary["sweep"] = {

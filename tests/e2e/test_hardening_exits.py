@@ -303,7 +303,7 @@ def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_st
         ],
     )
     with pytest.raises(DataError, match=r"duplicate indexes: '1' \(2x\)"):
-        VidicBench().check_data(cfg)
+        VidicBench(cfg).check_data()
     annotations = tmp_path / "nrv.jsonl"
     annotations.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "a"}\n')
     cfg = load_config(
@@ -311,7 +311,7 @@ def test_item10_duplicate_ids_and_a_missing_checklist_stop_the_run_before_ray_st
         [f"data.annotations={annotations}", "data.edited_dir=e", f"output.dir={tmp_path / 'n'}"],
     )
     with pytest.raises(DataError, match=r"duplicate instance ids: 'a' \(2x\)"):
-        NRVBench().check_data(cfg)
+        NRVBench(cfg).check_data()
 
 
 # ----------------------------------------------------------------------------- item 8: Ctrl-C

@@ -451,7 +451,7 @@ def server_requests(cove_data, media, tmp_path_factory) -> list[JudgeRequest]:
     from vbench_ray.configure import load_config
 
     cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(cove_data, tmp_path_factory.mktemp("cove_out")))
-    case = next(c for c in CoveBench().load_cases(cfg) if not c.get("error_load"))
+    case = next(c for c in CoveBench(cfg).load_cases() if not c.get("error_load"))
     dual = next(r for r in build_requests(case) if r.group == "Dual-TF")  # source + edited video
     text_only = JudgeRequest(
         "probe/text-only", [{"role": "user", "content": [{"type": "text", "text": "Describe it."}]}]

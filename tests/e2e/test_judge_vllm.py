@@ -120,7 +120,7 @@ def cove_requests(cove_data, tmp_path_factory) -> list[JudgeRequest]:
     from vbench_ray.configure import load_config
 
     cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(cove_data, tmp_path_factory.mktemp("cove_out")))
-    case = next(c for c in CoveBench().load_cases(cfg) if not c.get("error_load"))
+    case = next(c for c in CoveBench(cfg).load_cases() if not c.get("error_load"))
     requests = build_requests(case)
     assert {r.group for r in requests} == {"AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ"}
     return requests

@@ -45,7 +45,7 @@ def main() -> None:
                 "metrics.exclude.MF.categories=[]",
             ],
         )
-        rows = CoveBench().load_cases(cfg)
+        rows = CoveBench(cfg).load_cases()
         metric_cfgs = {m: dict(getattr(cfg.metrics, m)) for m in cfg.metrics.enabled}
         stage = FrameMetricsStage(metric_cfgs)
         metrics = [build_metric(m, getattr(cfg.metrics, m)) for m in cfg.metrics.enabled]

@@ -145,7 +145,7 @@ def main() -> None:
                 "wandb.mode=disabled",
             ],
         )
-        requests = [r for case in CoveBench().load_cases(cfg) for r in build_requests(case)]
+        requests = [r for case in CoveBench(cfg).load_cases() for r in build_requests(case)]
         requests = requests[: args.requests]
         base = OmegaConf.merge(
             cfg.judge,

@@ -257,7 +257,7 @@ def _judge_file(cfg, data: dict, path: Path) -> None:
     from vbench_ray.benchmarks.cove_checklist import build_requests
 
     lines = []
-    for case in CoveBench().load_cases(cfg):
+    for case in CoveBench(cfg).load_cases():
         task = json.loads(case["annotations"])
         edited = filecmp.cmp(case["edited_path"], Path(data["edited_dir"]) / f"{case['case_id']}.mp4", shallow=False)
         questions = {q["id"]: q for g in task["evaluation_groups"] for q in g["questions"]}

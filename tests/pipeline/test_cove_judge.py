@@ -25,7 +25,7 @@ def perfect_answers(data, path: Path, break_one: str | None = None) -> list[str]
     """A JSONL judge that answers every question with its expected answer (Score-MCQ: 10)."""
     cfg = _cfg(data, path.parent / "unused")
     lines, ids = [], []
-    for case in CoveBench().load_cases(cfg):
+    for case in CoveBench(cfg).load_cases():
         task = json.loads(case["annotations"])
         expected = {q["id"]: q["expected_answer"] for g in task["evaluation_groups"] for q in g["questions"]}
         for request in build_requests(case):

@@ -74,7 +74,7 @@ def frames_in(cases, run_dir: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def framed(cove_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("vqr_frames")
-    cases = CoveBench().load_cases(_cfg(cove_data, out / "run"))
+    cases = CoveBench(_cfg(cove_data, out / "run")).load_cases()
     return frames_in([c for c in cases if not c.get("error_load")], out)
 
 
@@ -102,7 +102,7 @@ def test_the_decode_stage_hands_vqr_its_frames_from_one_decode(cove_data, tmp_pa
 
     monkeypatch.setattr(frames_mod, "VideoReader", CountingReader)
     CountingReader.opened = {}
-    case = next(c for c in CoveBench().load_cases(_cfg(cove_data, tmp_path / "run")) if not c.get("error_load"))
+    case = next(c for c in CoveBench(_cfg(cove_data, tmp_path / "run")).load_cases() if not c.get("error_load"))
     case = {**case, "excluded_SSIM": None}
     stage = FrameMetricsStage({"SSIM": {"frames": 10, "size": 224}}, sinks=[vqr.VQRFrames(str(tmp_path))])
     out = stage(case)

@@ -147,7 +147,7 @@ def test_item8_duplicate_ids_stop_the_load_naming_them(cove_copy, tmp_path):
     tasks.append({**tasks[3], "id": f"00{tasks[3]['id']}"})  # "004" is task 4 again
     checklist.write_text(json.dumps(tasks))
     with pytest.raises(DataError, match=rf"duplicate task ids: '{int(tasks[3]['id'])}' \(2x\)"):
-        CoveBench().load_cases(_cove_cfg(cove_copy, tmp_path / "o"))
+        CoveBench(_cove_cfg(cove_copy, tmp_path / "o")).load_cases()
 
     items = [
         {"index": 5, "video1_path": "a.mp4", "video2_path": "b.mp4"},
@@ -159,7 +159,7 @@ def test_item8_duplicate_ids_stop_the_load_naming_them(cove_copy, tmp_path):
         [f"data.checklist={tmp_path / 'vidic.json'}", f"data.video_root={tmp_path}", f"output.dir={tmp_path / 'v'}"],
     )
     with pytest.raises(DataError, match=r"duplicate indexes: '5' \(2x\)"):
-        VidicBench().load_cases(cfg)
+        VidicBench(cfg).load_cases()
 
     (tmp_path / "nrv" / "edited" / "m").mkdir(parents=True)
     (tmp_path / "nrv" / "edited" / "m" / "x.mp4").write_bytes(b"")
@@ -173,7 +173,7 @@ def test_item8_duplicate_ids_stop_the_load_naming_them(cove_copy, tmp_path):
         ],
     )
     with pytest.raises(DataError, match=r"duplicate instance ids: '0001_a' \(2x\)"):
-        NRVBench().load_cases(cfg)
+        NRVBench(cfg).load_cases()
 
 
 def test_item8_duplicate_agentic_task_ids(tmp_path):
@@ -190,7 +190,7 @@ def test_item8_duplicate_agentic_task_ids(tmp_path):
     )
     task_id = json.loads((first / "task.json").read_text())["task_id"]
     with pytest.raises(DataError, match=rf"duplicate task ids: '{task_id}' \(2x\)"):
-        AgenticBench().load_cases(cfg)
+        AgenticBench(cfg).load_cases()
 
 
 # ----------------------------------------------------------------------------- item 9
@@ -418,7 +418,7 @@ def test_item13_range_and_type_checks(cove_copy, tmp_path, monkeypatch):
     first = tasks[0]["evaluation_groups"][0]["questions"][0]
     first["expected_answer"] = float("nan")
     checklist.write_text(json.dumps(tasks))  # json writes the bare NaN literal, which json.loads accepts
-    rows = CoveBench().load_cases(load_config(COVE, cove_overrides(cove_copy, tmp_path / "o")))
+    rows = CoveBench(load_config(COVE, cove_overrides(cove_copy, tmp_path / "o"))).load_cases()
     assert "expected_answer: nan is not a valid answer" in (rows[0]["error_load"] or "")
     assert not any(r.get("error_load") for r in rows[1:])
     human = tmp_path / "human.jsonl"

@@ -76,7 +76,7 @@ def test_two_ids_with_one_safe_form_get_two_videos_and_the_loader_finds_each(cov
         assert Path(row["edited_path"]).read_bytes() == Path(src).read_bytes()
     # a run reading data.edited_dir finds each case's own video by the same rule
     data = {**cove_data, "checklist": _odd_checklist(cove_data, tmp_path / "c.json", ["a b", "a_b"]), "edited_dir": out}
-    rows = {r["case_id"]: r for r in get_benchmark("cove").load_cases(_cove_cfg(data, tmp_path / "run"))}
+    rows = {r["case_id"]: r for r in get_benchmark("cove")(_cove_cfg(data, tmp_path / "run")).load_cases()}
     assert rows["a b"]["edited_path"] == first["edited_path"] and rows["a_b"]["edited_path"] == second["edited_path"]
     assert not _case_error(rows["a b"]) and not _case_error(rows["a_b"])
 
@@ -101,7 +101,7 @@ def test_a_hashed_name_is_never_read_as_another_tasks_number(cove_data, tmp_path
         "checklist": _odd_checklist(cove_data, tmp_path / "c.json", [int(digits[-1]), "a b"]),
         "edited_dir": out,
     }
-    rows = get_benchmark("cove").load_cases(_cove_cfg(data, tmp_path / "run"))
+    rows = get_benchmark("cove")(_cove_cfg(data, tmp_path / "run")).load_cases()
     assert "not found" in _case_error(rows[0]) and rows[1]["edited_path"] == str(out / name)
 
 
@@ -285,7 +285,7 @@ def test_cove_edited_videos_that_link_outside_edited_dir_are_refused_per_case(co
         (edited / f"{cid}.mp4").symlink_to(target)
     (edited / f"{ids[4]}.mp4").unlink()
     (edited / f"{ids[4]}.mp4").symlink_to(edited / f"{ids[5]}.mp4")  # a link that stays inside: allowed
-    rows = {r["case_id"]: r for r in get_benchmark("cove").load_cases(_cove_cfg(cove_copy, tmp_path / "run"))}
+    rows = {r["case_id"]: r for r in get_benchmark("cove")(_cove_cfg(cove_copy, tmp_path / "run")).load_cases()}
     for cid in (ids[0], ids[1], ids[3]):
         assert "escapes the data root" in _case_error(rows[cid]) and "data.edited_dir" in _case_error(rows[cid])
         assert not rows[cid].get("edited_path")
@@ -315,13 +315,13 @@ def test_nrv_edited_videos_that_link_outside_edited_dir_are_refused_per_case(tmp
             "wandb.mode=disabled",
         ],
     )
-    rows = {r["case_id"]: r for r in NRVBench().load_cases(cfg)}
+    rows = {r["case_id"]: r for r in NRVBench(cfg).load_cases()}
     for cid in (f"jitter:{first}", f"frozen:{second}"):
         assert "escapes the data root" in rows[cid]["error_load"] and rows[cid]["edited_path"] is None
     assert not rows[f"coherent:{second}"]["error_load"] and not rows[f"jitter:{second}"]["error_load"]
     flat = {
         r["case_id"]: r
-        for r in NRVBench().load_cases(
+        for r in NRVBench(
             load_config(
                 REPO / "configs" / "nrv.yaml",
                 [
@@ -331,7 +331,7 @@ def test_nrv_edited_videos_that_link_outside_edited_dir_are_refused_per_case(tmp
                     "wandb.mode=disabled",
                 ],
             )
-        )
+        ).load_cases()
     }
     assert "escapes the data root" in flat[second]["error_load"]  # flat: the folder itself is the root
 
@@ -404,7 +404,9 @@ def test_the_documented_identity_edit_command_runs_and_keeps_the_sources(
         info = VideoReader(str(path)).info
         assert (info.width, info.height, info.num_frames) == (128, 96, 24)
     data = {**cove_data, "checklist": checklist, "edited_dir": out}
-    found = {r["case_id"]: r["edited_path"] for r in get_benchmark("cove").load_cases(_cove_cfg(data, tmp_path / "r"))}
+    found = {
+        r["case_id"]: r["edited_path"] for r in get_benchmark("cove")(_cove_cfg(data, tmp_path / "r")).load_cases()
+    }
     assert found == {k: r["edited_path"] for k, r in rows.items()}
     # by name, over a GPU model's block: no GPU asked, the source's frames kept
     assert (
@@ -436,7 +438,7 @@ def test_nrv_controls_and_judge_media_of_two_cases_never_share_a_file(tmp_path):
             "wandb.mode=disabled",
         ],
     )
-    rows = {r["case_id"]: r for r in NRVBench().load_cases(cfg)}
+    rows = {r["case_id"]: r for r in NRVBench(cfg).load_cases()}
     first, second = data["ids"]
     pair = [{**rows[f"jitter:{first}"], "case_id": "m:a b"}, {**rows[f"jitter:{second}"], "case_id": "m:a_b"}]
     renderer = ControlRenderer(str(tmp_path / "controls"), seed=0)

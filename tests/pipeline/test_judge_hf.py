@@ -65,7 +65,7 @@ def _cfg(data: dict, model: Path, out: Path, *extra: str):
 
 
 def _requests(cfg) -> list:
-    return [req for case in CoveBench().load_cases(cfg) for req in build_requests(case)]
+    return [req for case in CoveBench(cfg).load_cases() for req in build_requests(case)]
 
 
 def _videos_of(request) -> list[str]:

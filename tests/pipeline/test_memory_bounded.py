@@ -109,7 +109,7 @@ def test_cove_cases_stream_out_before_the_checklist_is_read(cove_copy, tmp_path)
     from vbench_ray.benchmarks.cove import CoveBench
 
     data = _many_tasks(cove_copy, 600, bad_at=560)
-    cases = CoveBench().iter_cases(load_config(COVE, cove_overrides(data, tmp_path / "o")))
+    cases = CoveBench(load_config(COVE, cove_overrides(data, tmp_path / "o"))).iter_cases()
     first = [next(cases) for _ in range(300)]
     assert [r["case_id"] for r in first[:2]] == ["1000", "1001"] and not any(r.get("error_load") for r in first)
     with pytest.raises(DataError, match="is not valid JSON"):
@@ -122,7 +122,7 @@ def test_cove_limit_still_checks_every_id(cove_copy, tmp_path):
     tasks = json.loads(Path(cove_copy["checklist"]).read_text())
     Path(cove_copy["checklist"]).write_text(json.dumps(tasks + [dict(tasks[0])]))  # a duplicate, past the limit
     with pytest.raises(DataError, match=rf"duplicate task ids: '{int(tasks[0]['id'])}' \(2x\)"):
-        CoveBench().load_cases(load_config(COVE, cove_overrides(cove_copy, tmp_path / "o", "run.limit=2")))
+        CoveBench(load_config(COVE, cove_overrides(cove_copy, tmp_path / "o", "run.limit=2"))).load_cases()
 
 
 def test_case_table_is_built_without_every_case_as_dicts(cove_copy, tmp_path):
@@ -132,16 +132,16 @@ def test_case_table_is_built_without_every_case_as_dicts(cove_copy, tmp_path):
 
     data = _many_tasks(cove_copy, 3000)
     cfg = load_config(COVE, cove_overrides(data, tmp_path / "o"))
-    bench = CoveBench()
-    schema = bench.schema(cfg)
+    bench = CoveBench(cfg)
+    schema = bench.schema()
     case_table.case_chunks(_rows(3), SCHEMA)  # modules Arrow imports on first use are not the loader's memory
     tracemalloc.start()
     try:
-        chunks = case_table.case_chunks(bench.iter_cases(cfg), schema, chunk_rows=256)
+        chunks = case_table.case_chunks(bench.iter_cases(), schema, chunk_rows=256)
         _, streamed = tracemalloc.get_traced_memory()
         tracemalloc.reset_peak()
         tasks = json.loads(Path(data["checklist"]).read_text())  # what the old loader held, at the least
-        rows = bench.load_cases(cfg)
+        rows = bench.load_cases()
         _, listed = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

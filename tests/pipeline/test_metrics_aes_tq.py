@@ -288,12 +288,12 @@ def test_pool_stages_are_batched_by_the_metric_pool_batch(tiny_weights, cove_dat
     overrides = cove_overrides(
         cove_data, tmp_path / "run", "metrics.enabled=[SSIM,AES,TQ]", "metrics.TQ.pool_batch=2", "ray.batch_size=3"
     )
-    stages = {s.name: s for s in CoveBench().stages(load_config(REPO / "configs" / "cove.yaml", overrides))}
+    stages = {s.name: s for s in CoveBench(load_config(REPO / "configs" / "cove.yaml", overrides)).stages()}
     assert stages["AES"].batched and stages["AES"].batch_size == AESConfig().pool_batch == 8
     assert stages["TQ"].batched and stages["TQ"].batch_size == 2
     assert stages["frames"].batch_size == 3 and not stages["frames"].batched
     with pytest.raises(ValueError, match="metrics.TQ.pool_batch"):
-        CoveBench().stages(load_config(REPO / "configs" / "cove.yaml", overrides + ["metrics.TQ.pool_batch=0"]))
+        CoveBench(load_config(REPO / "configs" / "cove.yaml", overrides + ["metrics.TQ.pool_batch=0"])).stages()
 
 
 # ----------------------------------------------------------------------------- end to end

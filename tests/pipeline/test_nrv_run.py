@@ -58,9 +58,9 @@ def test_two_judges_controls_agreement_end_to_end_with_replay(tmp_path, ray_loca
         "stats.bootstrap_samples=200",
         "metrics.enabled=[NRVE_Acc,BG_PSNR,BG_MSE,FPS]",
     ]
-    bench = NRVBench()
+    bench = NRVBench
     cfg0 = load_config(NRV, args)
-    rows = expand(bench.load_cases(cfg0), bench.variants(cfg0), tmp_path)
+    rows = expand(bench(cfg0).load_cases(), bench(cfg0).variants(), tmp_path)
     answers = tmp_path / "answers.jsonl"
     answers.write_text(
         "".join(
@@ -75,7 +75,7 @@ def test_two_judges_controls_agreement_end_to_end_with_replay(tmp_path, ray_loca
         f"{{name: b, backend: replay, replay_path: {answers}}}]"
     )
     cfg = load_config(NRV, args + [judges])
-    summary = run(cfg, variants=bench.variants(cfg)).summary
+    summary = run(cfg, variants=bench(cfg).variants()).summary
 
     # -- NRVE-Acc by hand: per instance, averaged over the judges, then over instances
     coherent = _g(1, 1, 1)
@@ -116,8 +116,8 @@ def test_two_judges_controls_agreement_end_to_end_with_replay(tmp_path, ray_loca
     assert unchanged["conventional"]["BG_PSNR"]["control"] is None  # identical background: infinite PSNR
     from vbench_ray.sinks import CaseSink
 
-    table = CaseSink(out, bench.schema(cfg)).read_all()  # the runner hook's view: every variant at once
-    assert bench.summarize_variants(table, cfg, pq.read_table(out / "judgments.parquet"))["sanity"] == sanity
+    table = CaseSink(out, bench(cfg).schema()).read_all()  # the runner hook's view: every variant at once
+    assert bench(cfg).summarize_variants(table, pq.read_table(out / "judgments.parquet"))["sanity"] == sanity
     assert set(summary["by_variant"]) == {"base", "control:shuffled", "control:unchanged"}
     assert summary["by_variant"]["control:unchanged"]["S_instr"]["value"] == 0.0
     controls_dir = out / "variants" / "controls" / "shuffled"
@@ -136,7 +136,7 @@ def test_two_judges_controls_agreement_end_to_end_with_replay(tmp_path, ray_loca
 
     # -- re-scoring in place with the other normalisation: nothing is computed or asked again
     n_log = len(log)
-    again = run(load_config(NRV, args + [judges, "score.normalize=eq3"]), variants=bench.variants(cfg))
+    again = run(load_config(NRV, args + [judges, "score.normalize=eq3"]), variants=bench(cfg).variants())
     assert again.n_computed == 0 and len((out / "judge_log.jsonl").read_text().splitlines()) == n_log
     assert again.summary["metrics"]["S_phy"]["value"] == pytest.approx((100 + 60) / 2)  # ratings 5 and 3 as r/5
     jitter_eq3 = (_g(1, 0.6, 0.4) + _g(1, 0.6, 0.2)) / 2  # b's invalid rating: the lowest, 1/5
@@ -240,8 +240,8 @@ def test_each_judge_is_held_to_the_max_invalid_fraction_of_its_included_file(tmp
         "stats.bootstrap_samples=50",
         "metrics.enabled=[NRVE_Acc]",
     ]
-    bench = NRVBench()
-    rows = bench.load_cases(load_config(NRV, args))
+    bench = NRVBench
+    rows = bench(load_config(NRV, args)).load_cases()
     answers = tmp_path / "answers.jsonl"
     answers.write_text(
         "".join(
@@ -286,8 +286,8 @@ def test_each_judge_is_held_to_the_max_invalid_fraction_of_its_included_file(tmp
     from vbench_ray.sinks import CaseSink
 
     strict = load_config(NRV, args + [judges("strict.yaml")])
-    again = bench.summarize(
-        CaseSink(out, bench.schema(strict)).read_all(), strict, pq.read_table(out / "judgments.parquet")
+    again = bench(strict).summarize(
+        CaseSink(out, bench(strict).schema()).read_all(), pq.read_table(out / "judgments.parquet")
     )
     for m in ("NRVE_Acc", "S_instr", "S_phy", "S_temp"):
         assert again["by_judge"]["b"][m]["value"] is None and "judge 'b'" in again["by_judge"]["b"][m]["unavailable"]

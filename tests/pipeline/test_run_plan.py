@@ -43,27 +43,40 @@ def test_dry_run_prints_the_plan_and_computes_nothing(ray_local, cove_data, tmp_
     ]
 
 
-def test_a_run_builds_its_stages_and_phases_once(ray_local, cove_data, tmp_path, monkeypatch):
-    """Outside preflight (which checks each judge config), a run asks the benchmark for its stages and judge
-    phases once (they were built three times: for the schema, Ray's start and the stream)."""
+def test_a_run_binds_its_benchmark_once_and_builds_its_plan_once(ray_local, cove_data, tmp_path, monkeypatch):
+    """Outside preflight (which checks each judge config), a run binds the benchmark to its config once, builds one
+    ``RunPlan`` from it and asks it for its stages and judge phases once (they were built three times: for the
+    schema, Ray's start and the stream); the plan's benchmark is the one that scores and summarizes."""
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.configure import load_config
+    from vbench_ray.run_plan import RunPlan
     from vbench_ray.runner import run
 
-    calls = {"stages": 0, "judge_phases": 0}
+    calls = {"__init__": 0, "stages": 0, "judge_phases": 0, "summarize": 0}
+    benches: dict[str, list] = {"planned": [], "summarized": []}
 
     def counted(name):
         original = getattr(CoveBench, name)
 
-        def wrapper(self, cfg):
-            if not inspect.stack()[1].filename.endswith("preflight.py"):
+        def wrapper(self, *args, **kwargs):
+            if not any(frame.filename.endswith("preflight.py") for frame in inspect.stack()):
                 calls[name] += 1
-            return original(self, cfg)
+                if name == "summarize":
+                    benches["summarized"].append(self)
+            return original(self, *args, **kwargs)
 
         return wrapper
 
     for name in calls:
         monkeypatch.setattr(CoveBench, name, counted(name))
+    build = RunPlan.build.__func__
+
+    def build_once(cls, *args):
+        plan = build(cls, *args)
+        benches["planned"].append(plan.bench)
+        return plan
+
+    monkeypatch.setattr(RunPlan, "build", classmethod(build_once))
     replay = tmp_path / "answers.jsonl"
     replay.write_text("")
     cfg = load_config(
@@ -78,7 +91,8 @@ def test_a_run_builds_its_stages_and_phases_once(ray_local, cove_data, tmp_path,
         ),
     )
     run(cfg)
-    assert calls == {"stages": 1, "judge_phases": 1}
+    assert calls == {"__init__": 1, "stages": 1, "judge_phases": 1, "summarize": 1}
+    assert len(benches["planned"]) == 1 and benches["summarized"] == benches["planned"]
 
 
 def test_dry_run_of_a_phase_replayed_from_a_file_the_run_writes(ray_local, tmp_path, capsys):

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from helpers.common import REPO
 from vbench_ray.benchmarks import DataError
+from vbench_ray.benchmarks import vidic_questions
 from vbench_ray.benchmarks import vidic_scoring as scoring
 from vbench_ray.benchmarks.vidic import VidicBench, VidicConfig
 from vbench_ray.config import ConfigError, read_yaml
@@ -70,7 +71,7 @@ def script(checklist: Path, path: Path, describe=lambda item: DESCRIPTION, answe
         text = describe(item)
         if text is not None:
             lines.append({"request_id": f"{base}/describe/response", "text": text})
-        for q in scoring.parse_questions(item, "")[0]:
+        for q in vidic_questions.parse_questions(item, "")[0]:
             text = answer(item["index"], q.tag, q.correct_answer)
             lines.append({"request_id": f"{base}/judge/{q.tag}", "text": text})
     lines += list(extra)
@@ -217,7 +218,7 @@ def test_free_text_and_error_type_parsers():
 
 def test_loader_rows(tmp_path):
     checklist = hand_checklist(tmp_path)
-    cases = VidicBench().load_cases(_cfg(checklist, tmp_path / "o", video_root=tmp_path))
+    cases = VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()
     assert [c["case_id"] for c in cases] == ["0", "1"]
     c0 = cases[0]
     assert c0["source_path"] == str((tmp_path / "data/x/0_src.mp4").resolve())
@@ -232,24 +233,24 @@ def test_loader_whole_file_problems(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(DataError, match=r"data.checklist .*bad.json is not valid JSON"):
-        VidicBench().load_cases(_cfg(bad, tmp_path / "o", video_root=tmp_path))
+        VidicBench(_cfg(bad, tmp_path / "o", video_root=tmp_path)).load_cases()
     bad.write_text('{"index": 0}')
     with pytest.raises(DataError, match=r"expected a JSON list"):
-        VidicBench().load_cases(_cfg(bad, tmp_path / "o", video_root=tmp_path))
+        VidicBench(_cfg(bad, tmp_path / "o", video_root=tmp_path)).load_cases()
     with pytest.raises(DataError, match=r"data.checklist not found"):
-        VidicBench().load_cases(_cfg(tmp_path / "nope.json", tmp_path / "o", video_root=tmp_path))
+        VidicBench(_cfg(tmp_path / "nope.json", tmp_path / "o", video_root=tmp_path)).load_cases()
     checklist = hand_checklist(tmp_path)
     with pytest.raises(DataError, match=r"data.video_root is not set"):
-        VidicBench().load_cases(_cfg(checklist, tmp_path / "o"))
+        VidicBench(_cfg(checklist, tmp_path / "o")).load_cases()
     with pytest.raises(DataError, match=r"data.video_root is not a directory"):
-        VidicBench().load_cases(_cfg(checklist, tmp_path / "o", video_root=tmp_path / "missing"))
+        VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path / "missing")).load_cases()
     responses = tmp_path / "responses.json"
     responses.write_text('{"response": "x"}')
     with pytest.raises(DataError, match=r"data.responses .*expected a JSON list"):
-        VidicBench().load_cases(_cfg(checklist, tmp_path / "o", f"data.responses={responses}"))
+        VidicBench(_cfg(checklist, tmp_path / "o", f"data.responses={responses}")).load_cases()
     responses.write_text('[{"video1_path": "a.mp4", "response": "x"}]')
     with pytest.raises(DataError, match=r"entry\[0\].video2_path"):
-        VidicBench().load_cases(_cfg(checklist, tmp_path / "o", f"data.responses={responses}"))
+        VidicBench(_cfg(checklist, tmp_path / "o", f"data.responses={responses}")).load_cases()
 
 
 def test_loader_per_case_problems_name_file_and_field(tmp_path):
@@ -264,11 +265,11 @@ def test_loader_per_case_problems_name_file_and_field(tmp_path):
     items.append({**items[1], "index": 5})  # (a duplicate index stops the load: test_hardening, item 8)
     items.append({**items[1], "index": 6, "structured_analysis": ["not", "an", "object"]})
     checklist.write_text(json.dumps(items))
-    official = {c["case_id"]: c for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", video_root=tmp_path))}
+    official = {c["case_id"]: c for c in VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()}
     assert not official["0"]["error_load"]  # data.questions=official: scored as the official code (test_vidic_parity)
     cases = {
         c["case_id"]: c
-        for c in VidicBench().load_cases(_cfg(checklist, tmp_path / "o", "data.questions=strict", video_root=tmp_path))
+        for c in VidicBench(_cfg(checklist, tmp_path / "o", "data.questions=strict", video_root=tmp_path)).load_cases()
     }
     e0 = cases["0"]["error_load"]
     assert "checklist.json: item[0] (index=0).structured_analysis.Differences[1].class: unknown class 'lighting'" in e0
@@ -287,7 +288,7 @@ def test_loader_per_case_problems_name_file_and_field(tmp_path):
 
 def _case(tmp_path, variant="base", params=None):
     checklist = hand_checklist(tmp_path)
-    case = VidicBench().load_cases(_cfg(checklist, tmp_path / "o", video_root=tmp_path))[0]
+    case = VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()[0]
     return {**case, "variant": variant, "variant_params": json.dumps(params) if params else None}
 
 
@@ -506,8 +507,10 @@ def test_synth_vidic_layout_and_determinism(vidic_data, tmp_path):
         assert sims and diffs
         assert all(q["correct_answer"] == "no" and "different" in q["question"] for q in sims)
         assert all(q["correct_answer"] == "yes" for q in diffs)
-        assert not scoring.parse_questions(item, "x")[1]
-    diff_classes = {scoring.canonical_class(q["class"]) for i in items for q in i["structured_analysis"]["Differences"]}
+        assert not vidic_questions.parse_questions(item, "x")[1]
+    diff_classes = {
+        vidic_questions.canonical_class(q["class"]) for i in items for q in i["structured_analysis"]["Differences"]
+    }
     assert diff_classes == set(scoring.CLASSES)
     again = synth_vidic(tmp_path / "again", n=8, seed=0)
     assert Path(again["checklist"]).read_bytes() == Path(vidic_data["checklist"]).read_bytes()
@@ -612,14 +615,14 @@ def test_variants_reach_the_describe_requests(vidic_data, tmp_path):
     """Sweep rows (variant + variant_params) build their own describe requests: fps -> request.video,
     order=reverse -> Video B's part first."""
     cfg = _cfg(Path(vidic_data["checklist"]), tmp_path / "o", video_root=vidic_data["video_root"])
-    bench = VidicBench()
-    base = bench.load_cases(cfg)[:2]
+    bench = VidicBench
+    base = bench(cfg).load_cases()[:2]
     rows = (
         base
         + [{**c, "variant": "fps:1", "variant_params": json.dumps({"fps": 1.0})} for c in base]
         + [{**c, "variant": "order:reverse", "variant_params": json.dumps({"order": "reverse"})} for c in base]
     )
-    describe = bench.judge_phases(cfg)[0]
+    describe = bench(cfg).judge_phases()[0]
     assert describe.name == "describe" and describe.judge_cfg.temperature == 0.7
     requests = {r.request_id: r for r in describe.build(rows, {})}
     assert len(requests) == 6
@@ -673,7 +676,7 @@ def test_robustness_sweep_end_to_end_with_replay(vidic_data, tmp_path, ray_local
     for item in _gold(vidic_data)[:3]:
         for v in variants:
             lines.append({"request_id": f"vidic/{item['index']}/{v}/describe/response", "text": DESCRIPTION})
-            for q in scoring.parse_questions(item, "")[0]:
+            for q in vidic_questions.parse_questions(item, "")[0]:
                 lines.append(
                     {"request_id": f"vidic/{item['index']}/{v}/judge/{q.tag}", "text": _json_answer(q.correct_answer)}
                 )

@@ -212,11 +212,11 @@ def _cfg(data, out, *extra):
     )
 
 
-def _run(bench, cfg):
-    cases = bench.load_cases(cfg)
+def _run(bench):
+    cases = bench.load_cases()
     keys = {k for c in cases for k in c}
-    table = run_local(cases, bench.stages(cfg), pa.schema([f for f in bench.schema(cfg) if f.name in keys]))
-    return table, bench.summarize(table, cfg)
+    table = run_local(cases, bench.stages(), pa.schema([f for f in bench.schema() if f.name in keys]))
+    return table, bench.summarize(table)
 
 
 def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
@@ -230,7 +230,6 @@ def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
     # repair_002 (repeated frames): the broken input copied -> gated
     (subs / "repair_002" / "a").mkdir(parents=True)
     shutil.copyfile(tasks / "repair_002" / "inputs" / "broken.mp4", subs / "repair_002" / "a" / "fixed.mp4")
-    bench = AgenticBench()
     cfg = _cfg(
         data,
         tmp_path / "run",
@@ -238,7 +237,7 @@ def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
         "data.families=[sequencing,repair]",
         "repurpose.judge_enabled=false",
     )
-    table, summary = _run(bench, cfg)
+    table, summary = _run(AgenticBench(cfg))
     rows = {r["case_id"]: r for r in table.to_pylist()}
     assert len(rows) == 5 * 3  # 2 sequencing + 3 repair tasks, K=3 each
     assert rows["sequencing_000:0"]["reward"] == 1.0 and rows["sequencing_000:0"]["status"] == "ok"
@@ -282,7 +281,7 @@ def test_benchmark_failed_verification_is_counted(data, tmp_path):
             "stats.bootstrap_samples=100",
         ],
     )
-    table, summary = _run(AgenticBench(), cfg)
+    table, summary = _run(AgenticBench(cfg))
     row = table.to_pylist()[0]
     assert row["error_verify"] and "golden.mp4" in row["error_verify"]
     assert summary["counts"]["repair"]["failed"] == 1 and summary["metrics"]["repair"]["value"] == 0.0
@@ -290,12 +289,12 @@ def test_benchmark_failed_verification_is_counted(data, tmp_path):
 
 
 def test_benchmark_data_errors(data, tmp_path):
-    bench = AgenticBench()
+    bench = AgenticBench
     with pytest.raises(DataError, match="data.submissions_dir is not set"):
-        bench.load_cases(_cfg(data, tmp_path / "r"))
+        bench(_cfg(data, tmp_path / "r")).load_cases()
     with pytest.raises(DataError, match="not a directory"):
-        bench.load_cases(_cfg(data, tmp_path / "r", f"data.submissions_dir={tmp_path / 'none'}"))
+        bench(_cfg(data, tmp_path / "r", f"data.submissions_dir={tmp_path / 'none'}")).load_cases()
     with pytest.raises(DataError, match="unknown famil"):
-        bench.load_cases(_cfg(data, tmp_path / "r", "data.agent=random", "data.families=[editing]"))
+        bench(_cfg(data, tmp_path / "r", "data.agent=random", "data.families=[editing]")).load_cases()
     with pytest.raises(DataError, match="repair.visual_metrics"):
-        bench.load_cases(_cfg(data, tmp_path / "r", "data.agent=random", "repair.visual_metrics=[vmaf]"))
+        bench(_cfg(data, tmp_path / "r", "data.agent=random", "repair.visual_metrics=[vmaf]")).load_cases()

@@ -167,17 +167,18 @@ def test_a_toy_benchmark_is_one_module_its_preflight_and_synth_hooks_run(tmp_pat
         name = "toybench"
         metric_names = ("ToyCount",)
 
-        def check_config(self, cfg) -> list[str]:
-            answers = Path(cfg.data.answers)
+        def check_config(self) -> list[str]:
+            answers = Path(self.cfg.data.answers)
             return [] if answers.exists() else [f"`data.answers` = {str(answers)!r} does not exist"]
 
-        def judge_phases(self, cfg):
-            return [JudgePhase("grade", cfg.grader, build=lambda rows, results: [])]
+        def judge_phases(self):
+            return [JudgePhase("grade", self.cfg.grader, build=lambda rows, results: [])]
 
-        def judge_key(self, cfg, phase: str):
+        def judge_key(self, phase: str):
             return "grader"
 
-        def synth(self, out: Path, n: int, seed: int) -> dict:
+        @classmethod
+        def synth(cls, out: Path, n: int, seed: int) -> dict:
             out.mkdir(parents=True, exist_ok=True)
             (out / "answers.jsonl").write_text("".join(json.dumps({"id": i, "seed": seed}) + "\n" for i in range(n)))
             return {"answers": out / "answers.jsonl", "n": n, "meta": {"not": "printed"}}

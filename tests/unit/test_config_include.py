@@ -233,7 +233,7 @@ def test_readme_nrv_block_composes_two_judges_from_included_files():
     assert any(w.startswith("judges=") for w in overrides)
     cfg = load_config(REPO / words[run_at + 1], overrides)
     assert cfg.judge.max_invalid_fraction == 0.05 and cfg.judge.backend == "vllm"  # nrv.yaml's own judge
-    specs = BENCHMARKS["nrv"]().judge_specs(cfg)
+    specs = BENCHMARKS["nrv"](cfg).judge_specs()
     assert [(label, s.backend, s.max_invalid_fraction, s.max_tokens, s.model) for label, s in specs] == [
         ("tiny-a", "hf", 1.0, 48, "runs/demo/tiny-judge"),
         ("tiny-b", "hf", 1.0, 32, "runs/demo/tiny-judge"),

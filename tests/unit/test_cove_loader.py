@@ -8,8 +8,8 @@ import pytest
 
 from helpers.common import cove_overrides
 from vbench_ray.benchmarks.base import DataError
-from vbench_ray.benchmarks.cove import (
-    CoveBench,
+from vbench_ray.benchmarks.cove import CoveBench
+from vbench_ray.benchmarks.cove_data import (
     exclusion_reason,
     index_edited_videos,
     resolve_under,
@@ -23,7 +23,7 @@ COVE = Path(__file__).resolve().parents[2] / "configs" / "cove.yaml"
 
 def _load(data, tmp_path, *extra):
     cfg = load_config(COVE, cove_overrides(data, tmp_path / "run", *extra))
-    return {r["case_id"]: r for r in CoveBench().load_cases(cfg)}
+    return {r["case_id"]: r for r in CoveBench(cfg).load_cases()}
 
 
 @pytest.mark.parametrize(

@@ -75,7 +75,7 @@ def _answered(answers):
 def test_item1_unknown_dimension_and_other_gold_key_are_scored():
     """An unknown ``dimension`` routes by its keywords (``physical_logic`` -> VRS) and a gold stored as
     ``correct_answer`` is found; the task is scored, not failed."""
-    from vbench_ray.benchmarks.cove import validate_task
+    from vbench_ray.benchmarks.cove_data import validate_task
 
     task = {
         "id": 1,

@@ -175,19 +175,19 @@ def test_the_new_metrics_run_decoded_once_in_their_stages(registered, cove_data,
             f"metrics.ToyModel.weights={weights}",
         ),
     )
-    bench = registered()
-    stages = bench.stages(cfg)
+    bench = registered(cfg)
+    stages = bench.stages()
     # the CPU metrics in the decode stage; the model-backed one in a pool of its own, named after it
     assert [(s.name, s.kind) for s in stages] == [("frames", "cpu"), ("ToyModel", "pool")]
     assert {"SSIM", "Sharpness", "frames_for_ToyModel"} <= set(stages[0].outputs) and "ToyModel" not in stages[
         0
     ].outputs
-    rows = bench.load_cases(cfg)
-    table = run_local(rows, stages, case_chunks(rows, bench.schema(cfg))[0].schema)  # the loader's columns
+    rows = bench.load_cases()
+    table = run_local(rows, stages, case_chunks(rows, bench.schema())[0].schema)  # the loader's columns
     done = [r for r in table.to_pylist() if r["SSIM"] is not None]
     assert done and all(r["Sharpness"] > 0 and r["ToyModel"] >= 0 for r in done)
     assert all("frames_for_ToyModel" not in r for r in done)  # the pool drops the frames it was handed
-    summary = bench.summarize(pa.Table.from_pylist(done), cfg)
+    summary = bench.summarize(pa.Table.from_pylist(done))
     assert summary["metrics"]["Sharpness"]["scale"] == "px^2"
     assert summary["metrics"]["ToyModel"]["higher_is_better"] is False
     assert set(summary["exclusions"]) == {"SSIM", "Sharpness", "ToyModel"}

@@ -75,27 +75,27 @@ def test_config_defaults_choices_and_judges(nrv_data, tmp_path):
     for bad in ("score.normalize=r5", "media.format=gif", "metrics.BG_SSIM.background=inside", "judge.backend=gpt"):
         with pytest.raises(ConfigError, match=bad.split("=")[0]):
             _cfg(nrv_data, tmp_path / "o", bad)
-    bench = NRVBench()
-    specs = bench.judge_specs(
+    bench = NRVBench
+    specs = bench(
         _cfg(
             nrv_data,
             tmp_path / "o",
             "judge.backend=replay",
             "judges=[{name: qwen7b, model: /m/7b}, {model: /m/Qwen2.5-VL-32B, max_tokens: 64}]",
         )
-    )
+    ).judge_specs()
     assert [label for label, _ in specs] == ["qwen7b", "Qwen2.5-VL-32B"]
     assert specs[1][1].max_tokens == 64 and specs[1][1].backend == "replay" and specs[1][1].max_retries == 1
     with pytest.raises(ConfigError, match="used twice"):
-        bench.judge_specs(_cfg(nrv_data, tmp_path / "o", "judges=[{name: a}, {name: a}]"))
+        bench(_cfg(nrv_data, tmp_path / "o", "judges=[{name: a}, {name: a}]")).judge_specs()
     with pytest.raises(ConfigError, match=r"judges\[0\].*bogus"):
-        bench.judge_specs(_cfg(nrv_data, tmp_path / "o", "judges=[{bogus: 1}]"))
+        bench(_cfg(nrv_data, tmp_path / "o", "judges=[{bogus: 1}]")).judge_specs()
     with pytest.raises(ConfigError, match="metrics.BG_LPIPS.weights"):
-        bench.load_cases(_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[BG_LPIPS]"))
+        bench(_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[BG_LPIPS]")).load_cases()
     with pytest.raises(ConfigError, match="controls.names"):
-        bench.variants(_cfg(nrv_data, tmp_path / "o", "controls.names=[blur]"))
+        bench(_cfg(nrv_data, tmp_path / "o", "controls.names=[blur]")).variants()
     with pytest.raises(DataError, match="unknown metric"):
-        bench.load_cases(_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[PSNR]"))
+        bench(_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[PSNR]")).load_cases()
 
 
 # ----------------------------------------------------------------------------- synthetic set and loader
@@ -117,8 +117,8 @@ def test_synth_layout_and_determinism(nrv_data, tmp_path):
 
 
 def test_loader_rows(nrv_data, tmp_path):
-    bench = NRVBench()
-    rows = bench.load_cases(_cfg(nrv_data, tmp_path / "o"))
+    bench = NRVBench
+    rows = bench(_cfg(nrv_data, tmp_path / "o")).load_cases()
     assert len(rows) == 18 and not any(r["error_load"] for r in rows)
     row = next(r for r in rows if r["case_id"] == "jitter:0001_cts00")
     assert (row["method"], row["instance_id"], row["category"], row["categories"]) == (
@@ -129,20 +129,20 @@ def test_loader_rows(nrv_data, tmp_path):
     )
     assert row["FPS"] == pytest.approx(3.0) and row["mask_path"].endswith("masks/0001_cts00")
     assert json.loads(row["annotations"])["mcq"]["answer"] == "B"
-    limited = bench.load_cases(
+    limited = bench(
         _cfg(nrv_data, tmp_path / "o", "run.limit=2", "data.methods=[frozen]", "controls.per_category=0")
-    )
+    ).load_cases()
     assert [r["case_id"] for r in limited] == ["frozen:0000_asb00", "frozen:0001_cts00"]
     assert not any(r["control_eligible"] for r in limited)
     flat = {"annotations": nrv_data["annotations"], "edited_dir": Path(nrv_data["edited_dir"]) / "coherent"}
-    flat_rows = bench.load_cases(_cfg(flat, tmp_path / "o"))
+    flat_rows = bench(_cfg(flat, tmp_path / "o")).load_cases()
     assert [r["case_id"] for r in flat_rows][:2] == ["0000_asb00", "0001_cts00"] and flat_rows[0][
         "method"
     ] == "coherent"
     with pytest.raises(DataError, match=r"data.methods.*\['nope'\]"):
-        bench.load_cases(_cfg(nrv_data, tmp_path / "o", "data.methods=[nope]"))
+        bench(_cfg(nrv_data, tmp_path / "o", "data.methods=[nope]")).load_cases()
     with pytest.raises(DataError, match="data.annotations not found"):
-        bench.load_cases(_cfg({**nrv_data, "annotations": tmp_path / "none.jsonl"}, tmp_path / "o"))
+        bench(_cfg({**nrv_data, "annotations": tmp_path / "none.jsonl"}, tmp_path / "o")).load_cases()
 
 
 def test_per_case_problems_name_file_line_and_field(nrv_copy, tmp_path):
@@ -155,7 +155,7 @@ def test_per_case_problems_name_file_line_and_field(nrv_copy, tmp_path):
 
     _rewrite(Path(nrv_copy["annotations"]), breakage)
     (Path(nrv_copy["edited_dir"]) / "jitter" / "0005_lfs00.mp4").unlink()
-    rows = {r["case_id"]: r for r in NRVBench().load_cases(_cfg(nrv_copy, tmp_path / "o"))}
+    rows = {r["case_id"]: r for r in NRVBench(_cfg(nrv_copy, tmp_path / "o")).load_cases()}
     err = lambda cid: rows[cid]["error_load"] or ""  # noqa: E731
     assert "annotations.jsonl:1.category: expected one of" in err("coherent:0000_asb00")
     assert "annotations.jsonl:2.mcq.answer" in err("coherent:0001_cts00")
@@ -172,13 +172,13 @@ def test_per_case_problems_name_file_line_and_field(nrv_copy, tmp_path):
 
 
 def _stage_rows(cfg, rows):
-    bench = NRVBench()
-    return run_local(rows, bench.stages(cfg), case_chunks(rows, bench.schema(cfg))[0].schema).to_pylist()
+    bench = NRVBench(cfg)
+    return run_local(rows, bench.stages(), case_chunks(rows, bench.schema())[0].schema).to_pylist()
 
 
 def test_frame_stage_metrics_and_judge_images(nrv_data, tmp_path):
     cfg = _cfg(nrv_data, tmp_path / "run", "run.limit=2", "media.show_frames=true")
-    rows = [r for r in NRVBench().load_cases(cfg)]
+    rows = [r for r in NRVBench(cfg).load_cases()]
     out = {r["case_id"]: r for r in _stage_rows(cfg, rows)}
     good, frozen = out["coherent:0001_cts00"], out["frozen:0001_cts00"]
     assert not good["error_frames"] and good["BG_PSNR"] > 40 and good["BG_SSIM"] > 95
@@ -204,7 +204,7 @@ def test_mask_video_mismatch_fails_only_that_case(nrv_copy, tmp_path):
     shutil.rmtree(root / "masks" / "0001_cts00")
     write_masks(root / "masks" / "0001_cts00", small)
     cfg = _cfg(nrv_copy, tmp_path / "run", "run.limit=3", "data.methods=[coherent]")
-    out = {r["case_id"]: r for r in _stage_rows(cfg, NRVBench().load_cases(cfg))}
+    out = {r["case_id"]: r for r in _stage_rows(cfg, NRVBench(cfg).load_cases())}
     assert "mask/video mismatch" in out["coherent:0000_asb00"]["error_frames"]
     assert "22 frames" in out["coherent:0000_asb00"]["error_frames"]
     assert "64x48" in out["coherent:0001_cts00"]["error_frames"]

@@ -63,7 +63,7 @@ def test_c_a_metric_with_no_valid_answer_is_na_in_headline_and_categories():
 def test_c_unavailable_metrics_are_null_in_every_breakdown():
     """(c) the headline says unavailable (a dead judge): categories, NRV's by_method and its cross-judge methods
     were still 0 / 0.0001."""
-    from vbench_ray.benchmarks.nrv import _blank_unavailable
+    from vbench_ray.benchmarks.nrv_summary import blank_unavailable_nrv
 
     summary = {
         "metrics": {"NRVE_Acc": {"value": None, "unavailable": "dead judge"}, "PSNR": {"value": 30.0}},
@@ -71,7 +71,7 @@ def test_c_unavailable_metrics_are_null_in_every_breakdown():
         "by_category": {"c": {"NRVE_Acc": {"value": 0.0}}},
         "cross_judge": {"by_method": {"m1": {"NRVE_Acc": {"mean": 0.0001, "std": 0.0}}}},
     }
-    _blank_unavailable(summary)
+    blank_unavailable_nrv(summary)
     assert summary["by_method"]["m1"]["NRVE_Acc"] == {"value": None, "ci95": None, "unavailable": True}
     assert summary["by_method"]["m1"]["PSNR"] == {"value": 31.0}
     assert summary["by_category"]["c"]["NRVE_Acc"]["value"] is None

@@ -165,7 +165,7 @@ def load(items: list[dict], tmp: str, *overrides: str) -> list[dict]:
     (Path(tmp) / "responses.json").write_text(
         json.dumps([{k: item[k] for k in ("video1_path", "video2_path")} | {"response": "x"} for item in items])
     )
-    return VidicBench().load_cases(_config(tmp, overrides))
+    return VidicBench(_config(tmp, overrides)).load_cases()
 
 
 FUZZ_DIR = tempfile.mkdtemp(prefix="vidic_parity_")  # one config for every example (loading one takes ~0.5 s)
@@ -254,4 +254,4 @@ def test_official_only_shapes_are_scored_not_load_errors(tmp_path):
     assert "class: unknown class 'lighting'" in strict["error_load"]
     assert scoring.judgment_rows(strict, results, "official", "strict") == []
     with pytest.raises(DataError, match=r"data.questions must be one of \['official', 'strict'\], got 'loose'"):
-        VidicBench().check_data(_config(str(tmp_path), ("data.questions=loose",)))
+        VidicBench(_config(str(tmp_path), ("data.questions=loose",))).check_data()

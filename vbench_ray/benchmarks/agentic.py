@@ -27,7 +27,7 @@ Summary: per family, the mean over tasks of the mean over the task's K rollouts,
 over tasks (``metrics.<family>``; ``metrics.overall`` pools all tasks); ``sequencing_strict``
 (App. H.2 Eq. 7) and ``repurpose_format`` (the programmatic Format pillar alone) beside them;
 ``by_category`` per sub-type (e.g. ``repair/colour_shift``); ``counts`` of ok / invalid / missing /
-failed rollouts per family; ``by_task`` with every rollout's reward.
+failed rollouts per family; ``by_task`` with every rollout's reward (computed in ``agentic_summary``).
 """
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import List, Optional
 
-import numpy as np
 import pyarrow as pa
 
 from vbench_ray.agentic.bundle import FAMILIES, BundleError, find_reps, list_tasks, load_task
@@ -54,13 +53,12 @@ from vbench_ray.agentic.verifiers.sequencing import NAME_RULES as SEQUENCING_NAM
 from vbench_ray.agentic.verifiers.sequencing import SCORES as SEQUENCING_SCORES
 from vbench_ray.agentic.verifiers.sequencing import VIDEO_CHECKS as SEQUENCING_VIDEO
 from vbench_ray.agentic.verifiers.sequencing import SequencingConfig
+from vbench_ray.benchmarks import agentic_summary as scores
 from vbench_ray.benchmarks.base import (
     Benchmark,
     DataError,
     JudgePhase,
     duplicate_ids,
-    failure_report,
-    judge_availability,
     register_benchmark,
 )
 from vbench_ray.agents.loop import AgentConfig
@@ -68,7 +66,6 @@ from vbench_ray.config import BaseConfig, bounded
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
 from vbench_ray.pipeline import Stage
 from vbench_ray.safepaths import unique_component
-from vbench_ray.stats import describe
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +77,6 @@ PRIMARY_OUTPUT = {
     "repair": "fixed.mp4",
     "repurpose": "final.mp4",
 }
-OUTCOMES = ("ok", "invalid", "missing", "failed")
 
 
 # ----------------------------------------------------------------------------- config
@@ -181,11 +177,11 @@ class AgenticBench(Benchmark):
         "repurpose.invert_negative": rp.INVERT_MODES,
     }
 
-    def case_fields(self, cfg) -> list[pa.Field]:
+    def case_fields(self) -> list[pa.Field]:
         return [pa.field(n, pa.string()) for n in ("task_id", "family", "subtype", "rep", "task_dir", "submission_dir")]
 
-    @staticmethod
-    def _check(cfg) -> None:
+    def _check(self) -> None:
+        cfg = self.cfg
         unknown = [f for f in cfg.data.families if f not in FAMILIES]
         if unknown:
             raise DataError(f"data.families: unknown famil(ies) {unknown}; known: {list(FAMILIES)}")
@@ -202,18 +198,19 @@ class AgenticBench(Benchmark):
                 "LLM agent, or set data.agent to run a baseline agent"
             )
 
-    @staticmethod
-    def runs_llm_agent(cfg) -> bool:
-        return bool(cfg.agent.model) and cfg.data.agent is None
+    def runs_llm_agent(self) -> bool:
+        return bool(self.cfg.agent.model) and self.cfg.data.agent is None
 
-    def submissions_root(self, cfg) -> Path:
-        if self.runs_llm_agent(cfg):
+    def submissions_root(self) -> Path:
+        cfg = self.cfg
+        if self.runs_llm_agent():
             return Path(cfg.output.dir).resolve() / "agent" / "submissions"
         if cfg.data.submissions_dir:
             return Path(cfg.data.submissions_dir)
         return Path(cfg.output.dir).resolve() / "submissions" / str(cfg.data.agent)
 
-    def stages(self, cfg) -> list[Stage]:
+    def stages(self) -> list[Stage]:
+        cfg = self.cfg
         stages = []
         common = {"num_cpus": 1.0, "workers": cfg.ray.workers, "batch_size": cfg.ray.batch_size}
         if cfg.data.agent:
@@ -247,30 +244,32 @@ class AgenticBench(Benchmark):
         return stages
 
     # -- loading
-    def load_cases(self, cfg) -> list[dict]:
-        self._check(cfg)
+    def load_cases(self) -> list[dict]:
+        cfg = self.cfg
+        self._check()
         try:
             task_dirs = list_tasks(cfg.data.tasks_dir)
         except BundleError as exc:
             raise DataError(f"data.tasks_dir: {exc}") from exc
         if not task_dirs:
             raise DataError(f"data.tasks_dir {cfg.data.tasks_dir} holds no task bundle (folders with task.json)")
-        if self.runs_llm_agent(cfg):
-            self._rollouts(cfg)
-        subs = self.submissions_root(cfg)
+        if self.runs_llm_agent():
+            self._rollouts()
+        subs = self.submissions_root()
         if cfg.data.agent is None and not subs.is_dir():
             raise DataError(f"data.submissions_dir is not a directory: {subs}")
         rows: list[dict] = []
         for task_dir in task_dirs:
-            rows += self._task_rows(cfg, task_dir, subs)
+            rows += self._task_rows(task_dir, subs)
         by_dir = {r["task_dir"]: r["task_id"] for r in rows}  # two bundles claiming one task_id: stop (item 8)
         duplicate_ids(list(by_dir.values()), "task ids", f"data.tasks_dir {cfg.data.tasks_dir}")
         if cfg.run.limit is not None:
             rows = rows[: cfg.run.limit]
         return rows
 
-    def _rollouts(self, cfg) -> dict:
+    def _rollouts(self) -> dict:
         """The LLM agent's K rollouts per task on Ray (resumable), into OUTPUT/agent (issue: agent rollouts)."""
+        cfg = self.cfg
         from omegaconf import OmegaConf
 
         from vbench_ray.agents.rollouts import run_rollouts
@@ -288,7 +287,8 @@ class AgenticBench(Benchmark):
             verify_settings=settings,
         )
 
-    def _task_rows(self, cfg, task_dir: Path, subs: Path) -> list[dict]:
+    def _task_rows(self, task_dir: Path, subs: Path) -> list[dict]:
+        cfg = self.cfg
         base = {"benchmark": "agentic", "variant": "base", "task_dir": str(task_dir.resolve()), "annotations": None}
         try:
             task = load_task(task_dir)
@@ -354,13 +354,15 @@ class AgenticBench(Benchmark):
         return rows
 
     # -- judging (Repurpose rubric items, §2.7)
-    def synth(self, out: Path, n: int, seed: int) -> dict:
+    @classmethod
+    def synth(cls, out: Path, n: int, seed: int) -> dict:
         """One synthetic task per family and scoring path (``n`` is not used: the set is fixed)."""
         from vbench_ray.agentic import synth_agentic
 
         return synth_agentic(out, seed=seed)
 
-    def judge_phases(self, cfg) -> list[JudgePhase]:
+    def judge_phases(self) -> list[JudgePhase]:
+        cfg = self.cfg
         if "repurpose" not in cfg.data.families or not cfg.repurpose.judge_enabled:
             return []
         return [JudgePhase("rubric", cfg.judge, lambda cases, _results: self.judge_requests(cases))]
@@ -384,9 +386,10 @@ class AgenticBench(Benchmark):
             )
         return requests
 
-    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
+    def score_judgments(self, cases: list[dict], results: dict) -> pa.Table:
+        cfg = self.cfg
         rows = []
-        for case, scored in _repurpose_scores(cases, results, cfg).items():
+        for case, scored in scores.repurpose_scores(cases, results, cfg).items():
             for it in scored["items"]:
                 rows.append(
                     {
@@ -409,124 +412,11 @@ class AgenticBench(Benchmark):
                         else rp.request_id(case[0], case[1], it["item_id"]),
                     }
                 )
-        return pa.Table.from_pylist(rows, schema=JUDGMENT_SCHEMA)
+        return pa.Table.from_pylist(rows, schema=scores.JUDGMENT_SCHEMA)
 
     # -- aggregation
-    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
-        rows = cases.to_pylist()
-        judged = judgments.to_pylist() if judgments is not None else None
-        rollouts = rollout_rewards(rows, judged, cfg)
-        seed, st = cfg.run.seed, cfg.stats
-        tasks = task_means(rollouts)
-
-        def stats(values):
-            return describe(values, seed=seed, n_resamples=st.bootstrap_samples, confidence=st.confidence)
-
-        summary: dict[str, Any] = {
-            "benchmark": "agentic",
-            "n_cases": len(tasks),
-            "n_rows": len(rows),
-            "n_tasks": len(tasks),
-            "reps": cfg.data.reps,
-            "agent": cfg.data.agent,
-            "metrics": {},
-            "by_category": {},
-            "counts": {},
-        }
-        families = [f for f in FAMILIES if any(t["family"] == f for t in tasks.values())]
-        for fam in families:
-            members = [t for t in tasks.values() if t["family"] == fam]
-            summary["metrics"][fam] = {
-                **stats([t["mean"] for t in members]),
-                "scale": "[0,1]",
-                "higher_is_better": True,
-                "n_rollouts": sum(len(t["rewards"]) for t in members),
-            }
-        if tasks:
-            summary["metrics"]["overall"] = {
-                **stats([t["mean"] for t in tasks.values()]),
-                "scale": "[0,1]",
-                "higher_is_better": True,
-            }
-        seq = [t for t in tasks.values() if t["family"] == "sequencing"]
-        if seq:
-            summary["metrics"]["sequencing_strict"] = {
-                **stats([t["strict"] for t in seq]),
-                "scale": "[0,1]",
-                "higher_is_better": True,
-            }
-        rep_tasks = [t for t in tasks.values() if t["family"] == "repurpose"]
-        if rep_tasks:
-            summary["metrics"]["repurpose_format"] = {
-                **stats([t["format_share"] for t in rep_tasks]),
-                "scale": "[0,1]",
-                "higher_is_better": True,
-            }
-            summary["repurpose_judged"] = bool(cfg.repurpose.judge_enabled)
-            items = [j for j in judged or [] if j["status"] != "programmatic"]
-            if cfg.repurpose.judge_enabled and items:  # a dead judge is not a score (base.unusable_judge)
-                for m in ("repurpose", "overall"):
-                    if m in summary["metrics"]:
-                        judge_availability(
-                            summary["metrics"][m],
-                            items,
-                            float(cfg.judge.max_invalid_fraction),
-                            what="judged rubric items",
-                        )
-        for t in tasks.values():
-            for cat in t["categories"]:
-                summary["by_category"].setdefault(cat, []).append(t["mean"])
-        summary["by_category"] = {cat: {"reward": stats(v)} for cat, v in sorted(summary["by_category"].items())}
-        for fam in families:
-            members = [r for r in rollouts if r["family"] == fam]
-            counts = {o: sum(r["outcome"] == o for r in members) for o in OUTCOMES}
-            reasons: dict[str, int] = {}
-            for r in members:
-                if r["outcome"] in ("invalid", "missing") and r.get("reason"):
-                    key = str(r["reason"])[:120]
-                    reasons[key] = reasons.get(key, 0) + 1
-            summary["counts"][fam] = {
-                "tasks": len({r["task_id"] for r in members}),
-                "rollouts": len(members),
-                **counts,
-                "reasons": dict(sorted(reasons.items(), key=lambda x: -x[1])[:10]),
-            }
-        summary["by_task"] = {
-            tid: {k: t[k] for k in ("family", "subtype", "mean", "rewards", "outcomes")}
-            for tid, t in sorted(tasks.items())
-        }
-        summary["failures"] = failure_report(rows)
-        rollouts = Path(cfg.output.dir).resolve() / "agent" / "rollouts_summary.json"
-        if self.runs_llm_agent(cfg) and rollouts.exists():  # trajectory analytics (paper §3.2)
-            info = json.loads(rollouts.read_text())
-            summary["agent"] = {
-                "model": info.get("model"),
-                "label": info.get("label"),
-                "harness": info.get("harness"),
-                "counts": info.get("counts"),
-                "analytics": info.get("analytics"),
-            }
-            summary.setdefault("report_tables", []).append(analytics_table(info.get("analytics") or {}))
-        return summary
-
-
-JUDGMENT_SCHEMA = pa.schema(
-    [
-        ("case_id", pa.string()),
-        ("variant", pa.string()),
-        ("task_id", pa.string()),
-        ("rep", pa.string()),
-        ("item_id", pa.string()),
-        ("pillar", pa.string()),
-        ("weight", pa.float64()),
-        ("narrative_essential", pa.bool_()),
-        ("passed", pa.bool_()),
-        ("why", pa.string()),
-        ("status", pa.string()),
-        ("contribution", pa.float64()),
-        ("request_id", pa.string()),
-    ]
-)
+    def summarize(self, cases: pa.Table, judgments: pa.Table | None = None) -> dict:
+        return scores.summarize(cases, judgments, self.cfg, self.runs_llm_agent())
 
 
 def _family_hint(task_dir: Path) -> str | None:
@@ -535,143 +425,3 @@ def _family_hint(task_dir: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return family if family in FAMILIES else None
-
-
-def _failed(row: dict) -> bool:
-    return any(v for k, v in row.items() if k.startswith("error_"))
-
-
-def _repurpose_scores(cases: list[dict], results: dict | None, cfg, judged: list[dict] | None = None) -> dict:
-    """Per Repurpose rollout that passed its gates: every rubric item with its outcome, and the score.
-
-    Judge answers come from the judge phase's ``results`` (request id -> JudgeResult) or, when
-    summarising from disk, from the ``judged`` item rows; without either, judged items count as failed.
-    """
-    by_item: dict[tuple, dict] = {}
-    for j in judged or []:
-        by_item[(j["case_id"], j["variant"], j["item_id"])] = j
-    tasks: dict[str, Any] = {}
-    out = {}
-    for case in cases:
-        if case.get("family") != "repurpose" or case.get("status") != "ok" or _failed(case):
-            continue
-        task = tasks.get(case["task_dir"]) or tasks.setdefault(case["task_dir"], load_task(case["task_dir"]))
-        fmt = json.loads(case["details"]).get("format_items", [])
-        answers: dict[str, Any] = {}
-        for item in rp.judged_items(task.rubric):
-            if results is not None:
-                res = results.get(rp.request_id(case["case_id"], case["variant"], item["id"]))
-                answers[item["id"]] = (
-                    res.value
-                    if res is not None and res.status == "ok"
-                    else (res.status if res is not None else "missing")
-                )
-            else:
-                j = by_item.get((case["case_id"], case["variant"], item["id"]))
-                if j is not None and j["status"] == "ok":
-                    answers[item["id"]] = {"pass": bool(j["passed"]), "why": j["why"]}
-                elif j is not None:
-                    answers[item["id"]] = j["status"]
-        scored = rp.score_items(fmt, task.rubric, answers, cfg.repurpose)
-        out[(case["case_id"], case["variant"])] = {**scored, "task_id": case["task_id"], "rep": case["rep"]}
-    return out
-
-
-def rollout_rewards(rows: list[dict], judged: list[dict] | None, cfg) -> list[dict]:
-    """Every rollout with its final reward and outcome (ok | invalid | missing | failed); failed and
-    missing rollouts score 0 (paper §3: failed rollouts are scored as 0)."""
-    repurpose = _repurpose_scores(rows, None, cfg, judged)
-    out = []
-    for r in rows:
-        if _failed(r):
-            outcome, reward = "failed", 0.0
-        else:
-            outcome = r.get("status") or "failed"
-            reward = r.get("reward")
-            if r.get("family") == "repurpose" and outcome == "ok":
-                reward = repurpose[(r["case_id"], r["variant"])]["reward"]
-            reward = 0.0 if reward is None or outcome != "ok" else float(reward)
-        fmt_share = r.get("format_share") if outcome == "ok" else 0.0
-        out.append(
-            {
-                "case_id": r["case_id"],
-                "task_id": r.get("task_id") or r["case_id"].split(":")[0],
-                "family": r.get("family"),
-                "subtype": r.get("subtype"),
-                "rep": r.get("rep"),
-                "categories": r.get("categories") or [],
-                "outcome": outcome,
-                "reward": reward,
-                "strict": int(r.get("strict") or 0) if outcome == "ok" else 0,
-                "format_share": float(fmt_share or 0.0),
-                "reason": r.get("reason") or next((v for k, v in r.items() if k.startswith("error_") and v), None),
-            }
-        )
-    return out
-
-
-def task_means(rollouts: list[dict]) -> dict[str, dict]:
-    """Per task: the mean over its rollouts (K repetitions) of reward, strict match and Format share."""
-    tasks: dict[str, dict] = {}
-    for r in rollouts:
-        t = tasks.setdefault(
-            r["task_id"],
-            {
-                "family": r["family"],
-                "subtype": r["subtype"],
-                "categories": r["categories"],
-                "rewards": {},
-                "outcomes": {},
-                "_strict": [],
-                "_fmt": [],
-            },
-        )
-        t["rewards"][r["rep"]] = r["reward"]
-        t["outcomes"][r["rep"]] = r["outcome"]
-        t["_strict"].append(r["strict"])
-        t["_fmt"].append(r["format_share"])
-    for t in tasks.values():
-        t["mean"] = float(np.mean(list(t["rewards"].values())))
-        t["strict"] = float(np.mean(t.pop("_strict")))
-        t["format_share"] = float(np.mean(t.pop("_fmt")))
-    return {k: v for k, v in tasks.items() if v["family"] is not None}
-
-
-def analytics_table(analytics: dict) -> dict:
-    """Trajectory analytics (paper §3.2) as a report table: one row overall, per model and per family."""
-    groups = [("overall", analytics.get("overall"))]
-    groups += [(f"model {k}", v) for k, v in (analytics.get("by_model") or {}).items()]
-    groups += [(f"family {k}", v) for k, v in (analytics.get("by_family") or {}).items()]
-    rows = []
-    for name, g in groups:
-        if not g:
-            continue
-        share = f"{g['top_tool']} ({100 * g['top_tool_share']:.0f}%)" if g.get("top_tool") else "–"
-        rows.append(
-            [
-                name,
-                str(g["n_rollouts"]),
-                f"{g['tool_calls']['mean'] or 0:.1f}",
-                share,
-                f"{g['turns']['median'] or 0:.0f}",
-                str(g["prompt_tokens"]["total"]),
-                str(g["completion_tokens"]["total"]),
-                f"{g['wall_s']['median'] or 0:.1f}",
-                str(g["submitted"]),
-            ]
-        )
-    return {
-        "title": "Agent trajectories (§3.2)",
-        "columns": [
-            "Group",
-            "Rollouts",
-            "Tool calls (mean)",
-            "Most-used tool",
-            "Turns (median)",
-            "Prompt tokens",
-            "Completion tokens",
-            "Wall s (median)",
-            "Submitted",
-        ],
-        "rows": rows,
-    }

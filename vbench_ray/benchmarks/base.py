@@ -53,6 +53,10 @@ class DataError(ValueError):
 
 
 class Benchmark:
+    """One benchmark bound to one run's config: ``get_benchmark(name)(cfg)`` (or ``bench_for(cfg)``) holds ``cfg``
+    as ``self.cfg``, and every method below reads it from there. What holds without a config (its name, paper,
+    config class, metric names, ``synth``) is said by the class."""
+
     name: ClassVar[str] = ""
     # what `vbench-ray list benchmarks` shows: the paper (sections) and official code it follows, and what a run
     # needs beyond the data and a CPU (weights, a judge, GPUs)
@@ -71,6 +75,7 @@ class Benchmark:
     metric_names: ClassVar[tuple[str, ...]] = ()
     # config sections (beyond benchmark, data, metrics) whose change invalidates rows already computed
     result_sections: ClassVar[tuple[str, ...]] = ()
+
     # the report's breakdown figures as its paper draws them (report_figures): a breakdown's group order (summary
     # key -> names, e.g. a results table's columns) and the table or figure it follows (summary key -> text)
     figure_orders: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -86,36 +91,39 @@ class Benchmark:
 
         return breakdowns(summary, cls.figure_orders, cls.figure_notes)
 
-    def load_cases(self, cfg) -> list[dict]:
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    def load_cases(self) -> list[dict]:
         """Rows with the ``CASE_FIELDS`` (plus benchmark columns); bad cases carry ``error_load``."""
         raise NotImplementedError
 
-    def check_data(self, cfg) -> None:
+    def check_data(self) -> None:
         """Raise ``DataError`` for whole-data problems found cheaply (ids only, no video opened): a data file that
         does not exist, duplicate ids. The runner calls it before Ray starts, so such a run stops in about a
         second instead of after Ray's start; the loader still checks the same while it reads."""
 
-    def iter_cases(self, cfg) -> Iterator[dict]:
+    def iter_cases(self) -> Iterator[dict]:
         """``load_cases``' rows one at a time; what the runner reads. A benchmark whose data can be large
         streams them (CoVEBench), so the driver never holds every case as dicts."""
-        return iter(self.load_cases(cfg))
+        return iter(self.load_cases())
 
-    def stages(self, cfg) -> list[Stage]:
+    def stages(self) -> list[Stage]:
         raise NotImplementedError
 
-    def case_fields(self, cfg) -> list[pa.Field]:
+    def case_fields(self) -> list[pa.Field]:
         """Columns the loader adds beyond ``CASE_FIELDS``."""
         return []
 
-    def schema(self, cfg, stages: list[Stage] | None = None, phases: list["JudgePhase"] | None = None) -> pa.Schema:
+    def schema(self, stages: list[Stage] | None = None, phases: list["JudgePhase"] | None = None) -> pa.Schema:
         """The case table's columns: the case fields, then each stage's and judge phase's. ``stages`` (the editor's
         and the benchmark's) and ``phases``: those the caller built already (``RunPlan``), else built here."""
         from vbench_ray.editors import editor_stages
 
-        fields = list(CASE_FIELDS) + self.case_fields(cfg)
-        for stage in (editor_stages(cfg) + self.stages(cfg)) if stages is None else stages:
+        fields = list(CASE_FIELDS) + self.case_fields()
+        for stage in (editor_stages(self.cfg) + self.stages()) if stages is None else stages:
             fields += stage.persisted_fields()
-        for phase in self.judge_phases(cfg) if phases is None else phases:  # when each row was judged, failures
+        for phase in self.judge_phases() if phases is None else phases:  # when each row was judged, failures
             fields += [
                 pa.field(f"{k}_judge_{phase.name}", t)
                 for k, t in (
@@ -128,7 +136,7 @@ class Benchmark:
         seen: set[str] = set()  # a column written by two stages (a pool metric's error) appears once
         return pa.schema([f for f in fields if not (f.name in seen or seen.add(f.name))])
 
-    def judge_phases(self, cfg) -> list["JudgePhase"]:
+    def judge_phases(self) -> list["JudgePhase"]:
         """The judge stages this benchmark runs, in order (none for benchmarks without a judge).
 
         A later phase may build its requests from an earlier one's results (ViDiC: the model under
@@ -136,40 +144,41 @@ class Benchmark:
         """
         return []
 
-    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table | None:
+    def score_judgments(self, cases: list[dict], results: dict) -> pa.Table | None:
         """The judged items (one row per question, rubric item ...) from the judge stage's results."""
         return None
 
-    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+    def summarize(self, cases: pa.Table, judgments: pa.Table | None = None) -> dict:
         raise NotImplementedError
 
-    def variants(self, cfg) -> list | None:
+    def variants(self) -> list | None:
         """Variants the benchmark's own config asks for (``vbench_ray.sweeps.Variant``), or None."""
         return None
 
-    def summarize_variants(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+    def summarize_variants(self, cases: pa.Table, judgments: pa.Table | None = None) -> dict:
         """Summary sections computed across variants (all rows), merged into summary.json."""
         return {}
 
     # -- the tooling around a run: preflight, synthetic data
 
-    def check_config(self, cfg) -> list[str]:
-        """This benchmark's own problems of ``cfg``, found without reading its cases (a file a key names that does
+    def check_config(self) -> list[str]:
+        """This benchmark's own problems of its config, found without reading its cases (a file a key names that does
         not exist or does not parse). ``vbench_ray.preflight.check`` reports them with the generic ones, all at
         once, before Ray starts; a ``ConfigError`` raised here is one problem. Default: none."""
         return []
 
-    def judge_key(self, cfg, phase: str) -> str | None:
+    def judge_key(self, phase: str) -> str | None:
         """The config key of judge phase ``phase``'s judge (``judge``, ``vqr``, ``judges[1]`` ...): what preflight's
         messages name, and the key of ``judge_models``. None: preflight does not check that phase's judge (its
         answers are replayed from a file the run writes itself)."""
         return "judge"
 
-    def synth(self, out: Path, n: int, seed: int) -> dict:
+    @classmethod
+    def synth(cls, out: Path, n: int, seed: int) -> dict:
         """Write a deterministic synthetic mini benchmark in this benchmark's official data layout under ``out``
         (``vbench-ray synth <name>``): ``n`` cases (a benchmark with a fixed set may ignore it), seeded by ``seed``.
         Returns what a config needs (paths by name; ``vbench-ray synth`` prints the entries that are not dicts)."""
-        raise NotImplementedError(f"benchmark {self.name!r} has no synthetic data maker (Benchmark.synth)")
+        raise NotImplementedError(f"benchmark {cls.name!r} has no synthetic data maker (Benchmark.synth)")
 
     # -- comparing finished runs (`vbench-ray compare`, vbench_ray/compare_runs.py): read from run folders'
     # config.yaml, summary.json and judgments.parquet as plain dicts and frames, so these belong to the class, not
@@ -213,9 +222,15 @@ def register_benchmark(cls: type[Benchmark]) -> type[Benchmark]:
     return BENCHMARKS.add(cls.name, cls)
 
 
-def get_benchmark(name: str) -> Benchmark:
-    """The benchmark registered as ``name``; an unknown name: ``registry.UnknownName`` listing the known ones."""
-    return BENCHMARKS[name]()
+def get_benchmark(name: str) -> type[Benchmark]:
+    """The benchmark class registered as ``name`` (bind it to a config: ``get_benchmark(name)(cfg)``); an unknown
+    name: ``registry.UnknownName`` listing the known ones."""
+    return BENCHMARKS[name]
+
+
+def bench_for(cfg: Any) -> Benchmark:
+    """The benchmark ``cfg.benchmark`` names, bound to ``cfg``."""
+    return get_benchmark(cfg.benchmark)(cfg)
 
 
 # ----------------------------------------------------------------------------- summary helpers

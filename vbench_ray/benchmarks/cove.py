@@ -1,4 +1,5 @@
-"""CoVEBench: loader for the official layout, objective-metric stages, exclusions and summary.
+"""CoVEBench: what the benchmark is (its config, stages, judge phases and summary). Its data are read in
+``cove_data``, its checklist judged and scored in ``cove_checklist``, VQR in ``cove_vqr``.
 
 Spec: CoVEBench paper App. F.2 (MSM), App. F.3 (SSIM, MF), App. F.4 (sample filtering);
 official layout and conventions of NJU-LINK/CoVEBench 4fe1c2f (``src/covebench_eval/``):
@@ -17,9 +18,6 @@ the category rule with an explicit id list, as the official code does.
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence
@@ -41,23 +39,28 @@ from vbench_ray.benchmarks.base import (
     metric_stats,
     register_benchmark,
 )
-from vbench_ray.benchmarks.json_array import NotAnArray, iter_json_array
+from vbench_ray.benchmarks.cove_data import (
+    PROBE_CHUNK,
+    SourceIndex,
+    case_row,
+    exclusion_rule,
+    index_edited_videos,
+    probe_edited,
+    read_checklist,
+    scorable,
+    task_id_of,
+    unusable_edited,
+)
 from vbench_ray.config import BaseConfig
 from vbench_ray.editors import EDITORS, EditorConfig
-from vbench_ray.editors.base import edited_name
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
 from vbench_ray.metrics import METRICS
 from vbench_ray.metrics.base import metric_choices, metrics_config
 from vbench_ray.metrics.stage import decode_stages
 from vbench_ray.pipeline import Stage
-from vbench_ray.safepaths import HASH_MARK
 
 QUESTION_TYPES = ("AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ")
 DIMENSIONS = ("Execution Accuracy", "Physical Logic", "Semantic Preservation")
-VIDEO_EXTS = (".mp4", ".mov", ".webm", ".mkv", ".avi")
-# Official edited-video naming, tried in this order (NJU-LINK/CoVEBench 4fe1c2f, src/covebench_eval/common.py
-# `task_id_from_path`).
-EDITED_NAME_PATTERNS = [re.compile(p) for p in (r"task_(\d+)_output", r"output_id(\d+)", r"video[_-](\d+)", r"^(\d+)$")]
 # The frame metrics CoVEBench uses, by their registered names (vbench_ray.metrics): their config sections,
 # allowed values and stages all come from the metric classes.
 OBJECTIVE_METRICS = ("SSIM", "MSM", "MF", "SRC", "AES", "TQ")
@@ -70,8 +73,6 @@ DEFAULT_ENABLED = ("SSIM", "MSM", "MF") + checklist.CHECKLIST_METRICS
 # App. F.3-F.4: the categories each metric leaves out by default (a metric not named here excludes none).
 # SRC: the official category fast path (camera moves, global style; metrics/src.py)
 DEFAULT_EXCLUSIONS = {"SSIM": ["Background"], "MF": ["Camera", "Style", "Motion"], "SRC": ["Camera", "Style"]}
-# rows whose edited videos are probed together (probe_edited's thread pool) as the loader streams them
-PROBE_CHUNK = 256
 
 
 # ----------------------------------------------------------------------------- config
@@ -135,140 +136,6 @@ class CoveConfig(BaseConfig):
     editor: EditorConfig = field(default_factory=EditorConfig)
 
 
-# ----------------------------------------------------------------------------- checklist validation
-
-
-def validate_task(task: Any, where: str) -> list[str]:
-    """Problems with one checklist task, each naming the field (``task[3].evaluation_groups[0]...``)."""
-    if not isinstance(task, dict):
-        return [f"{where}: expected an object, got {type(task).__name__}"]
-    errors = []
-    tid = task.get("id")
-    if isinstance(tid, bool) or not isinstance(tid, (int, str)) or not str(tid).strip():
-        errors.append(f"{where}.id: expected an integer id, got {tid!r}")
-    for key in ("editing_instruction", "videoA_path"):
-        if not isinstance(task.get(key), str) or not task.get(key):
-            errors.append(f"{where}.{key}: expected a non-empty string, got {task.get(key)!r}")
-    groups = task.get("evaluation_groups", [])
-    if not isinstance(groups, list):
-        return errors + [f"{where}.evaluation_groups: expected a list, got {type(groups).__name__}"]
-    seen: set = set()
-    for g, group in enumerate(groups):
-        gw = f"{where}.evaluation_groups[{g}]"
-        questions = group.get("questions") if isinstance(group, dict) else None
-        if not isinstance(questions, list):
-            errors.append(f"{gw}.questions: expected a list")
-            continue
-        for q, question in enumerate(questions):
-            errors += _validate_question(question, f"{gw}.questions[{q}]", seen)
-    if not isinstance(task.get("category", []), list):
-        errors.append(f"{where}.category: expected a list of {{'Level 1', 'Level 2', 'Level 3'}} objects")
-    return errors
-
-
-def _validate_question(question: Any, where: str, seen: set) -> list[str]:
-    if not isinstance(question, dict):
-        return [f"{where}: expected an object, got {type(question).__name__}"]
-    errors = []
-    qid = question.get("id")
-    if not isinstance(qid, str) or not qid:
-        errors.append(f"{where}.id: expected a question id like 'Q1', got {qid!r}")
-    elif qid in seen:
-        errors.append(f"{where}.id: duplicate question id {qid!r}")
-    seen.add(qid)
-    # an unknown type, an unknown dimension or a gold answer under another key is no load error: the official
-    # code skips the type, routes by keywords and looks the gold up through its chain (cove_checklist)
-    gold = question.get("expected_answer")
-    if isinstance(gold, float) and not math.isfinite(gold):
-        errors.append(f"{where}.expected_answer: {gold!r} is not a valid answer (NaN/Infinity in the JSON)")
-    return errors
-
-
-def task_categories(task: dict) -> tuple[list[str], list[str]]:
-    """Level-1 names and ``Level 1/Level 2`` names of a task, in order, without repeats."""
-    level1: list[str] = []
-    level12: list[str] = []
-    for c in task.get("category") or []:
-        if isinstance(c, dict) and c.get("Level 1"):
-            l1 = str(c["Level 1"])
-            l12 = f"{l1}/{c.get('Level 2')}" if c.get("Level 2") else l1
-            level1 += [l1] if l1 not in level1 else []
-            level12 += [l12] if l12 not in level12 else []
-    return level1, level12
-
-
-# ----------------------------------------------------------------------------- paths
-
-
-def resolve_under(root: Path, relative: str, what: str) -> Path:
-    """``root/relative``, refusing paths that escape ``root`` (absolute paths, ``..``, symlinks out)."""
-    root = root.resolve()
-    path = (root / relative).resolve()
-    if not path.is_relative_to(root):
-        raise DataError(f"{what} {relative!r} escapes the data root {root}")
-    return path
-
-
-def task_id_from_name(stem: str) -> str | None:
-    """The task id an edited file's name stands for (official patterns, then the last number)."""
-    for pattern in EDITED_NAME_PATTERNS:
-        m = pattern.search(stem)
-        if m:
-            return str(int(m.group(1)))
-    numbers = re.findall(r"\d+", stem)
-    return str(int(numbers[-1])) if numbers else None
-
-
-def index_edited_videos(edited_dir: Path) -> tuple[dict[str, Path], dict[str, list[Path]], dict[str, Path]]:
-    """``(index, ambiguous, by_name)``: task id -> edited video by the official patterns (an exact ``{id}.ext``
-    wins; other clashes are ambiguous), and every video by file name (``edited_name(id)``, what ``vbench-ray
-    edit`` writes, is looked up there first). Names with ``~`` are ``edited_name``'s one-to-one forms of odd ids:
-    never read as a number by the patterns (their hash digits would name another task)."""
-    if not edited_dir.is_dir():
-        raise DataError(f"data.edited_dir is not a directory: {edited_dir}")
-    found: dict[str, list[Path]] = {}
-    by_name: dict[str, Path] = {}
-    for path in sorted(edited_dir.iterdir()):
-        if path.suffix.lower() in VIDEO_EXTS and path.is_file():
-            by_name[path.name] = path
-            tid = None if HASH_MARK in path.stem else task_id_from_name(path.stem)
-            if tid is not None:
-                found.setdefault(tid, []).append(path)
-    index, ambiguous = {}, {}
-    for tid, paths in found.items():
-        exact = [p for p in paths if p.stem == tid]
-        if len(paths) == 1 or len(exact) == 1:
-            index[tid] = exact[0] if exact else paths[0]
-        else:
-            ambiguous[tid] = paths
-    return index, ambiguous, by_name
-
-
-# ----------------------------------------------------------------------------- exclusions
-
-
-def _exclusion_rule(name: str, excl: Exclusion) -> tuple[set[str] | None, list[str]]:
-    ids = {str(i).strip() for i in excl.ids}
-    if excl.ids_file:
-        path = Path(excl.ids_file)
-        if not path.exists():
-            raise DataError(f"metrics.exclude.{name}.ids_file not found: {path}")
-        ids |= {line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")}
-    ids = {str(int(i)) if i.isdigit() else i for i in ids}
-    return (ids if ids else None), list(excl.categories)
-
-
-def exclusion_reason(case_id: str, level1: list[str], level12: list[str], rule: tuple) -> str | None:
-    """Why a case is left out of a metric, or None. Category names match Level 1 or ``Level 1/Level 2``."""
-    ids, categories = rule
-    if ids is not None:
-        return "ids" if case_id in ids else None
-    for cat in categories:
-        if cat in level1 or cat in level12:
-            return f"category:{cat}"
-    return None
-
-
 # ----------------------------------------------------------------------------- benchmark
 
 
@@ -317,56 +184,59 @@ class CoveBench(Benchmark):
         "editor.profile": ("table5",),
     }
 
-    def enabled_metrics(self, cfg) -> list[str]:
+    def enabled_metrics(self) -> list[str]:
         """The enabled objective (frame) metrics."""
+        cfg = self.cfg
         known = tuple(self.metric_names) + checklist.CHECKLIST_METRICS + JUDGED_METRICS
         unknown = [m for m in cfg.metrics.enabled if m not in known]
         if unknown:
             raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; CoVEBench metrics are {list(known)}")
         return [m for m in cfg.metrics.enabled if m in self.metric_names]
 
-    def checklist_metrics(self, cfg) -> list[str]:
-        return [m for m in cfg.metrics.enabled if m in checklist.CHECKLIST_METRICS]
+    def checklist_metrics(self) -> list[str]:
+        return [m for m in self.cfg.metrics.enabled if m in checklist.CHECKLIST_METRICS]
 
-    @staticmethod
-    def vqr_enabled(cfg) -> bool:
-        return vqr.METRIC in cfg.metrics.enabled
+    def vqr_enabled(self) -> bool:
+        return vqr.METRIC in self.cfg.metrics.enabled
 
-    def case_fields(self, cfg) -> list[pa.Field]:
+    def case_fields(self) -> list[pa.Field]:
         return [pa.field("categories_l2", pa.list_(pa.string())), pa.field("error_edited", pa.string())] + [
-            pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics(cfg)
+            pa.field(f"excluded_{m}", pa.string()) for m in self.enabled_metrics()
         ]
 
-    def stages(self, cfg) -> list[Stage]:
+    def stages(self) -> list[Stage]:
         """Decode (a CPU stage computing the CPU metrics and writing VQR's frames from the same decode), then one
         model pool per model-backed metric."""
-        metrics = self.enabled_metrics(cfg)
-        sinks = [vqr.frame_sink(cfg)] if self.vqr_enabled(cfg) else []  # VQR's JPEGs for its judge
+        cfg = self.cfg
+        metrics = self.enabled_metrics()
+        sinks = [vqr.frame_sink(cfg)] if self.vqr_enabled() else []  # VQR's JPEGs for its judge
         if not metrics and not sinks:
             return []
         return decode_stages(cfg, metrics, sinks=sinks, inputs=tuple(f"excluded_{m}" for m in metrics))
 
     # -- loading
-    def check_data(self, cfg) -> None:
+    def check_data(self) -> None:
         """The checklist and the source folder exist, and no task id repeats (the checklist streamed, ids kept)."""
+        cfg = self.cfg
         checklist = Path(cfg.data.checklist)
         if not checklist.exists():
             raise DataError(f"data.checklist not found: {checklist}")
         if not Path(cfg.data.source_dir).is_dir():
             raise DataError(f"data.source_dir is not a directory: {cfg.data.source_dir}")
         duplicate_ids(
-            [_task_id(task, i) for i, task in enumerate(read_checklist(checklist))],
+            [task_id_of(task, i) for i, task in enumerate(read_checklist(checklist))],
             "task ids",
             f"data.checklist {checklist}",
         )
 
-    def load_cases(self, cfg) -> list[dict]:
-        return list(self.iter_cases(cfg))
+    def load_cases(self) -> list[dict]:
+        return list(self.iter_cases())
 
-    def iter_cases(self, cfg) -> Iterator[dict]:
+    def iter_cases(self) -> Iterator[dict]:
         """The case rows one at a time: the checklist is parsed a task at a time, so memory holds the
         rows already made, never the parsed file. A checklist-wide problem (invalid JSON, duplicate ids) is
         raised once the file has been read, before the caller has computed anything."""
+        cfg = self.cfg
         checklist = Path(cfg.data.checklist)
         if not checklist.exists():
             raise DataError(f"data.checklist not found: {checklist}")
@@ -384,18 +254,18 @@ class CoveBench(Benchmark):
             edited = (edited_root, edited, by_name)
         else:  # the editor stage makes them; the row's edited_path is filled in the stream
             edited, ambiguous = None, {}
-        metrics = self.enabled_metrics(cfg)
-        rules = {m: _exclusion_rule(m, getattr(cfg.metrics.exclude, m)) for m in metrics}
-        sources = _SourceIndex(source_root)
+        metrics = self.enabled_metrics()
+        rules = {m: exclusion_rule(m, getattr(cfg.metrics.exclude, m)) for m in metrics}
+        sources = SourceIndex(source_root)
         # with VQR, the decode stage opens every edited video (error_frames: unusable_edited)
-        probe = self.checklist_metrics(cfg) and not self.vqr_enabled(cfg)
+        probe = self.checklist_metrics() and not self.vqr_enabled()
         limit = cfg.run.limit
         ids, pending = [], []
         for i, task in enumerate(read_checklist(checklist)):
-            ids.append(_task_id(task, i))
+            ids.append(task_id_of(task, i))
             if limit is not None and i >= limit:  # past the limit only the ids are kept (duplicates are checked)
                 continue
-            row = self._case_row(i, task, checklist, sources, edited, ambiguous, rules)
+            row = case_row(i, task, checklist, sources, edited, ambiguous, rules)
             if not probe:
                 yield row
                 continue
@@ -409,53 +279,20 @@ class CoveBench(Benchmark):
             yield from pending
         duplicate_ids(ids, "task ids", f"data.checklist {checklist}")
 
-    def _case_row(self, i, task, checklist, sources, edited, ambiguous, rules) -> dict:
-        where = f"{checklist.name}: task[{i}]"
-        case_id = _task_id(task, i)
-        row = {
-            "benchmark": "cove",
-            "case_id": case_id,
-            "variant": "base",
-            "categories": [],
-            "categories_l2": [],
-            "annotations": json.dumps(task, ensure_ascii=False) if isinstance(task, dict) else None,
-        }
-        errors = validate_task(task, f"{where} (id={case_id})")
-        if errors:
-            row["error_load"] = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
-            return row
-        row["instruction"] = task["editing_instruction"]
-        row["categories"], row["categories_l2"] = task_categories(task)
-        try:
-            source = sources.resolve(task["videoA_path"], f"{where}.videoA_path")
-            row["source_path"] = str(source)
-            if case_id in ambiguous:
-                raise DataError(f"several edited videos match task {case_id}: {[p.name for p in ambiguous[case_id]]}")
-            if edited is not None:  # else the editor stage makes it
-                row["edited_path"] = str(_edited_path(case_id, *edited))
-        except DataError as exc:
-            if row.get("source_path") and (edited is not None or case_id in ambiguous):
-                # the model's output is missing, misnamed or refused: an edited-video failure, scored under
-                # score.missing_output like an undecodable one, not a load failure that leaves the metrics
-                row["error_edited"] = str(exc)
-            else:
-                row["error_load"] = str(exc)
-        for metric, rule in rules.items():
-            row[f"excluded_{metric}"] = exclusion_reason(case_id, row["categories"], row["categories_l2"], rule)
-        return row
-
     # -- checklist judging (paper §3.1, App. F.1, F.3)
-    def judge_key(self, cfg, phase: str) -> str | None:
+    def judge_key(self, phase: str) -> str | None:
         return "vqr" if phase == vqr.STAGE else "judge"
 
-    def synth(self, out: Path, n: int, seed: int) -> dict:
+    @classmethod
+    def synth(cls, out: Path, n: int, seed: int) -> dict:
         from vbench_ray.synth.cove import synth_cove
 
         return synth_cove(out, n=n, seed=seed)
 
-    def judge_phases(self, cfg) -> list[JudgePhase]:
+    def judge_phases(self) -> list[JudgePhase]:
+        cfg = self.cfg
         phases = []
-        if self.checklist_metrics(cfg):
+        if self.checklist_metrics():
             phases.append(
                 JudgePhase(
                     "checklist",
@@ -463,7 +300,7 @@ class CoveBench(Benchmark):
                     lambda cases, _: self.judge_requests(cases, cfg.judge.parse, cfg.score.validity),
                 )
             )
-        if self.vqr_enabled(cfg):  # VisualQuality-R1, one request per sampled frame (cove_vqr)
+        if self.vqr_enabled():  # VisualQuality-R1, one request per sampled frame (cove_vqr)
             phases.append(JudgePhase(vqr.STAGE, cfg.vqr, lambda cases, _: vqr.requests_of(cases)))
         return phases
 
@@ -478,11 +315,12 @@ class CoveBench(Benchmark):
             for r in checklist.build_requests(case, parse, validity)
         ]
 
-    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
+    def score_judgments(self, cases: list[dict], results: dict) -> pa.Table:
+        cfg = self.cfg
         rows = [
             q
             for case in cases
-            if scorable(case) and self.checklist_metrics(cfg)
+            if scorable(case) and self.checklist_metrics()
             for q in checklist.judgment_rows(
                 case,
                 results,
@@ -492,13 +330,14 @@ class CoveBench(Benchmark):
                 validity=cfg.score.validity,
             )
         ]
-        if self.vqr_enabled(cfg):
+        if self.vqr_enabled():
             rows += [f for case in cases for f in vqr.frame_rows(case, results)]
         return pa.Table.from_pylist(rows, schema=checklist.JUDGMENT_SCHEMA)
 
-    def _checklist_summary(self, judgments: pa.Table, cfg) -> tuple[dict, dict]:
+    def _checklist_summary(self, judgments: pa.Table) -> tuple[dict, dict]:
+        cfg = self.cfg
         rows = [r for r in judgments.to_pylist() if r["metric"] not in JUDGED_METRICS]
-        metrics = self.checklist_metrics(cfg)
+        metrics = self.checklist_metrics()
         args = (cfg.score, cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
         headline = {}
         for m in metrics:
@@ -512,11 +351,12 @@ class CoveBench(Benchmark):
         return headline, checklist.by_category(rows, metrics, *args)
 
     # -- aggregation
-    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+    def summarize(self, cases: pa.Table, judgments: pa.Table | None = None) -> dict:
+        cfg = self.cfg
         # the task JSON is not summarised (the judgments carry the questions): as dicts it is most of the rows' size
         rows = cases.drop_columns([c for c in ("annotations",) if c in cases.column_names]).to_pylist()
         seed = cfg.run.seed
-        metrics = self.enabled_metrics(cfg)
+        metrics = self.enabled_metrics()
         summary: dict[str, Any] = {
             "benchmark": "cove",
             "n_cases": len({r["case_id"] for r in rows}),
@@ -542,13 +382,13 @@ class CoveBench(Benchmark):
             summary["exclusions"][m] = reasons
         for category, members in group_rows(rows, "categories").items():
             summary["by_category"][category] = {m: metric_stats(members, m, cfg.stats, seed) for m in metrics}
-        if judgments is not None and self.checklist_metrics(cfg):
-            headline, categories = self._checklist_summary(judgments, cfg)
+        if judgments is not None and self.checklist_metrics():
+            headline, categories = self._checklist_summary(judgments)
             summary["metrics"].update(headline)
             for category, values in categories.items():
                 summary["by_category"].setdefault(category, {}).update(values)
             blank_unavailable(summary)
-        if self.vqr_enabled(cfg):
+        if self.vqr_enabled():
             judged = judgments.to_pylist() if judgments is not None else []
             summary["metrics"][vqr.METRIC], categories = vqr.summarize(rows, judged, cfg)
             for category, values in categories.items():
@@ -559,7 +399,7 @@ class CoveBench(Benchmark):
 
             summary["edit"] = edit_summary(rows, cfg.editor)
             summary.setdefault("report_tables", []).append(edit_report_table(summary["edit"]))
-        if self.checklist_metrics(cfg):
+        if self.checklist_metrics():
             unusable = sorted(
                 {r["case_id"] for r in rows if scorable(r) and unusable_edited(r)}, key=lambda c: (len(c), c)
             )
@@ -569,100 +409,3 @@ class CoveBench(Benchmark):
                 "cases": unusable[:50],
             }
         return summary
-
-
-def _task_id(task: Any, i: int) -> str:
-    """A task's case id: its ``id`` (a number without leading zeros), else ``#i``."""
-    case_id = str(task.get("id")) if isinstance(task, dict) and task.get("id") is not None else f"#{i}"
-    return str(int(case_id)) if case_id.isdigit() else case_id
-
-
-def scorable(case: dict) -> bool:
-    """Whether a case's checklist is scored: it loaded (a missing or undecodable edited video is no load
-    failure: ``error_edited``, counted under ``score.missing_output``, never silently out of the metrics)."""
-    return not case.get("error_load")
-
-
-def unusable_edited(case: dict) -> str | None:
-    """Why a case's edited video cannot be used (None when it can): the load-time probe's ``error_edited``,
-    or a decode failure of the frame stage that names the edited file (a source-video failure does not count)."""
-    if case.get("error_edited"):
-        return case["error_edited"]
-    err, path = case.get("error_frames"), case.get("edited_path")
-    return err if err and path and path in err else None
-
-
-def probe_edited(rows: list[dict], frame_metrics: list[str], backend: str = "auto", threads: int = 8) -> None:
-    """Set ``error_edited`` on rows whose edited video does not open and decode its first frame, for the rows
-    no frame stage opens (no frame metric enabled, or every one excluded): the judge must not be sent an
-    undecodable (zero-byte, corrupt, audio-only) video."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from vbench_ray.video.io import probe
-
-    todo = [
-        r
-        for r in rows
-        if not r.get("error_load") and r.get("edited_path") and all(r.get(f"excluded_{m}") for m in frame_metrics)
-    ]
-
-    def check(row: dict) -> None:
-        try:
-            probe(row["edited_path"], backend)
-        except Exception as exc:  # decoders raise their own types; any failure means "not usable"
-            row["error_edited"] = f"edited video cannot be decoded: {type(exc).__name__}: {exc}"
-
-    if todo:
-        with ThreadPoolExecutor(max_workers=min(threads, len(todo))) as pool:
-            list(pool.map(check, todo))
-
-
-def read_checklist(path: Path) -> Iterator[Any]:
-    """The checklist's tasks, one at a time (``json_array``: the file is never parsed whole)."""
-    if not path.exists():
-        raise DataError(f"data.checklist not found: {path}")
-    try:
-        yield from iter_json_array(path)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"data.checklist {path} is not valid JSON: {exc}") from exc
-    except NotAnArray as exc:
-        raise DataError(f"data.checklist {path}: expected a JSON list of tasks, got {exc.type_name}") from None
-
-
-def _edited_path(case_id: str, root: Path, index: dict[str, Path], by_name: dict[str, Path]) -> Path:
-    """The case's edited video: ``edited_name(case_id)`` (what ``vbench-ray edit`` writes), else the official
-    patterns' match. Like a source video (``resolve_under``), a video that is a link to a file outside
-    ``data.edited_dir`` is refused: the case's ``error_load``."""
-    path = by_name.get(edited_name(case_id)) or index.get(case_id)
-    if path is None:
-        raise DataError(
-            f"edited video for task {case_id} not found in data.edited_dir "
-            f"(expected {edited_name(case_id)} or an official name pattern)"
-        )
-    resolve_under(root, path.name, f"data.edited_dir: the edited video of task {case_id}")
-    return path
-
-
-class _SourceIndex:
-    """``resolve_under(source_dir, videoA_path)`` and its existence check, once per distinct path: tasks share
-    source videos, and resolving (a ``realpath``) plus a ``stat`` per task was most of a 100k-task load."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self._seen: dict[str, tuple[Path | None, bool]] = {}
-
-    def resolve(self, relative: str, what: str) -> Path:
-        hit = self._seen.get(relative)
-        if hit is None:
-            try:
-                path = resolve_under(self.root, relative, what)
-                hit = (path, path.exists())
-            except DataError:
-                hit = (None, False)
-            self._seen[relative] = hit
-        path, exists = hit
-        if path is None:
-            resolve_under(self.root, relative, what)  # raises, naming this task
-        if not exists:
-            raise DataError(f"{what}: source video not found: {path}")
-        return path

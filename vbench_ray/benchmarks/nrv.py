@@ -26,9 +26,10 @@ the case is left out of the scores and counted under ``failures``. An edited vid
 differs from the source is resampled (``data.pair_mismatch=resample``) or fails (``fail``).
 
 This module holds the config and the registered ``NRVBench``; the pieces live beside it:
-:mod:`~vbench_ray.benchmarks.nrv_data` (annotations, edited videos, timing), :mod:`~vbench_ray.benchmarks.nrv_media`
-(the frame stage and the judge's images), :mod:`~vbench_ray.benchmarks.nrv_scoring` (judge requests and
-NRVE-Acc) and :mod:`~vbench_ray.benchmarks.nrv_summary` (statistics, sanity section, report tables).
+:mod:`~vbench_ray.benchmarks.nrv_data` (annotations, case rows, edited videos, timing),
+:mod:`~vbench_ray.benchmarks.nrv_media` (the frame stage and the judge's images),
+:mod:`~vbench_ray.benchmarks.nrv_scoring` (judge requests and NRVE-Acc) and
+:mod:`~vbench_ray.benchmarks.nrv_summary` (statistics, sanity section, agreement, report tables).
 
 Summary (``summary.json``): ``metrics.NRVE_Acc`` and the components ``S_instr``, ``S_phy``, ``S_temp`` in
 percent (per instance, averaged over judges when there are several, then over instances, with case-level
@@ -59,17 +60,18 @@ from vbench_ray.benchmarks.base import (
     failure_report,
     register_benchmark,
 )
-from vbench_ray.benchmarks.cove import resolve_under
 from vbench_ray.benchmarks.nrv_data import (
+    case_row,
+    control_eligible,
     discover_methods,
-    edited_video,
-    normalized_record,
     read_annotations,
+    read_instances,
     read_timing,
-    validate_record,
 )
 from vbench_ray.benchmarks.nrv_media import NRVFrameStage
 from vbench_ray.benchmarks.nrv_summary import (
+    agreement_section,
+    blank_unavailable_nrv,
     _by_judge,
     _cross_judge,
     _is_control,
@@ -204,20 +206,22 @@ class NRVBench(Benchmark):
     metric_names = FRAME_METRICS
 
     # -- configuration
-    def enabled(self, cfg) -> list[str]:
+    def enabled(self) -> list[str]:
+        cfg = self.cfg
         unknown = [m for m in cfg.metrics.enabled if m not in ALL_METRICS]
         if unknown:
             raise DataError(f"metrics.enabled: unknown metric(s) {unknown}; NRVBench metrics are {list(ALL_METRICS)}")
         return list(dict.fromkeys(cfg.metrics.enabled))
 
-    def frame_metrics(self, cfg) -> list[str]:
-        return [m for m in self.enabled(cfg) if m in self.metric_names]
+    def frame_metrics(self) -> list[str]:
+        return [m for m in self.enabled() if m in self.metric_names]
 
-    def judged(self, cfg) -> bool:
-        return "NRVE_Acc" in self.enabled(cfg)
+    def judged(self) -> bool:
+        return "NRVE_Acc" in self.enabled()
 
-    def judge_specs(self, cfg) -> list[tuple[str, Any]]:
+    def judge_specs(self) -> list[tuple[str, Any]]:
         """``[(label, judge config)]``: ``judge`` alone, or ``judge`` merged with each ``judges`` entry."""
+        cfg = self.cfg
         entries = list(cfg.judges) if cfg.judges else [None]
         specs, labels = [], set()
         for i, entry in enumerate(entries):
@@ -242,8 +246,9 @@ class NRVBench(Benchmark):
             specs.append((label, merged))
         return specs
 
-    def variants(self, cfg) -> list | None:
+    def variants(self) -> list | None:
         """``base`` plus the configured negative controls (``controls.names``), or None without controls."""
+        cfg = self.cfg
         if not cfg.controls.names:
             return None
         try:  # the one variant expander: controls are the sweep axis `control`
@@ -251,11 +256,12 @@ class NRVBench(Benchmark):
         except ConfigError as exc:
             raise ConfigError(f"controls.names: {exc}") from None
 
-    def _check_models(self, cfg) -> None:
+    def _check_models(self) -> None:
         """Learned metrics need local weights: fail before any Ray work, naming the key (each metric's own
         ``check_weights``; preflight runs the same checks)."""
+        cfg = self.cfg
         problems = []
-        for m in self.frame_metrics(cfg):
+        for m in self.frame_metrics():
             problems += [
                 f"metric {m} is enabled but {p} (or remove {m} from metrics.enabled)"
                 for p in METRICS[m].check_weights(getattr(cfg.metrics, m))
@@ -264,7 +270,7 @@ class NRVBench(Benchmark):
             raise ConfigError("; ".join(problems))
 
     # -- schema and stages
-    def case_fields(self, cfg) -> list[pa.Field]:
+    def case_fields(self) -> list[pa.Field]:
         return [
             pa.field("method", pa.string()),
             pa.field("instance_id", pa.string()),
@@ -276,16 +282,17 @@ class NRVBench(Benchmark):
             pa.field("control_eligible", pa.bool_()),
         ]
 
-    def schema(self, cfg, stages: list[Stage] | None = None, phases: list | None = None) -> pa.Schema:
+    def schema(self, stages: list[Stage] | None = None, phases: list | None = None) -> pa.Schema:
         """The base schema without repeats: the control stage re-declares ``edited_path``."""
         fields, seen = [], set()
-        for f in super().schema(cfg, stages, phases):
+        for f in super().schema(stages, phases):
             if f.name not in seen:
                 seen.add(f.name)
                 fields.append(f)
         return pa.schema(fields)
 
-    def stages(self, cfg) -> list[Stage]:
+    def stages(self) -> list[Stage]:
+        cfg = self.cfg
         run_dir = Path(cfg.output.dir).resolve()
         stages = [
             ctl.control_stage(
@@ -297,8 +304,8 @@ class NRVBench(Benchmark):
                 batch_size=cfg.ray.batch_size,
             )
         ]
-        metrics = self.frame_metrics(cfg)
-        judged = self.judged(cfg)
+        metrics = self.frame_metrics()
+        judged = self.judged()
         if not metrics and not judged:
             return stages
         return stages + decode_stages(
@@ -317,8 +324,9 @@ class NRVBench(Benchmark):
         )
 
     # -- loading
-    def check_data(self, cfg) -> None:
+    def check_data(self) -> None:
         """The annotations file exists and parses, and no instance id repeats."""
+        cfg = self.cfg
         path = Path(cfg.data.annotations)
         records = read_annotations(path)
         duplicate_ids(
@@ -327,13 +335,14 @@ class NRVBench(Benchmark):
             f"data.annotations {path}",
         )
 
-    def load_cases(self, cfg) -> list[dict]:
-        self.enabled(cfg)
-        if self.judged(cfg):
-            self.judge_specs(cfg)
-        self._check_models(cfg)
+    def load_cases(self) -> list[dict]:
+        cfg = self.cfg
+        self.enabled()
+        if self.judged():
+            self.judge_specs()
+        self._check_models()
         scoring.weights_of(cfg.score)
-        self.variants(cfg)
+        self.variants()
         path = Path(cfg.data.annotations)
         records = read_annotations(path)
         if cfg.run.limit is not None:
@@ -342,107 +351,24 @@ class NRVBench(Benchmark):
         if not root.is_dir():
             raise DataError(f"data.root is not a directory: {root}")
         methods, flat = discover_methods(Path(cfg.data.edited_dir), list(cfg.data.methods), cfg.data.method)
-        instances = self._instances(records, path, root)
-        rank: dict[str, int] = {}
-        eligible_ids = set()
-        for inst in instances:
-            cat = inst["record"].get("category") if inst["record"] else None
-            rank[cat] = rank.get(cat, 0) + 1
-            if cfg.controls.per_category is None or rank[cat] <= cfg.controls.per_category:
-                eligible_ids.add(inst["id"])
+        instances = read_instances(records, path, root)
+        eligible_ids = control_eligible(instances, cfg.controls.per_category)
         control_methods = set(cfg.controls.methods) or {m for m, _ in methods}
         rows = []
         for method, folder in methods:
             timing = read_timing(folder)
             for inst in instances:
                 rows.append(
-                    self._case_row(
+                    case_row(
                         inst, method, folder, flat, timing, inst["id"] in eligible_ids and method in control_methods
                     )
                 )
         return rows
 
-    def _instances(self, records, path: Path, root: Path) -> list[dict]:
-        duplicate_ids(
-            [str(rec["id"]) for _, rec in records if isinstance(rec, dict) and rec.get("id") is not None],
-            "instance ids",
-            f"data.annotations {path}",
-        )
-        out, seen = [], set()
-        for n, rec in records:
-            where = f"{path.name}:{n}"
-            if isinstance(rec, str):
-                out.append({"id": f"line{n}", "record": None, "errors": [f"{where}: {rec}"], "paths": {}})
-                continue
-            errors = validate_record(rec, where)
-            iid = str(rec.get("id")) if isinstance(rec, dict) and rec.get("id") is not None else f"line{n}"
-            if iid in seen:
-                errors.append(f"{where}.id: duplicate id {iid!r} (already used by an earlier record)")
-                iid = f"line{n}"
-            seen.add(iid)
-            paths: dict[str, str] = {}
-            record = None
-            if not errors:
-                record = normalized_record(rec)
-                try:
-                    video = resolve_under(root, record["video"], f"{where}.video")
-                    if not video.is_file():
-                        raise DataError(f"{where}.video: source video not found: {video}")
-                    mask = resolve_under(root, record["mask"], f"{where}.mask")
-                    if not mask.is_dir():
-                        raise DataError(f"{where}.mask: mask folder not found: {mask}")
-                    if not any(p.suffix.lower() in ctl.MASK_EXTS for p in mask.iterdir()):
-                        raise DataError(f"{where}.mask: mask folder {mask} holds no mask images")
-                    paths = {"video": str(video), "mask": str(mask)}
-                except DataError as exc:
-                    errors.append(str(exc))
-            elif isinstance(rec, dict):
-                record = rec  # kept as written (its category still groups the failure)
-            out.append({"id": iid, "record": record, "errors": errors, "paths": paths})
-        return out
-
-    def _case_row(self, inst: dict, method: str, folder: Path, flat: bool, timing: dict, eligible: bool) -> dict:
-        iid, rec = inst["id"], inst["record"] or {}
-        case_id = iid if flat else f"{method}:{iid}"
-        category = rec.get("category") if rec.get("category") in scoring.CATEGORIES else None
-        row = {
-            "benchmark": "nrv",
-            "case_id": case_id,
-            "variant": "base",
-            "method": method,
-            "instance_id": iid,
-            "video_id": str(rec["video_id"]) if rec.get("video_id") is not None else None,
-            "category": category,
-            "difficulty": rec.get("difficulty") if rec.get("difficulty") in scoring.DIFFICULTIES else None,
-            "categories": [category] if category else [],
-            "instruction": rec.get("instruction") if isinstance(rec.get("instruction"), str) else None,
-            "source_path": inst["paths"].get("video"),
-            "mask_path": inst["paths"].get("mask"),
-            "edited_path": None,
-            "annotations": json.dumps(rec, ensure_ascii=False) if rec else None,
-            "variant_params": None,
-            "FPS": timing.get(iid),
-            "control_eligible": eligible,
-            "error_load": None,
-        }
-        errors = list(inst["errors"])
-        if not errors:
-            try:  # flat: the folder is data.edited_dir; else one of its method folders
-                video = edited_video(folder, iid, folder if flat else folder.parent)
-                if video is None:
-                    raise DataError(
-                        f"edited video for {iid} of method {method!r} not found: expected {folder}/{iid}.mp4"
-                    )
-                row["edited_path"] = str(video)
-            except DataError as exc:
-                errors.append(str(exc))
-        if errors:
-            row["error_load"] = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
-        return row
-
     # -- judging (§4, §5)
-    def check_config(self, cfg) -> list[str]:
+    def check_config(self) -> list[str]:
         """``agreement.human_scores``, when set, reads (the learned metrics' weights are each metric's own check)."""
+        cfg = self.cfg
         path = get(cfg, "agreement.human_scores")
         if path:
             from vbench_ray.agreement import HumanScoresError, read_human_scores
@@ -453,21 +379,24 @@ class NRVBench(Benchmark):
                 return [f"`agreement.human_scores`: {exc}"]
         return []
 
-    def judge_key(self, cfg, phase: str) -> str | None:
+    def judge_key(self, phase: str) -> str | None:
+        cfg = self.cfg
         if len(get(cfg, "judges") or []) > 1:
-            labels = [label for label, _ in self.judge_specs(cfg)]
+            labels = [label for label, _ in self.judge_specs()]
             return f"judges[{labels.index(phase)}]" if phase in labels else "judge"
         return "judge"
 
-    def synth(self, out: Path, n: int, seed: int) -> dict:
+    @classmethod
+    def synth(cls, out: Path, n: int, seed: int) -> dict:
         from vbench_ray.synth.nrv import synth_nrv
 
         return synth_nrv(out, n=n, seed=seed)
 
-    def judge_phases(self, cfg) -> list[JudgePhase]:
-        if not self.judged(cfg):
+    def judge_phases(self) -> list[JudgePhase]:
+        cfg = self.cfg
+        if not self.judged():
             return []
-        specs = self.judge_specs(cfg)
+        specs = self.judge_specs()
         several = len(specs) > 1
         show = bool(cfg.media.show_frames)
 
@@ -484,10 +413,11 @@ class NRVBench(Benchmark):
 
         return [JudgePhase(label, judge_cfg, builder(label)) for label, judge_cfg in specs]
 
-    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table | None:
-        if not self.judged(cfg):
+    def score_judgments(self, cases: list[dict], results: dict) -> pa.Table | None:
+        cfg = self.cfg
+        if not self.judged():
             return None
-        specs = self.judge_specs(cfg)
+        specs = self.judge_specs()
         several = len(specs) > 1
         rows = [
             j
@@ -499,12 +429,13 @@ class NRVBench(Benchmark):
         return pa.Table.from_pylist(rows, schema=scoring.JUDGMENT_SCHEMA)
 
     # -- aggregation
-    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+    def summarize(self, cases: pa.Table, judgments: pa.Table | None = None) -> dict:
+        cfg = self.cfg
         rows = cases.to_pylist()
         judged = judgments.to_pylist() if judgments is not None else []
-        labels = [label for label, _ in self.judge_specs(cfg)] if self.judged(cfg) else []
-        frame_metrics = self.frame_metrics(cfg)
-        with_fps = "FPS" in self.enabled(cfg)
+        labels = [label for label, _ in self.judge_specs()] if self.judged() else []
+        frame_metrics = self.frame_metrics()
+        with_fps = "FPS" in self.enabled()
         stats = (cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
         scored = [r for r in rows if not r.get("control_skip")]
         instances = scoring.instance_scores(judged, cfg.score) if judged else []
@@ -519,7 +450,7 @@ class NRVBench(Benchmark):
             "normalize": cfg.score.normalize,
             "metrics": {},
         }
-        summary["metrics"] = _metric_block(scored, cross, judged, frame_metrics, with_fps, stats, self.judged(cfg))
+        summary["metrics"] = _metric_block(scored, cross, judged, frame_metrics, with_fps, stats, self.judged())
         for key, column in (("by_category", "category"), ("by_difficulty", "difficulty"), ("by_method", "method")):
             summary[key] = {}
             for value in sorted({r.get(column) for r in scored} - {None}):
@@ -531,66 +462,38 @@ class NRVBench(Benchmark):
                     frame_metrics,
                     with_fps,
                     stats,
-                    self.judged(cfg),
+                    self.judged(),
                     brief=True,
                 )
         if labels:
             summary["by_judge"] = _by_judge(instances, judged, labels, stats)
             summary["cross_judge"] = _cross_judge(instances, labels)
-        if self.judged(cfg):  # each judge against its own max_invalid_fraction (a `judges` entry's include's too)
+        if self.judged():  # each judge against its own max_invalid_fraction (a `judges` entry's include's too)
             judges_availability(
                 summary["metrics"],
                 summary.get("by_judge"),
                 judged,
-                {label: float(spec.max_invalid_fraction) for label, spec in self.judge_specs(cfg)},
+                {label: float(spec.max_invalid_fraction) for label, spec in self.judge_specs()},
             )
-        _blank_unavailable(summary)
+        blank_unavailable_nrv(summary)
         variants = {r["variant"] for r in rows}  # the sanity section comes from summarize_variants
         if cfg.agreement.human_scores and labels and "base" in variants:
-            summary["agreement"] = self._agreement(instances, scored, cfg)
+            summary["agreement"] = agreement_section(instances, scored, cfg)
         summary["failures"] = failure_report(rows)
         summary["judge_status"] = _status_counts(judged)
         summary["report_tables"] = report_tables(summary, frame_metrics, with_fps)
         return summary
 
-    def summarize_variants(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+    def summarize_variants(self, cases: pa.Table, judgments: pa.Table | None = None) -> dict:
         """The cross-variant part of the summary (``sanity``: each negative control against the real edits),
         from every variant's rows; ``summarize`` sees one variant at a time."""
+        cfg = self.cfg
         rows = cases.to_pylist()
         judged = judgments.to_pylist() if judgments is not None else []
-        if not self.judged(cfg) or not any(_is_control(r["variant"]) for r in rows):
+        if not self.judged() or not any(_is_control(r["variant"]) for r in rows):
             return {}
-        sanity = sanity_section(rows, judged, cfg, self.frame_metrics(cfg))
+        sanity = sanity_section(rows, judged, cfg, self.frame_metrics())
         return {"sanity": sanity, "report_tables": sanity_tables(sanity)}
-
-    def _agreement(self, instances: list[dict], rows: list[dict], cfg) -> dict:
-        from vbench_ray.agreement import HumanScoresError, agreement_summary, read_human_scores
-
-        try:
-            records = read_human_scores(cfg.agreement.human_scores)
-        except HumanScoresError as exc:
-            raise DataError(str(exc)) from None
-        per_judge: dict[str, list[dict]] = {}
-        for r in scoring.percent_rows([i for i in instances if i["variant"] == "base"]):
-            per_judge.setdefault(r["judge"], []).append(r)
-        categories = {r["instance_id"]: r["category"] for r in rows if r.get("category")}
-        out = agreement_summary(
-            per_judge, records, cfg.score.normalize, scoring.weights_of(cfg.score), cfg.score.epsilon, categories
-        )
-        out["human_scores"] = str(cfg.agreement.human_scores)
-        return out
-
-
-def _blank_unavailable(summary: dict) -> None:
-    """No number where none was earned: a metric the headline reports unavailable is null in
-    ``by_category`` / ``by_difficulty`` / ``by_method`` and in the cross-judge table's methods too."""
-    from vbench_ray.benchmarks.base import blank_unavailable
-
-    blank_unavailable(summary)
-    for per in ((summary.get("cross_judge") or {}).get("by_method") or {}).values():
-        for m, stats in per.items():
-            if isinstance(stats, dict) and (summary["metrics"].get(m) or {}).get("unavailable"):
-                stats.update(mean=None, std=None, unavailable=True)
 
 
 def _media_of(row: dict) -> dict:

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from vbench_ray import controls as ctl
 from vbench_ray.benchmarks import nrv_scoring as scoring
-from vbench_ray.benchmarks.base import DataError
-from vbench_ray.benchmarks.cove import VIDEO_EXTS, resolve_under
+from vbench_ray.benchmarks.base import DataError, duplicate_ids
+from vbench_ray.benchmarks.cove_data import VIDEO_EXTS, resolve_under
 
 log = logging.getLogger(__name__)
 
@@ -193,3 +194,98 @@ def read_timing(folder: Path) -> dict[str, float]:
         if np.isfinite(fps) and fps > 0:
             out[str(key)] = fps
     return out
+
+
+def read_instances(records, path: Path, root: Path) -> list[dict]:
+    """The annotation records (``read_annotations``'s ``(line, record)`` pairs) as instances: ``id``, the
+    normalised ``record``, its ``errors`` and the resolved source video and mask folder (``paths``)."""
+    duplicate_ids(
+        [str(rec["id"]) for _, rec in records if isinstance(rec, dict) and rec.get("id") is not None],
+        "instance ids",
+        f"data.annotations {path}",
+    )
+    out, seen = [], set()
+    for n, rec in records:
+        where = f"{path.name}:{n}"
+        if isinstance(rec, str):
+            out.append({"id": f"line{n}", "record": None, "errors": [f"{where}: {rec}"], "paths": {}})
+            continue
+        errors = validate_record(rec, where)
+        iid = str(rec.get("id")) if isinstance(rec, dict) and rec.get("id") is not None else f"line{n}"
+        if iid in seen:
+            errors.append(f"{where}.id: duplicate id {iid!r} (already used by an earlier record)")
+            iid = f"line{n}"
+        seen.add(iid)
+        paths: dict[str, str] = {}
+        record = None
+        if not errors:
+            record = normalized_record(rec)
+            try:
+                video = resolve_under(root, record["video"], f"{where}.video")
+                if not video.is_file():
+                    raise DataError(f"{where}.video: source video not found: {video}")
+                mask = resolve_under(root, record["mask"], f"{where}.mask")
+                if not mask.is_dir():
+                    raise DataError(f"{where}.mask: mask folder not found: {mask}")
+                if not any(p.suffix.lower() in ctl.MASK_EXTS for p in mask.iterdir()):
+                    raise DataError(f"{where}.mask: mask folder {mask} holds no mask images")
+                paths = {"video": str(video), "mask": str(mask)}
+            except DataError as exc:
+                errors.append(str(exc))
+        elif isinstance(rec, dict):
+            record = rec  # kept as written (its category still groups the failure)
+        out.append({"id": iid, "record": record, "errors": errors, "paths": paths})
+    return out
+
+
+def case_row(inst: dict, method: str, folder: Path, flat: bool, timing: dict, eligible: bool) -> dict:
+    """The case row of one instance edited by ``method`` (its videos in ``folder``; ``flat``: case ids without the
+    method); a problem is the row's ``error_load``."""
+    iid, rec = inst["id"], inst["record"] or {}
+    case_id = iid if flat else f"{method}:{iid}"
+    category = rec.get("category") if rec.get("category") in scoring.CATEGORIES else None
+    row = {
+        "benchmark": "nrv",
+        "case_id": case_id,
+        "variant": "base",
+        "method": method,
+        "instance_id": iid,
+        "video_id": str(rec["video_id"]) if rec.get("video_id") is not None else None,
+        "category": category,
+        "difficulty": rec.get("difficulty") if rec.get("difficulty") in scoring.DIFFICULTIES else None,
+        "categories": [category] if category else [],
+        "instruction": rec.get("instruction") if isinstance(rec.get("instruction"), str) else None,
+        "source_path": inst["paths"].get("video"),
+        "mask_path": inst["paths"].get("mask"),
+        "edited_path": None,
+        "annotations": json.dumps(rec, ensure_ascii=False) if rec else None,
+        "variant_params": None,
+        "FPS": timing.get(iid),
+        "control_eligible": eligible,
+        "error_load": None,
+    }
+    errors = list(inst["errors"])
+    if not errors:
+        try:  # flat: the folder is data.edited_dir; else one of its method folders
+            video = edited_video(folder, iid, folder if flat else folder.parent)
+            if video is None:
+                raise DataError(f"edited video for {iid} of method {method!r} not found: expected {folder}/{iid}.mp4")
+            row["edited_path"] = str(video)
+        except DataError as exc:
+            errors.append(str(exc))
+    if errors:
+        row["error_load"] = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+    return row
+
+
+def control_eligible(instances: list[dict], per_category: int | None) -> set[str]:
+    """Ids of the instances that get negative controls: the first ``per_category`` of each category, in the
+    annotations' order (App. F.1: 5), or all of them (None)."""
+    rank: dict[str, int] = {}
+    eligible = set()
+    for inst in instances:
+        cat = inst["record"].get("category") if inst["record"] else None
+        rank[cat] = rank.get(cat, 0) + 1
+        if per_category is None or rank[cat] <= per_category:
+            eligible.add(inst["id"])
+    return eligible

@@ -10,7 +10,7 @@ import numpy as np
 
 from vbench_ray import controls as ctl
 from vbench_ray.benchmarks import nrv_scoring as scoring
-from vbench_ray.benchmarks.base import judge_availability
+from vbench_ray.benchmarks.base import DataError, blank_unavailable, judge_availability
 from vbench_ray.metrics.base import METRICS
 from vbench_ray.stats import bootstrap_ci, describe, finite
 
@@ -343,3 +343,32 @@ def report_tables(summary: dict, frame_metrics: list[str], with_fps: bool) -> li
             }
         )
     return tables
+
+
+def blank_unavailable_nrv(summary: dict) -> None:
+    """No number where none was earned: a metric the headline reports unavailable is null in
+    ``by_category`` / ``by_difficulty`` / ``by_method`` and in the cross-judge table's methods too."""
+    blank_unavailable(summary)
+    for per in ((summary.get("cross_judge") or {}).get("by_method") or {}).values():
+        for m, stats in per.items():
+            if isinstance(stats, dict) and (summary["metrics"].get(m) or {}).get("unavailable"):
+                stats.update(mean=None, std=None, unavailable=True)
+
+
+def agreement_section(instances: list[dict], rows: list[dict], cfg: Any) -> dict:
+    """``agreement``: each judge's base-variant NRVE-Acc against ``agreement.human_scores`` (§5, App. B.2)."""
+    from vbench_ray.agreement import HumanScoresError, agreement_summary, read_human_scores
+
+    try:
+        records = read_human_scores(cfg.agreement.human_scores)
+    except HumanScoresError as exc:
+        raise DataError(str(exc)) from None
+    per_judge: dict[str, list[dict]] = {}
+    for r in scoring.percent_rows([i for i in instances if i["variant"] == "base"]):
+        per_judge.setdefault(r["judge"], []).append(r)
+    categories = {r["instance_id"]: r["category"] for r in rows if r.get("category")}
+    out = agreement_summary(
+        per_judge, records, cfg.score.normalize, scoring.weights_of(cfg.score), cfg.score.epsilon, categories
+    )
+    out["human_scores"] = str(cfg.agreement.human_scores)
+    return out

@@ -16,7 +16,7 @@ Data (``data.*``):
 * ``data.checklist``: the official ``checklist.json``, a list of ``{index, video1_path, video2_path,
   structured_analysis: {Similarities: [...], Differences: [...]}}``, each question ``{class, question,
   correct_answer}``. ``data.questions=official`` (default) reads every question as the official code
-  (``vidic_scoring.parse_questions``): an unknown class is its own class (``"unknown"`` when absent), a
+  (``vidic_questions.parse_questions``): an unknown class is its own class (``"unknown"`` when absent), a
   ``correct_answer`` other than yes/no (``""``, ``"np"``) is matched literally (never stripped); only a
   shape the official scripts crash on is a load error. ``data.questions=strict``: an unknown class, an
   empty question or a ``correct_answer`` not yes/no also makes its case a load error, left out of the
@@ -50,6 +50,7 @@ import pyarrow as pa
 from omegaconf import OmegaConf
 
 from vbench_ray.benchmarks import vidic_compare
+from vbench_ray.benchmarks import vidic_questions as vq
 from vbench_ray.benchmarks import vidic_scoring as scoring
 from vbench_ray.benchmarks.base import (
     CASE_FIELDS,
@@ -61,7 +62,7 @@ from vbench_ray.benchmarks.base import (
     judge_availability,
     register_benchmark,
 )
-from vbench_ray.benchmarks.cove import resolve_under
+from vbench_ray.benchmarks.cove_data import resolve_under
 from vbench_ray.cfgutil import get
 from vbench_ray.config import BaseConfig
 from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeVideoConfig
@@ -152,7 +153,7 @@ def read_responses(path: Path) -> dict[tuple[str, str], str]:
         for key in ("video1_path", "video2_path"):
             if not isinstance(entry.get(key), str) or not entry[key]:
                 raise DataError(f"{where}.{key}: expected a non-empty string, got {entry.get(key)!r}")
-        key = scoring.pair_key(entry["video1_path"], entry["video2_path"])
+        key = vq.pair_key(entry["video1_path"], entry["video2_path"])
         duplicates += key in out
         out[key] = response_text(entry.get("response"))
     if duplicates:
@@ -199,23 +200,25 @@ class VidicBench(Benchmark):
     config_class = VidicConfig
     config_choices = {**JUDGE_CHOICES, **MODEL_CHOICES}
 
-    def stages(self, cfg) -> list[Stage]:
+    def stages(self) -> list[Stage]:
         return []  # everything is judged (describe -> judge -> error analysis)
 
-    def case_fields(self, cfg) -> list[pa.Field]:
+    def case_fields(self) -> list[pa.Field]:
         have = {f.name for f in CASE_FIELDS}
         return [] if "variant_params" in have else [pa.field("variant_params", pa.string())]
 
     # -- loading
-    def check_data(self, cfg) -> None:
+    def check_data(self) -> None:
         """``data.questions`` is known, the checklist exists and is a list, and no index repeats."""
-        if cfg.data.questions not in scoring.QUESTION_RULES:
-            raise DataError(f"data.questions must be one of {list(scoring.QUESTION_RULES)}, got {cfg.data.questions!r}")
+        cfg = self.cfg
+        if cfg.data.questions not in vq.QUESTION_RULES:
+            raise DataError(f"data.questions must be one of {list(vq.QUESTION_RULES)}, got {cfg.data.questions!r}")
         checklist = Path(cfg.data.checklist)
         items = read_checklist(checklist)
         duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
 
-    def load_cases(self, cfg) -> list[dict]:
+    def load_cases(self) -> list[dict]:
+        cfg = self.cfg
         checklist = Path(cfg.data.checklist)
         items = read_checklist(checklist)
         precomputed = cfg.data.responses is not None
@@ -278,10 +281,10 @@ class VidicBench(Benchmark):
             "error_load": None,
             "annotations": json.dumps(item, ensure_ascii=False) if isinstance(item, dict) else None,
         }
-        questions, problems = scoring.parse_questions(item, where, rules)
+        questions, problems = vq.parse_questions(item, where, rules)
         errors += problems
         classes = {q.cls for q in questions} if not problems else set()
-        row["categories"] = [c for c in scoring.CLASSES if c in classes] + sorted(classes - set(scoring.CLASSES))
+        row["categories"] = [c for c in vq.CLASSES if c in classes] + sorted(classes - set(vq.CLASSES))
         if isinstance(item, dict):
             for key, column in (("video1_path", "source_path"), ("video2_path", "edited_path")):
                 try:
@@ -304,28 +307,32 @@ class VidicBench(Benchmark):
         return str(path)
 
     # -- judging
-    def check_config(self, cfg) -> list[str]:
+    def check_config(self) -> list[str]:
         """``data.responses``, when set, exists."""
+        cfg = self.cfg
         responses = get(cfg, "data.responses")
         if responses and not Path(str(responses)).exists():
             return [f"`data.responses` = {str(responses)!r} does not exist"]
         return []
 
-    def judge_key(self, cfg, phase: str) -> str | None:
+    def judge_key(self, phase: str) -> str | None:
         """The describe phase's judge is the model under test (``model``), not checked when its precomputed
         responses (``data.responses``) are replayed instead."""
+        cfg = self.cfg
         if phase == "describe":
             return None if get(cfg, "data.responses") else "model"
         return "judge"
 
-    def synth(self, out: Path, n: int, seed: int) -> dict:
+    @classmethod
+    def synth(cls, out: Path, n: int, seed: int) -> dict:
         from vbench_ray.synth.vidic import synth_vidic
 
         return synth_vidic(out, n=n, seed=seed)
 
-    def judge_phases(self, cfg) -> list[JudgePhase]:
+    def judge_phases(self) -> list[JudgePhase]:
+        cfg = self.cfg
         phases = [
-            self._describe_phase(cfg),
+            self._describe_phase(),
             JudgePhase(
                 "judge",
                 cfg.judge,
@@ -342,12 +349,14 @@ class VidicBench(Benchmark):
             )
         return phases
 
-    def _describe_phase(self, cfg) -> JudgePhase:
+    def _describe_phase(self) -> JudgePhase:
+        cfg = self.cfg
+
         def build(cases: list[dict], _results: dict) -> list:
             return [scoring.describe_request(c) for c in cases if scoring.scorable(c)]
 
         def prepare(cases: list[dict]) -> None:
-            self._write_responses(cfg, cases, build(cases, {}))
+            self._write_responses(cases, build(cases, {}))
 
         if cfg.data.responses is None:
             return JudgePhase("describe", cfg.model, build)
@@ -358,25 +367,25 @@ class VidicBench(Benchmark):
             cfg.model,
             {
                 "backend": "replay",
-                "replay_path": str(self._responses_jsonl(cfg)),
+                "replay_path": str(self._responses_jsonl()),
                 "max_retries": 0,
                 "name": f"responses:{responses.name}",
             },
         )
         return JudgePhase("describe", replay, build, prepare)
 
-    @staticmethod
-    def _responses_jsonl(cfg) -> Path:
-        return Path(cfg.output.dir).resolve() / RESPONSES_JSONL
+    def _responses_jsonl(self) -> Path:
+        return Path(self.cfg.output.dir).resolve() / RESPONSES_JSONL
 
-    def _write_responses(self, cfg, cases: list[dict], requests: list) -> None:
+    def _write_responses(self, cases: list[dict], requests: list) -> None:
+        cfg = self.cfg
         responses = read_responses(Path(cfg.data.responses))
         by_case = {(c["case_id"], c["variant"]): c for c in cases}
         lines, missing = [], []
         label = f"responses:{Path(cfg.data.responses).name}"
         for request in requests:
             item = json.loads(by_case[(request.case_id, request.variant)]["annotations"])
-            key = scoring.pair_key(item["video1_path"], item["video2_path"])
+            key = vq.pair_key(item["video1_path"], item["video2_path"])
             if key in responses:
                 lines.append(
                     json.dumps(
@@ -391,20 +400,22 @@ class VidicBench(Benchmark):
                 len(missing),
                 ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""),
             )
-        path = self._responses_jsonl(cfg)
+        path = self._responses_jsonl()
         path.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(path, "\n".join(lines) + ("\n" if lines else ""))
 
-    def score_judgments(self, cases: list[dict], results: dict, cfg) -> pa.Table:
+    def score_judgments(self, cases: list[dict], results: dict) -> pa.Table:
+        cfg = self.cfg
         rows = [q for case in cases for q in scoring.judgment_rows(case, results, cfg.judge.parse, cfg.data.questions)]
         return pa.Table.from_pylist(rows, schema=scoring.JUDGMENT_SCHEMA)
 
     # -- aggregation
-    def summarize(self, cases: pa.Table, cfg, judgments: pa.Table | None = None) -> dict:
+    def summarize(self, cases: pa.Table, judgments: pa.Table | None = None) -> dict:
+        cfg = self.cfg
         rows = cases.to_pylist()
         judged = judgments.to_pylist() if judgments is not None else []
         args = (cfg.run.seed, cfg.stats.bootstrap_samples, cfg.stats.confidence)
-        excluded = [r for r in rows if r.get("error_load") and not scoring.item_questions(r, cfg.data.questions)]
+        excluded = [r for r in rows if r.get("error_load") and not vq.item_questions(r, cfg.data.questions)]
         summary: dict[str, Any] = {
             "benchmark": "vidic",
             "n_cases": len({r["case_id"] for r in rows}),
