@@ -109,6 +109,14 @@ def _default_rank_by(runs: list[Run], names: list[str], benchmark: str) -> str:
     return next((m for m in names if has_value(m)), names[0])
 
 
+def _earned(run: Run, metric: str) -> bool:
+    """A run takes part in a metric's ranks and pairs when it has the metric's units and its summary a value for
+    it: a metric with no value (no valid judge answer, a dead judge) earns no rank and no difference, whatever
+    fallback units its rows hold."""
+    value = ((run.summary.get("metrics") or {}).get(metric) or {}).get("value")
+    return metric in run.units and value is not None
+
+
 def _higher_is_better(runs: list[Run], metric: str) -> bool:
     for r in runs:
         m = (r.summary.get("metrics") or {}).get(metric) or {}
@@ -167,8 +175,8 @@ def compare(
     pairs: list[dict] = []
     for m in names:
         hib = _higher_is_better(runs, m)
-        have = [r for r in runs if m in r.units]
-        union = set().union(*(set(r.units[m]) for r in have)) if have else set()
+        union = set().union(*(set(r.units[m]) for r in runs if m in r.units))
+        have = [r for r in runs if _earned(r, m)]
         shared = sorted(set.intersection(*(set(r.units[m]) for r in have))) if len(have) >= 2 else []
         ranks = None
         if len(have) >= 2 and shared:
@@ -215,7 +223,7 @@ def compare(
     ordered = sorted(runs, key=sort_key)
     for m in names:  # pairs in leaderboard order: A is the better-placed run
         hib = _higher_is_better(runs, m)
-        have = [r for r in ordered if m in r.units]
+        have = [r for r in ordered if _earned(r, m)]
         metric_pairs = []
         for a, b in itertools.combinations(have, 2):
             both = sorted(set(a.units[m]) & set(b.units[m]))
