@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vbench_ray.metrics import MissingWeightsError, build_metric
-from vbench_ray.metrics.smoothness import MSM, MSMConfig, jitter_map, msm_score
+from vbench_ray.metrics.smoothness import MSM, MSMConfig, jitter_map, msm_score, official_pair_score, paper_pair_jitter
 from vbench_ray.video.flow import flow_to_color
 
 
@@ -134,6 +134,40 @@ def test_official_on_mixed_pair():
     # d: cos 1, magnitude 1 - |3-1|/(3+1) = 0.5 → 0.7 + 0.15 = 0.85
     # mean = (1.0 + 0.65 + 0.85) / 3 = 0.833333
     assert msm_score(mixed_pair(), "official") == pytest.approx(2.5 / 3, abs=1e-6)
+
+
+# ------------------------------------------------------------------ the norms msm_score passes down
+
+
+def cached_pair():
+    """Two pixels and norms given at twice the flows' own (``mags``: what msm_score computes once per flow).
+    A: F0 = F1 = (0.03, 0): norm 0.03, under the 0.05 threshold, but 0.06 as given; B: F0 = (3, 0), F1 = (0, 4)."""
+    f0 = np.array([[[0.03, 0.0], [3.0, 0.0]]])
+    f1 = np.array([[[0.03, 0.0], [0.0, 4.0]]])
+    mags = (np.array([[0.06, 6.0]]), np.array([[0.06, 8.0]]))
+    return f0, f1, mags
+
+
+def test_the_norms_given_are_the_ones_used():
+    """The per-pair functions read ||F|| from ``mags`` when given (each flow's norm is computed once by msm_score,
+    not again per pair), for the mask as for the formulas. Norms given at twice the flows' own tell them apart."""
+    f0, f1, mags = cached_pair()
+    # J = ||F1 - F0|| / (m0 + m1): A 0 / 0.12 = 0; B ||(-3, 4)|| / (6 + 8) = 5/14 (the flows' own norms: 5/7)
+    assert jitter_map(f0, f1, 0.0, mags)[0].tolist() == pytest.approx([0.0, 5 / 14], abs=1e-12)
+    # mask from the given norms holds A (0.06 > 0.05) and B: mean(0, 5/14) = 5/28 (own norms: B only, 5/7)
+    assert paper_pair_jitter(f0, f1, 0.05, 0.0, mags) == pytest.approx(5 / 28, abs=1e-12)
+    # official: A cos = 0.0009 / (0.06 * 0.06) = 0.25 -> direction 0.625, speed 1 -> 0.7 * 0.625 + 0.3 = 0.7375;
+    # B cos 0 -> direction 0.5, speed 1 - |6 - 8| / 14 = 6/7 -> 0.35 + 0.3 * 6/7; mean of the two (own norms: B only)
+    expected = (0.7375 + 0.35 + 0.3 * 6 / 7) / 2  # 0.672321
+    assert official_pair_score(f0, f1, 0.05, 0.0, mags) == pytest.approx(expected, abs=1e-12)
+
+
+def test_float32_flows_are_scored_in_float64():
+    """OpenCV's Farneback flows are float32; the score is computed on their float64 copies. One pixel, F = (3, 0),
+    (0, 4), (3, 0): each pair has cos 0 -> direction 0.5 and speed 1 - 1 / (7 + eps), so
+    MSM = 0.35 + 0.3 * (1 - 1 / (7 + 1e-6)) = 0.607143 (in float32 it is off by about 1e-8)."""
+    flows = np.array([[[[3.0, 0.0]]], [[[0.0, 4.0]]], [[[3.0, 0.0]]]], np.float32)
+    assert msm_score(flows, "official") == pytest.approx(0.35 + 0.3 * (1 - 1 / (7 + 1e-6)), abs=1e-12)
 
 
 # -------------------------------------------------------------------------------- from frames

@@ -1,5 +1,7 @@
 """SSIM (CoVEBench App. F.3, Structural Fidelity): hand-computed cases and the metric class."""
 
+import warnings
+
 import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
@@ -36,6 +38,24 @@ def test_constant_offset_images_match_the_formula():
     # (2*100*120 + 6.5025) / (100^2 + 120^2 + 6.5025) = 24006.5025 / 24406.5025 = 0.983611
     assert ssim_video(a, b) == pytest.approx(constant_ssim(100, 120), abs=1e-9)
     assert ssim_video(a, b) == pytest.approx(0.983611, abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_data_range_is_255_for_float_frames_too(dtype):
+    # levels 0..255 held as floats score as their uint8 copies: the range is fixed at 255 (App. F.3, the
+    # official call), not inferred from the dtype (skimage cannot infer one for floats and raises)
+    a = np.full((2, 16, 16), 100, dtype)
+    b = np.stack([np.full((16, 16), 120, dtype), np.full((16, 16), 100, dtype)])
+    # frame 0: 24006.5025 / 24406.5025 = 0.983611; frame 1: identical, 1
+    assert ssim_frames(a, b).tolist() == pytest.approx([0.983611, 1.0], abs=1e-6)
+    assert ssim_video(a, b) == pytest.approx((0.983611 + 1.0) / 2, abs=1e-6)
+
+
+def test_no_frame_pairs_give_nan_without_a_warning():
+    empty = np.zeros((0, 16, 16), np.uint8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" is not what a caller should see
+        assert np.isnan(ssim_video(empty, empty))
 
 
 def test_one_frame_pair_equals_skimage():
