@@ -185,6 +185,42 @@ def test_cove_categories_in_table_8_order(tmp_path: Path):
     assert _bar_labels(page, "by_category-SSIM") == COVE_TABLE8
 
 
+def test_nrv_method_by_material_grid(tmp_path: Path):
+    """NRVBench Fig. 6: each method across the six material categories, one grid per metric, categories in the
+    paper's order (ASB, CTS, DSO, GSF, HFF, LFS); a pair without rows is an empty cell, not a number."""
+    grid = {
+        "VM-Edit": {"LFS": {"NRVE_Acc": _m(31.0, 28, 34)}, "ASB": {"NRVE_Acc": _m(29.5, 27, 32)}},
+        "TokenFlow": {"CTS": {"NRVE_Acc": _m(22.25, 20, 25)}, "ASB": {"NRVE_Acc": _m(27.0, 25, 29)}},
+    }
+    summary = {
+        "benchmark": "nrv",
+        "metrics": {"NRVE_Acc": {**_m(28, 25, 31), "scale": "[0,100]"}},
+        "by_category": {c: {"NRVE_Acc": _m(28.0, 25, 31)} for c in ("LFS", "ASB", "CTS")},
+        "by_method_category": grid,
+    }
+    run = _write(tmp_path, summary)
+    page = write_report(run).read_text()
+    heat = re.search(r'<svg class="heat" data-metric="NRVE_Acc".*?</svg>', page, re.S).group(0)
+    cols = re.findall(r'<text class="col"[^>]*><title>([^<]*)</title>', heat)
+    rows = re.findall(r'<text class="row"[^>]*><title>([^<]*)</title>', heat)
+    assert cols == ["ASB", "CTS", "LFS"] and rows == ["VM-Edit", "TokenFlow"]
+    cells = re.findall(r'<rect class="cell" data-row="([^"]*)" data-col="([^"]*)" data-value="([^"]*)"', heat)
+    assert cells == [
+        ("VM-Edit", "ASB", "29.5"),
+        ("VM-Edit", "CTS", ""),
+        ("VM-Edit", "LFS", "31.0"),
+        ("TokenFlow", "ASB", "27.0"),
+        ("TokenFlow", "CTS", "22.25"),
+        ("TokenFlow", "LFS", ""),
+    ]
+    assert "By method and category" in page and "ASB articulated soft bodies" in page
+    assert _bar_labels(page, "by_category-NRVE_Acc") == ["ASB", "CTS", "LFS"]
+    from PIL import Image
+
+    png = Image.open(run / "figures" / "by_method_category-NRVE_Acc.png")
+    assert len(png.convert("L").getcolors(1 << 16)) > 10  # drawn, not blank
+
+
 def test_a_bar_png_draws_the_metric_on_its_own_scale(tmp_path: Path):
     """The PNG's axis is the page's: a percent metric runs 0-100 (50 ends mid-plot), not 0 to the largest value."""
     from PIL import Image

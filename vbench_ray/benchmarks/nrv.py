@@ -72,6 +72,7 @@ from vbench_ray.benchmarks.nrv_media import NRVFrameStage
 from vbench_ray.benchmarks.nrv_summary import (
     agreement_section,
     blank_unavailable_nrv,
+    by_method_category,
     _by_judge,
     _cross_judge,
     _is_control,
@@ -79,6 +80,7 @@ from vbench_ray.benchmarks.nrv_summary import (
     _status_counts,
     judges_availability,
     report_tables,
+    report_figures as nrv_report_figures,
     sanity_section,
     sanity_tables,
 )
@@ -196,6 +198,7 @@ class NRVBench(Benchmark):
         "judges of NRVBench §5, App. E.3)"
     }
     config_class = NRVConfig
+    report_figures = classmethod(nrv_report_figures)  # categories in App. C's order; Fig. 6's method x category grid
     config_choices = {
         **JUDGE_CHOICES,
         "data.pair_mismatch": ("resample", "fail"),
@@ -465,6 +468,9 @@ class NRVBench(Benchmark):
                     self.judged(),
                     brief=True,
                 )
+        summary["by_method_category"] = by_method_category(
+            scored, cross, judged, frame_metrics, with_fps, stats, self.judged()
+        )
         if labels:
             summary["by_judge"] = _by_judge(instances, judged, labels, stats)
             summary["cross_judge"] = _cross_judge(instances, labels)

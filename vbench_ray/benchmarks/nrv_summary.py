@@ -70,6 +70,36 @@ def _metric_block(rows, cross, judged, frame_metrics, with_fps, stats, is_judged
     return block
 
 
+def by_method_category(rows, cross, judged, frame_metrics, with_fps, stats, is_judged) -> dict:
+    """Each method across the material categories (NRVBench Fig. 6: six methods x six categories): ``{method:
+    {category: metrics}}``, the same brief blocks as ``by_category``; a pair with no rows is left out."""
+    out: dict[str, dict] = {}
+    for method in sorted({r.get("method") for r in rows} - {None}):
+        for category in sorted({r.get("category") for r in rows} - {None}):
+
+            def mine(items, method=method, category=category):
+                return [x for x in items if x.get("method") == method and x.get("category") == category]
+
+            if mine(rows):
+                out.setdefault(method, {})[category] = _metric_block(
+                    mine(rows), mine(cross), mine(judged), frame_metrics, with_fps, stats, is_judged, brief=True
+                )
+    return out
+
+
+def report_figures(cls, summary: dict) -> list[dict]:
+    """``NRVBench.report_figures``: the bar charts of each breakdown (categories in the paper's order, App. C),
+    then each method across the six material categories as a heat grid per metric (Fig. 6)."""
+    from vbench_ray.figures import breakdowns, heat_figures
+
+    scales = {name: (m or {}).get("scale") for name, m in (summary.get("metrics") or {}).items()}
+    note = "NRVBench Fig. 6: " + ", ".join(f"{c} {scoring.CATEGORY_CRITERIA[c]['name']}" for c in scoring.CATEGORIES)
+    grid = heat_figures(
+        summary.get("by_method_category"), "method", "category", "by_method_category", scales, scoring.CATEGORIES, note
+    )
+    return breakdowns(summary, {"by_category": scoring.CATEGORIES}) + grid
+
+
 def _by_judge(instances, judged, labels, stats) -> dict:
     out = {}
     for label in labels:
@@ -349,6 +379,8 @@ def blank_unavailable_nrv(summary: dict) -> None:
     """No number where none was earned: a metric the headline reports unavailable is null in
     ``by_category`` / ``by_difficulty`` / ``by_method`` and in the cross-judge table's methods too."""
     blank_unavailable(summary)
+    for per in (summary.get("by_method_category") or {}).values():  # method -> category -> metrics
+        blank_unavailable({"metrics": summary["metrics"], "grid": per}, ("grid",))
     for per in ((summary.get("cross_judge") or {}).get("by_method") or {}).values():
         for m, stats in per.items():
             if isinstance(stats, dict) and (summary["metrics"].get(m) or {}).get("unavailable"):
