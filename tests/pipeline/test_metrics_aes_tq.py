@@ -394,3 +394,18 @@ def test_aes_decode_worker_resizes_to_the_tower_and_the_pool_scores_the_same(tin
     out = {}
     emit(torch_pool.metric, out, video, None, {})
     assert unpack(out[payload_column("AES")])[0].shape == video.shape  # resize=torch: native frames to the device
+
+
+def test_a_pool_actor_says_what_it_loads_and_how_long_it_took(tiny_weights, caplog):
+    """The log line a pool's actor writes before and after its model load (Ray forwards it to the driver)."""
+    import logging
+    import os
+    import re
+
+    from vbench_ray.metrics.pool import MetricPool
+
+    caplog.set_level(logging.INFO, logger="vbench_ray.metrics.pool")
+    MetricPool("TQ", asdict(TQConfig(weights=tiny_weights["tq"], **TINY_TQ)))
+    lines = [r.getMessage() for r in caplog.records if r.name == "vbench_ray.metrics.pool"]
+    assert lines[0] == f"pool TQ (pid {os.getpid()}, device cpu): loading weights={tiny_weights['tq']}"
+    assert re.fullmatch(rf"pool TQ \(pid {os.getpid()}\): loaded in \d+\.\d s", lines[1])

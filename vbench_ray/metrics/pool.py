@@ -18,8 +18,10 @@ never fails the others.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import struct
+import time
 import warnings
 from typing import Any
 
@@ -75,7 +77,12 @@ class MetricPool:
         from omegaconf import OmegaConf
 
         self.metric: FrameMetric = build_metric(name, OmegaConf.create(cfg))
+        _log_to_stderr()
+        where = loading_where(self.metric)
+        log.info("pool %s (pid %d, %s): loading %s", name, os.getpid(), where, loading_what(self.metric))
+        began = time.perf_counter()
         self.metric.setup()
+        log.info("pool %s (pid %d): loaded in %.1f s", name, os.getpid(), time.perf_counter() - began)
         self.error_column = f"error_{self.metric.name}"
 
     def __call__(self, rows: list[dict]) -> list[dict]:
@@ -132,6 +139,35 @@ class MetricPool:
             except Exception as exc:
                 results.append(exc)
         return results
+
+
+def loading_what(metric: FrameMetric) -> str:
+    """The weights a pool's actor loads, by config key (the metric's ``weights_from`` keys and any ``*weights`` key
+    that is set): ``sam2=/models/sam2, dinov2=/models/dinov2``, or ``its model (no weights file configured)``."""
+    keys = list(type(metric).weights_from) + [k for k in metric.cfg if str(k).endswith("weights")]
+    named = [f"{k}={metric.cfg.get(k)}" for k in dict.fromkeys(keys) if metric.cfg.get(k)]
+    return ", ".join(named) or "its model (no weights file configured)"
+
+
+def loading_where(metric: FrameMetric) -> str:
+    """``device cuda, GPU(s) 0`` (the GPUs Ray gave the actor) / ``device cpu``: where the actor's model goes."""
+    device = str(metric.cfg.get("device", "cpu"))
+    if not device.startswith("cuda"):
+        return f"device {device}"
+    return f"device {device}, GPU(s) {os.environ.get('CUDA_VISIBLE_DEVICES', '?')}"
+
+
+def _log_to_stderr() -> None:
+    """In a Ray actor nothing configures logging: the pool's INFO lines (what it loads, how long it took) go to
+    stderr, which Ray forwards to the driver's terminal (``log_to_driver``). Where logging is configured (the
+    CLI's driver, a test), its handlers are used as they are."""
+    if log.handlers or (logging.getLogger().handlers and log.isEnabledFor(logging.INFO)):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def pool_batch(metric: FrameMetric, ray_cfg: Any) -> int:
