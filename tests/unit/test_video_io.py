@@ -89,3 +89,21 @@ def test_probe_reports_backend(square_mp4):
     path, _ = square_mp4
     assert probe(path).backend == "decord"
     assert probe(path, "pyav").backend == "pyav"
+
+
+def test_auto_reads_with_pyav_what_decord_misreads(tmp_path):
+    """decord 0.6 decodes a 24 or 48 px wide h264 frame as (H, W, 4) (padded rows) and its batch read fails:
+    ``decord`` says so when opening the file, ``auto`` reads it with PyAV (the frames as written, in ``read``
+    and ``frames``)."""
+    for w in (24, 48):
+        frames = moving_square_video(t=8, h=24, w=w, step=1, seed=0)
+        video = write_video(tmp_path / f"w{w}.mp4", frames, fps=8)
+        with pytest.raises(VideoError, match=f"cannot decode video .*w{w}.mp4: decord: .*not \\(height, width, 3\\)"):
+            VideoReader(video, "decord")
+        expected = VideoReader(video, "pyav").read([0, 3, 7])
+        reader = VideoReader(video, "auto")
+        assert reader.backend == "pyav" and (reader.info.height, reader.info.width) == (24, w)
+        assert np.array_equal(reader.read([0, 3, 7]), expected)
+        assert np.abs(expected.astype(int) - frames[[0, 3, 7]].astype(int)).mean() < 12  # close to what was written
+        streamed = [(i, f) for i, f in VideoReader(video, "auto").frames([7, 0, 3]) if i is not None]
+        assert [i for i, _ in streamed] == [0, 3, 7] and np.array_equal(np.stack([f for _, f in streamed]), expected)
