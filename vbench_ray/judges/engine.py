@@ -21,7 +21,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from vbench_ray.judges.base import JudgeBackend, JudgeRequest, JudgeResponse
 
@@ -112,10 +112,21 @@ REPLICA_BACK_S = 300.0  # how long a call that lost its replica waits for Ray to
 
 def replica_lost(exc: BaseException) -> bool:
     """Whether a failed call lost the process or node serving it (Ray 2.60 ``ray.exceptions``: the actor died or
-    is unreachable, its worker crashed, its node died, its result was lost with its node), as opposed to an
-    error the model raised (``RayTaskError``), which would happen again."""
+    is unreachable, its worker crashed, its node died, its result was lost with its node; a Serve replica that is
+    no longer available, ``ray.serve.exceptions.ReplicaUnavailableError``), as opposed to an error the model raised
+    (``RayTaskError``), which would happen again."""
     from ray import exceptions as rex
+    from ray.serve.exceptions import ReplicaUnavailableError
 
-    return isinstance(
-        exc, (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError)
-    ) and not isinstance(exc, rex.RayTaskError)
+    lost = (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError, ReplicaUnavailableError)
+    return isinstance(exc, lost) and not isinstance(exc, rex.RayTaskError)
+
+
+def lost_replica_fault(exc: BaseException, back: Callable[[], bool]) -> tuple[bool, str]:
+    """What a failed call is, the same rule for every engine: ``(engine_fault, note)``. A call that lost the replica
+    serving it (``replica_lost``) is an engine fault, spending none of its requests' budget, once ``back()`` says the
+    engine serves again (waiting up to ``REPLICA_BACK_S``: Ray restarts a lost actor, Serve replaces a lost
+    replica); otherwise it is a failed attempt, and ``note`` says when the replica did not come back."""
+    lost = replica_lost(exc)
+    fault = lost and back()
+    return fault, "" if fault or not lost else f" (not back within {REPLICA_BACK_S:.0f} s)"

@@ -14,8 +14,9 @@ One generic loop for every benchmark (docs/architecture.md, "Judges"):
    grants more. Attempts are numbered in the order sent (a re-ask after a transport failure is attempt 2,
    not a second attempt 1). A request that was never sent (``JudgeResponse.sent`` False: the endpoint was
    found down) spends nothing and is not logged: a later run asks it.
-6. A send lost with its replica (``JudgeResponse.engine_fault``: the hf replica's process or node died, the engine
-   waited until Ray had restarted it) is logged (``engine_fault`` true) and sent again as it was, and the first
+6. A send lost with its replica (``JudgeResponse.engine_fault``: the process or node of the hf replica or the
+   Serve LLM replica serving it died, the engine waited until Ray had restarted it or Serve replaced it;
+   ``judges/engine.lost_replica_fault``) is logged (``engine_fault`` true) and sent again as it was, and the first
    ``FREE_ENGINE_FAULTS`` such losses of a request spend nothing of its budget. The budget exists so that a
    server that keeps computing (a timeout), an endpoint that is down or a judge that keeps answering badly is
    not paid again and again; a lost replica is none of these: its computation died with its process, nothing

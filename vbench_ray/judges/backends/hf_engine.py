@@ -13,7 +13,7 @@ import time
 from typing import Any, Iterator
 
 from vbench_ray.judges.base import JudgeRequest, JudgeResponse
-from vbench_ray.judges.engine import REPLICA_BACK_S, Engine, record_load, replica_lost
+from vbench_ray.judges.engine import REPLICA_BACK_S, Engine, lost_replica_fault, record_load
 
 
 class HFEngine(Engine):
@@ -102,8 +102,7 @@ class HFEngine(Engine):
             except Exception as exc:  # a failed call: these requests count a failed attempt and are re-sent
                 # a replica lost (not an error of the model) is given time to come back first, so the re-send
                 # reaches it; then the loss spends none of the requests' budget (stage.py, rule 6)
-                back = replica_lost(exc) and replica_back(replica)
-                note = "" if back or not replica_lost(exc) else f" (not back within {REPLICA_BACK_S:.0f} s)"
+                back, note = lost_replica_fault(exc, lambda: replica_back(replica))
                 yield [
                     JudgeResponse(
                         r.request_id,

@@ -17,7 +17,15 @@ import time
 from typing import Any, Iterator
 
 from vbench_ray.judges.base import JudgeRequest, JudgeResponse
-from vbench_ray.judges.engine import Engine, LocalEngine, engine_key, record_load
+from vbench_ray.judges.engine import (
+    REPLICA_BACK_S,
+    Engine,
+    LocalEngine,
+    engine_key,
+    lost_replica_fault,
+    record_load,
+    replica_lost,
+)
 
 
 SERVE_MEDIA_LIMITS = {"video": 2, "image": 16}  # per prompt: a video pair, or NRVBench's ROI crops and stills
@@ -183,8 +191,11 @@ class ServeEngine(Engine):
                         "http_latency_s": time.perf_counter() - t0,
                     }
                 )
-            except Exception as exc:  # a dead replica, an engine error: this request fails, the judge re-sends
-                row = {"text": None, "error": f"vllm serve: {type(exc).__name__}: {str(exc)[:300]}"}
+            except Exception as exc:  # a lost replica, an engine error: this request fails, the judge re-sends
+                # a lost replica is given time to be replaced first; then the loss spends none of the request's budget
+                fault, note = lost_replica_fault(exc, lambda: deployment_back(self.app, self.deployment))
+                row = {"text": None, "error": f"vllm serve: {type(exc).__name__}: {str(exc)[:300]}{note}"}
+                row["engine_fault"] = fault
             yield [
                 JudgeResponse(
                     r.request_id,
@@ -194,8 +205,32 @@ class ServeEngine(Engine):
                     prompt_tokens=row.get("prompt_tokens"),
                     completion_tokens=row.get("completion_tokens"),
                     model=self.label,
+                    engine_fault=bool(row.get("engine_fault")),
                 )
             ]
+
+
+def deployment_back(app: str, deployment: str, wait_s: float = REPLICA_BACK_S) -> bool:
+    """Whether the deployment answers its health check (``LLMServer.check_health``) again within ``wait_s``: Serve
+    replaces a lost replica and the health check reaches a live one, as ``HFReplica.ready`` does for the hf engine.
+    A call that still meets the lost replica (``replica_lost``) or finds none yet is made again; False when the
+    application is gone (deleted at the run's end) or no replica answered in time."""
+    from ray import serve
+    from ray.serve.exceptions import DeploymentUnavailableError
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            handle = serve.get_deployment_handle(deployment, app)
+            handle.check_health.remote().result(timeout_s=max(0.1, deadline - time.monotonic()))
+            return True
+        except Exception as exc:
+            if not (replica_lost(exc) or isinstance(exc, DeploymentUnavailableError)):
+                return False
+            if app not in serve.status().applications:
+                return False
+            time.sleep(1.0)
+    return False
 
 
 def vllm_engine(judge_cfg: Any, backend_cls: type, run_dir: str | None = None) -> Engine:

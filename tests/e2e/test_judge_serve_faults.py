@@ -1,0 +1,79 @@
+"""The Serve judge engine (``backends/vllm_serve.ServeEngine``) under a replica lost mid-call: the same rule as the hf
+engine's (``judges/engine.py``: ``replica_lost``, ``REPLICA_BACK_S``; ``judges/stage.py``, rule 6). A real Ray Serve
+application stands in for Serve LLM's ``LLMServer`` (the model is not what is tested: its ``chat`` and
+``check_health``, the surface the engine calls); its replica kills its own process on its first call, as the OOM
+killer or a lost node would, and Serve starts another."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+GOOD = '[{"id": "Q1", "final_answer": "Yes"}]'
+APP = "vbench-test-flaky-judge"
+
+
+class FlakyChat:
+    """Answers every chat with ``GOOD``, except the first call ever, which SIGKILLs its own replica mid-call."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    async def check_health(self) -> None:
+        return None
+
+    async def chat(self, request):
+        import os
+        import signal
+        from pathlib import Path
+
+        if not Path(self.marker).exists():
+            Path(self.marker).write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        yield {
+            "choices": [{"message": {"content": GOOD}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+        }
+
+
+@pytest.mark.ray
+def test_a_serve_replica_lost_mid_call_spends_no_budget_once_serve_has_it_back(ray_local, tmp_path):
+    """``max_retries=0`` (one send). The replica dies holding both requests; Serve starts another; the engine waits
+    until the deployment answers its health check and the sends lost with the replica spend nothing: each request
+    is sent again and answered (before, each was a failed attempt: status ``error`` after one send)."""
+    from omegaconf import OmegaConf
+    from ray import serve
+
+    from vbench_ray.judges.base import JudgeConfig, JudgeRequest
+    from vbench_ray.judges.engines import make_engine
+    from vbench_ray.judges.log import JudgeLog
+    from vbench_ray.judges.stage import JudgeStage
+
+    model = tmp_path / "model"  # the engine resolves judge.model before it attaches: a folder with a config
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    deployment = serve.deployment(FlakyChat, name="judge-flaky", ray_actor_options={"num_cpus": 0})
+    serve.run(deployment.bind(str(tmp_path / "killed")), name=APP, route_prefix=None)
+    try:
+        cfg = OmegaConf.merge(
+            OmegaConf.structured(JudgeConfig), {"backend": "vllm", "model": str(model), "vllm": {"serve_app": APP}}
+        )
+        engine = make_engine(cfg).start()
+        expected = {"ids": ["Q1"], "form": "TF"}
+        requests = [
+            JudgeRequest(rid, [{"role": "user", "content": rid}], parser="checklist_items", expected=expected)
+            for rid in ("a", "b")
+        ]
+        results = JudgeStage(engine, JudgeLog(tmp_path), max_retries=0).run(requests)
+    finally:
+        serve.delete(APP)
+    assert (tmp_path / "killed").exists()
+    assert {k: (v.status, v.attempts) for k, v in results.items()} == {"a": ("ok", 2), "b": ("ok", 2)}
+    records = [json.loads(line) for line in (tmp_path / "judge_log.jsonl").read_text().splitlines()]
+    assert [(r["request_id"], r["attempt"], r["engine_fault"], r["parse_status"]) for r in records] == [
+        ("a", 0, True, "error"),
+        ("b", 0, True, "error"),
+        ("a", 1, False, "ok"),
+        ("b", 1, False, "ok"),
+    ]
