@@ -5,6 +5,7 @@ phases, and a GPU metric gets a pool of its own while decode workers ask for no 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,43 +57,80 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+WAIT_S = 240.0  # how long the last case's edit waits for the sink's first shard (a bound, not a margin)
+
+# An editor command that copies its source and notes each call in CALLS; its LAST-th call (the stream's last
+# case, with one editor replica) first waits until the sink has written a shard under SINK, or WAIT_S, and writes
+# which of the two happened to GATE. An order of events: that case cannot be decoded, let alone judged, before its
+# edit ends.
+GATED_COPY = """
+import os, shutil, sys, time
+source, output = sys.argv[1:3]
+with open(os.environ["CALLS"], "a") as f:
+    f.write(os.path.basename(output) + "\\n")
+if len(open(os.environ["CALLS"]).read().split()) == int(os.environ["LAST"]):
+    sink, deadline, seen = os.environ["SINK"], time.monotonic() + float(os.environ["WAIT_S"]), False
+    while not seen and time.monotonic() < deadline:
+        seen = os.path.isdir(sink) and any(n.startswith("part-") for n in os.listdir(sink))
+        time.sleep(0.05)
+    with open(os.environ["GATE"], "w") as f:
+        f.write("seen" if seen else "timeout")
+shutil.copyfile(source, output)
+"""
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_rows_reach_the_sink_and_the_judge_while_cases_are_still_decoded(ray_local, cove_data, tmp_path):
+    """The last case is edited (hence decoded, judged and written) only once the sink holds a row judged before
+    it: in a stream that waited for every case to be decoded before judging, its edit would wait in vain."""
+    import yaml
+
+    script, gate, out = tmp_path / "gated_copy.py", tmp_path / "gate.txt", tmp_path / "run"
+    script.write_text(GATED_COPY)
+    env = {"CALLS": str(tmp_path / "calls.txt"), "LAST": "8", "SINK": str(out / "cases"), "GATE": str(gate)}
+    editor = tmp_path / "gated_copy.yaml"
+    editor.write_text(
+        yaml.safe_dump(
+            {
+                "name": "command",
+                "model": "gated-copy",
+                "command": f"{sys.executable} {script} {{source}} {{output}}",
+                "env": {**env, "WAIT_S": str(WAIT_S)},
+                "replicas": 1,
+                "timeout_s": WAIT_S + 60,
+                "frame_rules": {},
+            }
+        )
+    )
     server = SlowJudge(delay=0.15)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        out = tmp_path / "run"
-        cfg = load_config(
-            COVE,
-            cove_overrides(
-                cove_data,
-                out,
-                "metrics.enabled=[SSIM,MSM,MF,IFS]",
-                "ray.workers=1",
-                "ray.batch_size=1",
-                # a judge batch of one: the judge starts on the first decoded case, not once a second one is decoded
-                "ray.shard_rows=1",
-                "ray.judge_batch_size=1",
-                "judge.backend=http",
-                f"judge.http.base_url=http://127.0.0.1:{server.server_port}/v1",
-                "judge.model=slow",
-                "judge.max_retries=0",
-                "judge.http.max_retries=0",
-            ),
+        args = cove_overrides(
+            cove_data,
+            out,
+            "metrics.enabled=[SSIM,MSM,MF,IFS]",
+            f"editor.include={editor}",
+            "ray.workers=1",
+            "ray.batch_size=1",
+            # a judge batch of one, a shard per row: the first case is judged and written on its own
+            "ray.shard_rows=1",
+            "ray.shard_seconds=0",
+            "ray.judge_batch_size=1",
+            "judge.backend=http",
+            f"judge.http.base_url=http://127.0.0.1:{server.server_port}/v1",
+            "judge.model=slow",
+            "judge.max_retries=0",
+            "judge.http.max_retries=0",
         )
-        result = run(cfg)
+        result = run(load_config(COVE, [a for a in args if not a.startswith("data.edited_dir")]))
     finally:
         server.shutdown()
     rows = pq.read_table(out / "cases").to_pylist()
-    assert len(rows) == 8 and result.n_computed == 8
-    last_decoded = max(r["at_frames"] for r in rows)
-    first_judged = min(r["at_judge_checklist"] for r in rows)
-    first_in_sink = min(p.stat().st_mtime for p in (out / "cases").glob("part-*.parquet"))
-    # the judge saw its first request, and the sink its first row, before the last case was decoded
-    assert min(server.arrivals) < last_decoded
-    assert first_judged < last_decoded
-    assert first_in_sink < last_decoded
+    assert len(rows) == 8 and result.n_computed == 8 and all(r["error_edit"] is None for r in rows)
+    assert gate.read_text() == "seen"  # the last case's edit ended after the sink had a judged row
+    # hence, in each row's own records: a case judged before the last one was decoded
+    assert min(r["at_judge_checklist"] for r in rows) < max(r["at_frames"] for r in rows)
     assert len(list((out / "cases").glob("part-*.parquet"))) > 1  # shards written as rows came, not at the end
     # every request was answered in the stream: the pass after it asked the endpoint nothing more
     assert len(server.arrivals) == result.summary["judge"]["n_requests"] > 0
