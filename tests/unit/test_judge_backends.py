@@ -172,3 +172,14 @@ def test_a_toy_backend_with_its_own_config_section_judges_a_cove_run(monkeypatch
     assert "toy" not in {f.name for f in dataclasses.fields(JudgeConfig)}  # unregistered: its section gone too
     with pytest.raises(ConfigError, match=r"unknown config key `judge\.toy`"):
         load_config(cove, [*over, "judge.toy.score=7"])
+
+
+def test_a_backend_whose_section_would_shadow_a_judge_key_is_refused_and_not_registered():
+    """A backend named like a key every judge has (``judge.video``) cannot have its section there: its registration
+    fails naming the key, and leaves the registry and ``JudgeConfig`` as they were."""
+    shadow = type("VideoBackend", (ToyScoreBackend,), {"name": "video"})
+    before = [f.name for f in dataclasses.fields(JudgeConfig)]
+    with pytest.raises(ValueError, match=r"judge backend 'video': its config section judge\.video must be"):
+        BACKENDS["video"] = shadow
+    assert "video" not in BACKENDS and [f.name for f in dataclasses.fields(JudgeConfig)] == before
+    assert OmegaConf.structured(JudgeConfig).video.fps == 2.0

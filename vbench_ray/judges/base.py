@@ -73,6 +73,12 @@ def compose_sections() -> None:
     backend registered later (a plugin, a test's toy) has its keys in every config built after it."""
     own = [(f.name, f.type, _copy_field(f)) for f in _OWN_FIELDS]
     sections = [(name, cls, field(default_factory=cls)) for name, cls in BACKENDS.config_classes().items()]
+    for name, cls, _ in sections:
+        if name in {f.name for f in _OWN_FIELDS} or not dataclasses.is_dataclass(cls):
+            raise ValueError(
+                f"judge backend {name!r}: its config section judge.{name} must be a dataclass under a name no judge "
+                f"key has (taken: {', '.join(f.name for f in _OWN_FIELDS)}); got {cls!r}"
+            )
     made = dataclasses.make_dataclass("JudgeConfig", own + sections, namespace={"__module__": __name__})
     for attr in ("__dataclass_fields__", "__annotations__", "__init__", "__repr__", "__eq__", "__match_args__"):
         setattr(JudgeConfig, attr, getattr(made, attr))
@@ -99,8 +105,6 @@ class _BackendNames(Sequence):
     """The judge backends' names, read from their registry at each use (a backend registered later counts)."""
 
     def _names(self) -> list:
-        from vbench_ray.judges.backends import BACKENDS
-
         return list(BACKENDS)
 
     def __getitem__(self, i):

@@ -6,9 +6,10 @@ holds for the whole run (``reserved``), how it starts, checks and stops are its 
 backend in the calling process (http, replay); the engines that start replicas live with their backend
 (``backends/hf_engine.py``, ``backends/vllm_serve.py``). ``engines.py`` makes them and keeps the run's set.
 
-A replica lost mid-call (its process or node) is one rule for every engine: ``replica_lost`` tells it from an error
-of the model, and once the engine has the replica back (within ``REPLICA_BACK_S``) the requests it held are sent
-again without spending their budget (``JudgeResponse.engine_fault``, ``vbench_ray.judges.stage``, rule 6).
+A replica lost mid-call (its process or node) is one rule for every engine (``lost_replica_fault``): ``replica_lost``
+tells it from an error of the model, and once the engine has a replica serving again (within ``REPLICA_BACK_S``)
+the requests it held are sent again without spending their budget (``JudgeResponse.engine_fault``,
+``vbench_ray.judges.stage``, rule 6).
 
 Each engine replica appends one line to ``RUN_DIR/engines.jsonl`` when it loads (``record_load``: ``pid``, ``node``,
 ``judge``), which is how a user (and the tests) can see that a model was loaded once per replica.

@@ -23,11 +23,18 @@ class BackendRegistry(Registry):
     def add(self, name: str, target: Any, config: Any = None, **meta: str) -> Any:
         """``Registry.add``, with ``config``: the dataclass of the section ``judge.<name>`` (or its
         ``"module:Class"``); None: the class's own ``config_class``, if any."""
+        new = name not in self
         super().add(name, target, **meta)
         declared = config if config is not None else getattr(target, "config_class", None)
         if declared is not None or name not in self._configs:
             self._configs[name] = declared
-        self._changed()
+        try:
+            self._changed()
+        except Exception:  # a section the judge config cannot take: the registration is undone
+            if new:
+                super().__delitem__(name)
+                self._configs.pop(name, None)
+            raise
         return target
 
     def __delitem__(self, name: str) -> None:

@@ -2,7 +2,7 @@
 
 One GPU each when ``judge.hf.device`` is cuda; a call spreads its requests over the replicas in
 ``judge.hf.batch_size`` chunks, least busy replica first. A call that lost its replica (process or node) waits until
-Ray has it back, and its requests are sent again without spending their budget (``judges.engine.replica_lost``;
+Ray has it back, and its requests are sent again without spending their budget (``judges.engine.lost_replica_fault``;
 ``vbench_ray.judges.stage``, rule 6).
 """
 
