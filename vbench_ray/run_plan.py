@@ -25,13 +25,14 @@ log = logging.getLogger(__name__)
 class RunPlan:
     """What one run computes: ``bench`` (the benchmark bound to ``cfg``), ``stages`` (the editor's, then the
     benchmark's per-case stages), ``phases`` (its judge phases, in order) and ``schema`` (the case table's columns),
-    each built once; the pools are planned from it (``pools``) once the cluster's size is known."""
+    each built once; ``pool_plans`` (every stream stage's pool, ``pools``) once the cluster's size is known."""
 
     cfg: DictConfig
     bench: Benchmark
     stages: list[Stage]
     phases: list
     schema: pa.Schema
+    pool_plans: dict[str, StagePlan] | None = None
 
     @classmethod
     def build(cls, bench: Benchmark) -> "RunPlan":
@@ -92,11 +93,11 @@ class RunPlan:
             )
         return stages
 
-    @staticmethod
-    def pools(stages: list[Stage], capacity: dict, reserved: dict[str, float]) -> dict[str, StagePlan]:
-        """Every stage's plan on a cluster of ``capacity`` beside the engines' ``reserved`` (``pool_plan``); a
-        stream that cannot run is refused here (``ConfigError``), before a judge loads."""
-        return plan_stages(stages, capacity, reserved)
+    def pools(self, stages: list[Stage], capacity: dict, reserved: dict[str, float]) -> dict[str, StagePlan]:
+        """Every stage's plan on a cluster of ``capacity`` beside the engines' ``reserved`` (``pool_plan``), kept as
+        ``pool_plans``; a stream that cannot run is refused here (``ConfigError``), before a judge loads."""
+        self.pool_plans = plan_stages(stages, capacity, reserved)
+        return self.pool_plans
 
 
 def describe(

@@ -46,7 +46,8 @@ def test_dry_run_prints_the_plan_and_computes_nothing(ray_local, cove_data, tmp_
 def test_a_run_binds_its_benchmark_once_and_builds_its_plan_once(ray_local, cove_data, tmp_path, monkeypatch):
     """Outside preflight (which checks each judge config), a run binds the benchmark to its config once, builds one
     ``RunPlan`` from it and asks it for its stages and judge phases once (they were built three times: for the
-    schema, Ray's start and the stream); the plan's benchmark is the one that scores and summarizes."""
+    schema, Ray's start and the stream); the plan's benchmark is the one that scores and summarizes, and the plan
+    keeps the pools it planned for the stream."""
     from vbench_ray.benchmarks.cove import CoveBench
     from vbench_ray.configure import load_config
     from vbench_ray.run_plan import RunPlan
@@ -54,6 +55,7 @@ def test_a_run_binds_its_benchmark_once_and_builds_its_plan_once(ray_local, cove
 
     calls = {"__init__": 0, "stages": 0, "judge_phases": 0, "summarize": 0}
     benches: dict[str, list] = {"planned": [], "summarized": []}
+    plans: list[RunPlan] = []
 
     def counted(name):
         original = getattr(CoveBench, name)
@@ -73,6 +75,7 @@ def test_a_run_binds_its_benchmark_once_and_builds_its_plan_once(ray_local, cove
 
     def build_once(cls, *args):
         plan = build(cls, *args)
+        plans.append(plan)
         benches["planned"].append(plan.bench)
         return plan
 
@@ -93,6 +96,9 @@ def test_a_run_binds_its_benchmark_once_and_builds_its_plan_once(ray_local, cove
     run(cfg)
     assert calls == {"__init__": 1, "stages": 1, "judge_phases": 1, "summarize": 1}
     assert len(benches["planned"]) == 1 and benches["summarized"] == benches["planned"]
+    # the stream's pools: the decode stage's tasks and the checklist phase's judge actors (replay streams too)
+    assert list(plans[0].pool_plans) == ["frames", "judge_checklist"]
+    assert plans[0].pool_plans["frames"].num_cpus == 1 and plans[0].pool_plans["judge_checklist"].num_cpus == 0.25
 
 
 def test_dry_run_of_a_phase_replayed_from_a_file_the_run_writes(ray_local, tmp_path, capsys):
