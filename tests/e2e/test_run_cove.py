@@ -14,16 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers.common import REPO, cove_overrides, moving_square_video, user_env
-from vbench_ray.configure import load_config
+from helpers.configs import cove_cfg
 from vbench_ray.runner import run
 from vbench_ray.video.encode import write_video
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 COVE = REPO / "configs" / "cove.yaml"
-
-
-def _cfg(data, out, *extra):
-    return load_config(COVE, cove_overrides(data, out, *extra))
 
 
 def _headline(summary):
@@ -64,7 +60,7 @@ def _ssim_by_hand(source: Path, edited: Path, t: int = 10, size: int = 224) -> f
 
 def test_clean_run_writes_the_run_directory(cove_data, tmp_path, ray_local):
     out = tmp_path / "run"
-    result = run(_cfg(cove_data, out, "wandb.mode=offline", "report.enabled=true"))
+    result = run(cove_cfg(cove_data, out, "wandb.mode=offline", "report.enabled=true"))
     assert result.n_computed == 8
     assert (out / "config.yaml").exists() and (out / "summary.json").exists() and (out / "report.html").exists()
     table = pq.read_table(out / "cases").to_pylist()
@@ -118,7 +114,7 @@ def test_bad_input_is_recorded_and_the_rest_completes(cove_copy, tmp_path, ray_l
     tasks[6]["evaluation_groups"][0]["questions"][0]["type"] = "Quad-TF"  # unknown type: skipped, not a load error
     cove_copy["checklist"].write_text(json.dumps(tasks))
 
-    result = run(_cfg(cove_copy, tmp_path / "run"))
+    result = run(cove_cfg(cove_copy, tmp_path / "run"))
     rows = {r["case_id"]: r for r in pq.read_table(tmp_path / "run" / "cases").to_pylist()}
     assert len(rows) == 8
     for i in range(3):
@@ -138,7 +134,7 @@ def test_pair_mismatch_fail_option(cove_copy, tmp_path, ray_local):
     tasks = json.loads(cove_copy["checklist"].read_text())
     first = str(tasks[0]["id"])
     write_video(cove_copy["edited_dir"] / f"{first}.mp4", moving_square_video(t=10, h=48, w=64), fps=8)
-    result = run(_cfg(cove_copy, tmp_path / "run", "data.pair_mismatch=fail", "run.limit=2"))
+    result = run(cove_cfg(cove_copy, tmp_path / "run", "data.pair_mismatch=fail", "run.limit=2"))
     rows = {r["case_id"]: r for r in pq.read_table(tmp_path / "run" / "cases").to_pylist()}
     assert "data.pair_mismatch=fail" in rows[first]["error_frames"]
     assert result.summary["failures"]["count"] == 1
@@ -146,12 +142,12 @@ def test_pair_mismatch_fail_option(cove_copy, tmp_path, ray_local):
 
 def test_rerun_skips_finished_rows_and_reproduces_the_summary(cove_data, tmp_path, ray_local):
     out = tmp_path / "run"
-    first = run(_cfg(cove_data, out, "run.limit=5"))
+    first = run(cove_cfg(cove_data, out, "run.limit=5"))
     assert first.n_computed == 5
-    again = run(_cfg(cove_data, out, "run.limit=5"))
+    again = run(cove_cfg(cove_data, out, "run.limit=5"))
     assert again.n_computed == 0
     assert _headline(again.summary) == _headline(first.summary)
-    full = run(_cfg(cove_data, out))
+    full = run(cove_cfg(cove_data, out))
     assert full.n_computed == 3  # only the cases the limited run did not cover
     assert len(pq.read_table(out / "cases")) == 8
 
@@ -160,11 +156,11 @@ def test_resume_refuses_changed_settings(cove_data, tmp_path, ray_local):
     from vbench_ray.config import ConfigError
 
     out = tmp_path / "run"
-    run(_cfg(cove_data, out, "run.limit=1"))
+    run(cove_cfg(cove_data, out, "run.limit=1"))
     with pytest.raises(ConfigError, match="different `metrics`"):
-        run(_cfg(cove_data, out, "run.limit=1", "metrics.MF.alpha=0.3"))
+        run(cove_cfg(cove_data, out, "run.limit=1", "metrics.MF.alpha=0.3"))
     with pytest.raises(ConfigError, match="output.resume=false"):
-        run(_cfg(cove_data, out, "output.resume=false"))
+        run(cove_cfg(cove_data, out, "output.resume=false"))
 
 
 def _bigger_set(cove_data, root: Path, copies: int) -> dict:
@@ -206,7 +202,7 @@ def test_killed_run_restarts_without_recomputing(cove_data, tmp_path, ray_local)
     assert 3 <= len(done) < 32, "the kill must land mid-run"
     before = {p.name: p.stat().st_mtime_ns for p in (out / "cases").glob("part-*.parquet")}
 
-    result = run(_cfg(data, out))
+    result = run(cove_cfg(data, out))
     assert result.n_computed == 32 - len(done)
     rows = pq.read_table(out / "cases").to_pylist()
     assert len(rows) == 32 and len({r["case_id"] for r in rows}) == 32

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers.common import REPO
+from helpers.configs import agentic_cfg
 from vbench_ray.agentic.baselines import sequencing_oracle
 from vbench_ray.agentic.bundle import load_task
 from vbench_ray.agentic.media import read_media, write_media
 from vbench_ray.agentic.synth import synth_agentic
 from vbench_ray.agentic.verifiers import repurpose as rp
-from vbench_ray.configure import load_config
 from vbench_ray.runner import run
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -57,21 +57,7 @@ def _judge_answers(data, path: Path, reps: list[str]) -> Path:
     return path
 
 
-def _cfg(data, out, *extra):
-    return load_config(
-        AGENTIC,
-        [
-            f"data.tasks_dir={data['tasks_dir']}",
-            f"output.dir={out}",
-            f"data.reps={REPS}",
-            "wandb.mode=disabled",
-            "report.enabled=false",
-            "stats.bootstrap_samples=200",
-            "judge.backend=replay",
-            "judge.max_retries=0",
-            *extra,
-        ],
-    )
+JOB = (f"data.reps={REPS}", "stats.bootstrap_samples=200", "judge.backend=replay", "judge.max_retries=0")
 
 
 def test_baseline_agents_end_to_end(data, tmp_path, ray_local):
@@ -79,7 +65,7 @@ def test_baseline_agents_end_to_end(data, tmp_path, ray_local):
     results = {}
     for agent in ("heuristic", "random"):
         out = tmp_path / agent
-        results[agent] = run(_cfg(data, out, f"data.agent={agent}", f"judge.replay_path={answers}"))
+        results[agent] = run(agentic_cfg(data, out, *JOB, f"data.agent={agent}", f"judge.replay_path={answers}"))
         assert results[agent].n_computed == 8 * REPS  # 8 tasks
         subs = out / "submissions" / agent
         assert sorted(p.name for p in subs.iterdir()) == sorted(data["tasks"])
@@ -112,7 +98,7 @@ def test_baseline_agents_end_to_end(data, tmp_path, ray_local):
     rows = pq.read_table(tmp_path / "heuristic" / "cases").to_pylist()
     assert all(r_["status"] == "ok" for r_ in rows) and all(r_["seconds_verify"] is not None for r_ in rows)
     # re-running into the same directory computes nothing and reproduces the summary
-    again = run(_cfg(data, tmp_path / "heuristic", "data.agent=heuristic", f"judge.replay_path={answers}"))
+    again = run(agentic_cfg(data, tmp_path / "heuristic", *JOB, "data.agent=heuristic", f"judge.replay_path={answers}"))
     assert again.n_computed == 0 and again.summary["metrics"] == h["metrics"]
 
 
@@ -138,9 +124,10 @@ def test_adversarial_submissions(data, tmp_path, ray_local):
     (subs / "repair_001" / "0").mkdir(parents=True)
     shutil.copyfile(tasks / "repair_001" / "truth" / "golden.mp4", subs / "repair_001" / "0" / "fixed.mp4")
     result = run(
-        _cfg(
+        agentic_cfg(
             data,
             tmp_path / "run",
+            *JOB,
             f"data.submissions_dir={subs}",
             "repurpose.judge_enabled=false",
             "data.families=[sequencing,repair]",

@@ -7,23 +7,19 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers.common import REPO, cove_overrides
+from helpers.common import REPO
+from helpers.configs import cove_cfg
 from vbench_ray.benchmarks.cove import CoveBench
 from vbench_ray.benchmarks.cove_checklist import build_requests
-from vbench_ray.configure import load_config
 from vbench_ray.runner import run
 
 COVE = REPO / "configs" / "cove.yaml"
 JUDGE_ONLY = "metrics.enabled=[UAS,IFS,VRS,SEM]"
 
 
-def _cfg(data, out, *extra):
-    return load_config(COVE, cove_overrides(data, out, JUDGE_ONLY, *extra))
-
-
 def perfect_answers(data, path: Path, break_one: str | None = None) -> list[str]:
     """A JSONL judge that answers every question with its expected answer (Score-MCQ: 10)."""
-    cfg = _cfg(data, path.parent / "unused")
+    cfg = cove_cfg(data, path.parent / "unused", JUDGE_ONLY)
     lines, ids = [], []
     for case in CoveBench(cfg).load_cases():
         task = json.loads(case["annotations"])
@@ -44,7 +40,9 @@ def perfect_answers(data, path: Path, break_one: str | None = None) -> list[str]
 def test_perfect_judge_scores_100(cove_data, tmp_path):
     answers = tmp_path / "answers.jsonl"
     ids = perfect_answers(cove_data, answers)
-    result = run(_cfg(cove_data, tmp_path / "run", "judge.backend=replay", f"judge.replay_path={answers}"))
+    result = run(
+        cove_cfg(cove_data, tmp_path / "run", JUDGE_ONLY, "judge.backend=replay", f"judge.replay_path={answers}")
+    )
     m = result.summary["metrics"]
     for name in ("UAS", "IFS", "VRS", "SEM"):
         assert m[name]["value"] == pytest.approx(100.0), name
@@ -68,7 +66,15 @@ def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path
     # one broken request of a tiny run is more than judge.max_invalid_fraction's 5%: keep the metrics anyway
     mode = (mode, "judge.max_invalid_fraction=1")
     first = run(
-        _cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={answers}", "judge.max_retries=2", *mode)
+        cove_cfg(
+            cove_data,
+            out,
+            JUDGE_ONLY,
+            "judge.backend=replay",
+            f"judge.replay_path={answers}",
+            "judge.max_retries=2",
+            *mode,
+        )
     )
     judged = [r for r in pq.read_table(out / "judgments.parquet").to_pylist() if r["request_id"] == broken]
     dropped = parse == "official"
@@ -89,16 +95,21 @@ def test_broken_answer_counts_wrong_and_rescoring_reproduces(cove_data, tmp_path
 
     # re-score from the run's own judge log, in a new directory and in the same one
     again = run(
-        _cfg(
+        cove_cfg(
             cove_data,
             tmp_path / "rescored",
+            JUDGE_ONLY,
             "judge.backend=replay",
             f"judge.replay_path={out}",
             "judge.max_retries=2",
             *mode,
         )
     )
-    same = run(_cfg(cove_data, out, "judge.backend=replay", f"judge.replay_path={out}", "judge.max_retries=2", *mode))
+    same = run(
+        cove_cfg(
+            cove_data, out, JUDGE_ONLY, "judge.backend=replay", f"judge.replay_path={out}", "judge.max_retries=2", *mode
+        )
+    )
     assert again.summary["metrics"] == first.summary["metrics"] == same.summary["metrics"]
     assert again.summary["by_category"] == first.summary["by_category"]
     assert len((out / "judge_log.jsonl").read_text().splitlines()) == len(log)  # nothing asked twice
@@ -114,6 +125,8 @@ def test_per_task_aggregation_option_changes_only_the_pooling(cove_data, tmp_pat
         "judge.max_invalid_fraction=1",
         "judge.parse=lenient",
     )  # the broken request counts wrong (official would drop it)
-    pooled = run(_cfg(cove_data, tmp_path / "a", *args)).summary["metrics"]["IFS"]
-    per_task = run(_cfg(cove_data, tmp_path / "a", *args, "score.aggregation=per_task")).summary["metrics"]["IFS"]
+    pooled = run(cove_cfg(cove_data, tmp_path / "a", JUDGE_ONLY, *args)).summary["metrics"]["IFS"]
+    per_task = run(cove_cfg(cove_data, tmp_path / "a", JUDGE_ONLY, *args, "score.aggregation=per_task")).summary[
+        "metrics"
+    ]["IFS"]
     assert pooled["n"] == per_task["n"] and pooled["value"] != per_task["value"]

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from helpers.common import REPO, cove_overrides
+from helpers.common import REPO
+from helpers.configs import cove_cfg
 from vbench_ray.benchmarks import cove_vqr as vqr
 from vbench_ray.benchmarks.cove import CoveBench
-from vbench_ray.configure import load_config
 from vbench_ray.judges.parsing import parse
 from vbench_ray.judges.stage import JudgeResult
 from vbench_ray.runner import run
@@ -22,8 +22,7 @@ COVE = REPO / "configs" / "cove.yaml"
 EXPECTED = {"low": 1.0, "high": 5.0}
 
 
-def _cfg(data, out, *extra):
-    return load_config(COVE, cove_overrides(data, out, "metrics.enabled=[VQR]", *extra))
+VQR_ONLY = "metrics.enabled=[VQR]"
 
 
 # ----------------------------------------------------------------------------- parser
@@ -74,7 +73,7 @@ def frames_in(cases, run_dir: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def framed(cove_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("vqr_frames")
-    cases = CoveBench(_cfg(cove_data, out / "run")).load_cases()
+    cases = CoveBench(cove_cfg(cove_data, out / "run", VQR_ONLY)).load_cases()
     return frames_in([c for c in cases if not c.get("error_load")], out)
 
 
@@ -102,7 +101,9 @@ def test_the_decode_stage_hands_vqr_its_frames_from_one_decode(cove_data, tmp_pa
 
     monkeypatch.setattr(frames_mod, "VideoReader", CountingReader)
     CountingReader.opened = {}
-    case = next(c for c in CoveBench(_cfg(cove_data, tmp_path / "run")).load_cases() if not c.get("error_load"))
+    case = next(
+        c for c in CoveBench(cove_cfg(cove_data, tmp_path / "run", VQR_ONLY)).load_cases() if not c.get("error_load")
+    )
     case = {**case, "excluded_SSIM": None}
     stage = FrameMetricsStage({"SSIM": {"frames": 10, "size": 224}}, sinks=[vqr.VQRFrames(str(tmp_path))])
     out = stage(case)
@@ -223,9 +224,10 @@ def test_end_to_end_vqr_beside_ssim_and_the_checklist_judge(cove_data, framed, t
     probed = []  # the load-time probe of edited videos no frame metric opens: VQR's frames open them all
     monkeypatch.setattr("vbench_ray.video.io.probe", lambda path, *a: probed.append(path))
     result = run(
-        _cfg(
+        cove_cfg(
             cove_data,
             out,
+            VQR_ONLY,
             "metrics.enabled=[SSIM,UAS,IFS,VRS,SEM,VQR]",
             "vqr.backend=replay",
             f"vqr.replay_path={answers}",
@@ -297,7 +299,14 @@ def test_a_never_valid_frame_fails_its_case_and_the_metric_becomes_unavailable(c
         "".join(json.dumps(x) + "\n" for x in lines if not (x["request_id"] in broken and "8.3" not in x["text"]))
     )
     result = run(
-        _cfg(cove_data, tmp_path / "run", "vqr.backend=replay", f"vqr.replay_path={answers}", "vqr.max_retries=0")
+        cove_cfg(
+            cove_data,
+            tmp_path / "run",
+            VQR_ONLY,
+            "vqr.backend=replay",
+            f"vqr.replay_path={answers}",
+            "vqr.max_retries=0",
+        )
     )
     m = result.summary["metrics"]["VQR"]
     assert m["n_failed"] == 1 and m["n_invalid"] == 1

@@ -50,7 +50,7 @@ def tiny_vace(tmp_path_factory) -> Path:
     return build_tiny_wan_vace(tmp_path_factory.mktemp("tiny_models") / "wan_vace")
 
 
-def _cfg(weights, **extra) -> dict:
+def _editor_cfg(weights, **extra) -> dict:
     cfg = {
         "name": "diffusers",
         "model": "tiny-vace",
@@ -76,7 +76,7 @@ def _frames(path) -> np.ndarray:
 def test_the_pipeline_gets_the_resampled_source_and_writes_what_the_rules_say(tiny_vace, tmp_path):
     from vbench_ray.editors.base import EditorPool
 
-    pool = EditorPool(_cfg(tiny_vace), str(tmp_path / "out"), str(tmp_path / "inputs"))
+    pool = EditorPool(_editor_cfg(tiny_vace), str(tmp_path / "out"), str(tmp_path / "inputs"))
     assert type(pool.editor.pipe).__name__ == "WanVACEPipeline" and pool.editor.device == "cpu"
     # what one case's call holds: the instruction as prompt, the source frames as VACE's video, an all-white mask
     frames = moving_square_video(t=9, h=32, w=64)
@@ -96,8 +96,8 @@ def test_the_pipeline_gets_the_resampled_source_and_writes_what_the_rules_say(ti
         assert row["edit_peak_mb"] is None and row["edit_peak_from"] is None  # no CUDA here
     # the same seed gives the same video; another seed another one (the initial noise is the only randomness)
     row = {"case_id": "c8", "variant": "base", "source_path": str(tmp_path / "src8.mp4"), "instruction": "make it red"}
-    again = EditorPool(_cfg(tiny_vace), str(tmp_path / "again"), str(tmp_path / "inputs"))
-    other = EditorPool(_cfg(tiny_vace, seed=4), str(tmp_path / "other"), str(tmp_path / "inputs"))
+    again = EditorPool(_editor_cfg(tiny_vace), str(tmp_path / "again"), str(tmp_path / "inputs"))
+    other = EditorPool(_editor_cfg(tiny_vace, seed=4), str(tmp_path / "other"), str(tmp_path / "inputs"))
     first = _frames(tmp_path / "out" / "c8.mp4")
     same, changed = _frames(again(dict(row))["edited_path"]), _frames(other(dict(row))["edited_path"])
     assert np.array_equal(first, same) and not np.array_equal(first, changed)
@@ -106,7 +106,7 @@ def test_the_pipeline_gets_the_resampled_source_and_writes_what_the_rules_say(ti
 def test_a_timed_out_edit_is_that_cases_failure(tiny_vace, tmp_path):
     from vbench_ray.editors.base import EditorPool
 
-    pool = EditorPool(_cfg(tiny_vace, timeout_s=1e-6), str(tmp_path / "out"), str(tmp_path / "inputs"))
+    pool = EditorPool(_editor_cfg(tiny_vace, timeout_s=1e-6), str(tmp_path / "out"), str(tmp_path / "inputs"))
     src = write_video(tmp_path / "src.mp4", moving_square_video(t=9, h=32, w=64), fps=16)
     row = pool({"case_id": "slow", "variant": "base", "source_path": str(src), "instruction": "x"})
     assert row["error_edit"].startswith("timed out after 1e-06 s (editor.timeout_s), at denoising step 1")

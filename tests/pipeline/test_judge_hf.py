@@ -46,7 +46,7 @@ def cove2(tmp_path_factory) -> dict:
     return synth_cove(tmp_path_factory.mktemp("cove2"), n=2, seed=0)
 
 
-def _cfg(data: dict, model: Path, out: Path, *extra: str):
+def _hf_judge_cfg(data: dict, model: Path, out: Path, *extra: str):
     return load_config(
         COVE,
         [
@@ -143,7 +143,7 @@ def test_backend_construction_is_cheap_and_names_the_key(tmp_path):
 
 
 def test_worker_turns_videos_into_frames_in_order(tiny_judge, cove2, tmp_path):
-    cfg = _cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=3", "judge.video.max_pixels=2000")
+    cfg = _hf_judge_cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=3", "judge.video.max_pixels=2000")
     requests = {r.group: r for r in _requests(cfg) if r.case_id == "1"}
     worker = HFJudgeWorker(HFBackend(cfg.judge).worker_cfg)
 
@@ -229,7 +229,7 @@ def test_worker_samples_with_top_k(tiny_judge):
 @pytest.mark.ray
 @pytest.mark.slow
 def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, cove2, tmp_path):
-    cfg = _cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=2")
+    cfg = _hf_judge_cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=2")
     requests = _requests(cfg)
     assert len(requests) == 8  # 2 tasks x 4 question types
     backend = build_backend(cfg.judge)
@@ -245,7 +245,7 @@ def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, 
         assert r.latency_s > 0 and r.model == "tiny-llava"
 
     # more frames -> more prompt tokens, exactly 16 per extra frame per video; a missing video fails alone
-    cfg4 = _cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=4")
+    cfg4 = _hf_judge_cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=4")
     requests4 = _requests(cfg4)
     broken = replace(
         requests4[0],
@@ -274,7 +274,7 @@ def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_judge_stage_reasks_gibberish_then_gives_up(ray_local, tiny_judge, cove2, tmp_path):
-    cfg = _cfg(
+    cfg = _hf_judge_cfg(
         cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=2", "judge.max_retries=1", "judge.max_tokens=16"
     )
     requests = [r for r in _requests(cfg) if r.case_id == "1"]

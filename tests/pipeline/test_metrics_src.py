@@ -29,7 +29,7 @@ def tiny_src(tmp_path_factory):
     return build_tiny_src_models(tmp_path_factory.mktemp("tiny_src"))
 
 
-def _cfg(**kw) -> SRCConfig:
+def _src_cfg(**kw) -> SRCConfig:
     return SRCConfig(**kw)
 
 
@@ -42,8 +42,8 @@ def _frames(t=4, h=48, w=64, seed=0):
 
 def test_registered_model_backed_with_gpu_share():
     assert METRICS["SRC"] is SRC and SRC.model_backed and SRC.higher_is_better and SRC.scale == "[0,1]"
-    assert SRC(_cfg()).in_pool() and SRC(_cfg()).resources() == {}
-    assert SRC(_cfg(device="cuda", gpu_fraction=0.25)).resources() == {"num_gpus": 0.25}
+    assert SRC(_src_cfg()).in_pool() and SRC(_src_cfg()).resources() == {}
+    assert SRC(_src_cfg(device="cuda", gpu_fraction=0.25)).resources() == {"num_gpus": 0.25}
     from vbench_ray.benchmarks import cove
 
     assert "SRC" in cove.OBJECTIVE_METRICS and "SRC" not in cove.DEFAULT_ENABLED
@@ -51,15 +51,15 @@ def test_registered_model_backed_with_gpu_share():
 
 
 def test_missing_weights_name_each_key(tiny_src, tmp_path):
-    problems = SRC.check_weights(_cfg())
+    problems = SRC.check_weights(_src_cfg())
     assert len(problems) == 3
     for key, msg in zip(("grounding_dino", "sam2", "dinov2"), problems):
         assert f"metrics.SRC.{key}" in msg
-    partial = SRC.check_weights(_cfg(**{**tiny_src, "sam2": str(tmp_path / "nope")}))
+    partial = SRC.check_weights(_src_cfg(**{**tiny_src, "sam2": str(tmp_path / "nope")}))
     assert len(partial) == 1 and "metrics.SRC.sam2" in partial[0] and "does not exist" in partial[0]
-    assert SRC.check_weights(_cfg(**tiny_src)) == []
+    assert SRC.check_weights(_src_cfg(**tiny_src)) == []
     with pytest.raises(MissingWeightsError) as e:
-        SRC(_cfg(**{**tiny_src, "dinov2": None})).setup()
+        SRC(_src_cfg(**{**tiny_src, "dinov2": None})).setup()
     assert e.value.config_key == "metrics.SRC.dinov2"
 
 
@@ -157,7 +157,7 @@ def test_src_score_on_hand_made_masks_and_embeddings():
 
 
 def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
-    m = SRC(_cfg())
+    m = SRC(_src_cfg())
     t, h, w = 3, 20, 30
     src, edit = _frames(t, h, w, 1), _frames(t, h, w, 2)
     calls = []
@@ -246,7 +246,7 @@ def test_entities_from_annotations(tmp_path):
         "small dog",
         "microphone",
     ]
-    m = SRC(_cfg())
+    m = SRC(_src_cfg())
     assert m.extra_inputs({"case_id": "3", "annotations": json.dumps(task)}) == {
         "entities": ["young woman", "red square"]
     }
@@ -260,7 +260,7 @@ def test_entities_from_annotations(tmp_path):
     )
     assert entities_from_cache(tmp_path, 3) == ["asian woman on the right"]
     assert entities_from_cache(tmp_path, 4) == []
-    cached = SRC(_cfg(entities_dir=str(tmp_path)))
+    cached = SRC(_src_cfg(entities_dir=str(tmp_path)))
     assert cached.extra_inputs({"case_id": "3", "annotations": json.dumps(task)}) == {
         "entities": ["asian woman on the right"]
     }
@@ -276,7 +276,7 @@ def test_entities_from_annotations(tmp_path):
 
 
 def test_tiny_models_load_and_run_through_the_real_code(tiny_src):
-    m = SRC(_cfg(**tiny_src, box_threshold=0.0, text_threshold=0.0, min_score=0.0, max_box_area=1.0, batch_size=2))
+    m = SRC(_src_cfg(**tiny_src, box_threshold=0.0, text_threshold=0.0, min_score=0.0, max_box_area=1.0, batch_size=2))
     m.setup()
     src, edit = _frames(5, 48, 64, 1), _frames(5, 48, 64, 2)
     boxes = m.ground(src, ["red square", "blue circle"])
@@ -303,7 +303,7 @@ def test_top_detection_is_the_official_post_processing_choice(tiny_src):
 
     from vbench_ray.metrics.src_scoring import top_detections
 
-    m = SRC(_cfg(**tiny_src))
+    m = SRC(_src_cfg(**tiny_src))
     m.setup()
     images = [Image.fromarray(f) for f in _frames(3, 48, 64, 5)]
     texts = ["red square.", "the small green cube.", "dog."]
@@ -333,7 +333,7 @@ def device_and_cpu(tiny_src):
     (``gpu_preprocess=False``, the former path)."""
     pair = []
     for on_device in (True, False):
-        m = SRC(_cfg(**tiny_src, **ACCEPT_ALL, batch_size=4, gpu_preprocess=on_device))
+        m = SRC(_src_cfg(**tiny_src, **ACCEPT_ALL, batch_size=4, gpu_preprocess=on_device))
         m.setup()
         pair.append(m)
     assert pair[0].gd_plan is not None and pair[0].dino_plan is not None
@@ -500,7 +500,7 @@ def test_bf16_encoders_option(tiny_src, device_and_cpu):
     to the float32 encoders."""
     import torch
 
-    m = SRC(_cfg(**tiny_src, **ACCEPT_ALL, batch_size=4, bf16_encoders=True))
+    m = SRC(_src_cfg(**tiny_src, **ACCEPT_ALL, batch_size=4, bf16_encoders=True))
     m.setup()
     assert {p.dtype for p in m.gd_backbone.inner.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in m.sam.vision_encoder.inner.parameters()} == {torch.bfloat16}
@@ -523,7 +523,7 @@ def test_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_src):
     pool = MetricPool(
         "SRC",
         asdict(
-            _cfg(
+            _src_cfg(
                 **tiny_src,
                 box_threshold=0.0,
                 text_threshold=0.0,

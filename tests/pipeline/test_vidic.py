@@ -12,6 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers.common import REPO
+from helpers.configs import vidic_cfg
 from vbench_ray.benchmarks import DataError
 from vbench_ray.benchmarks import vidic_questions
 from vbench_ray.benchmarks import vidic_scoring as scoring
@@ -28,20 +29,6 @@ DESCRIPTION = (
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _cfg(checklist, out, *extra, video_root=None):
-    args = [
-        f"data.checklist={checklist}",
-        f"output.dir={out}",
-        "wandb.mode=disabled",
-        "report.enabled=false",
-        "stats.bootstrap_samples=200",
-        *extra,
-    ]
-    if video_root is not None:
-        args.append(f"data.video_root={video_root}")
-    return load_config(VIDIC, args)
 
 
 def _replay(answers: Path, model: bool = True) -> list[str]:
@@ -151,14 +138,14 @@ def test_vidic_yaml_documents_the_defaults():
 
 
 def test_config_defaults_and_choices(tmp_path):
-    cfg = _cfg(tmp_path / "c.json", tmp_path / "o")
+    cfg = vidic_cfg(tmp_path / "c.json", tmp_path / "o")
     assert cfg.model.temperature == 0.7 and cfg.model.video.fps == 2.0 and cfg.model.video.max_frames == 32
     assert cfg.model.max_tokens == 2048 and cfg.judge.temperature == 0.0 and cfg.judge.max_tokens == 1024
     assert cfg.error_analysis.enabled is False
     with pytest.raises(ConfigError, match=r"model.backend"):
-        _cfg(tmp_path / "c.json", tmp_path / "o", "model.backend=gpt")
+        vidic_cfg(tmp_path / "c.json", tmp_path / "o", "model.backend=gpt")
     with pytest.raises(ConfigError, match=r"judge.http.media"):
-        _cfg(tmp_path / "c.json", tmp_path / "o", "judge.http.media=ftp")
+        vidic_cfg(tmp_path / "c.json", tmp_path / "o", "judge.http.media=ftp")
     with pytest.raises(ConfigError, match=r"`data.checklist`"):
         load_config(VIDIC, ["output.dir=/tmp/x"])
 
@@ -218,7 +205,7 @@ def test_free_text_and_error_type_parsers():
 
 def test_loader_rows(tmp_path):
     checklist = hand_checklist(tmp_path)
-    cases = VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()
+    cases = VidicBench(vidic_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()
     assert [c["case_id"] for c in cases] == ["0", "1"]
     c0 = cases[0]
     assert c0["source_path"] == str((tmp_path / "data/x/0_src.mp4").resolve())
@@ -233,24 +220,24 @@ def test_loader_whole_file_problems(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(DataError, match=r"data.checklist .*bad.json is not valid JSON"):
-        VidicBench(_cfg(bad, tmp_path / "o", video_root=tmp_path)).load_cases()
+        VidicBench(vidic_cfg(bad, tmp_path / "o", video_root=tmp_path)).load_cases()
     bad.write_text('{"index": 0}')
     with pytest.raises(DataError, match=r"expected a JSON list"):
-        VidicBench(_cfg(bad, tmp_path / "o", video_root=tmp_path)).load_cases()
+        VidicBench(vidic_cfg(bad, tmp_path / "o", video_root=tmp_path)).load_cases()
     with pytest.raises(DataError, match=r"data.checklist not found"):
-        VidicBench(_cfg(tmp_path / "nope.json", tmp_path / "o", video_root=tmp_path)).load_cases()
+        VidicBench(vidic_cfg(tmp_path / "nope.json", tmp_path / "o", video_root=tmp_path)).load_cases()
     checklist = hand_checklist(tmp_path)
     with pytest.raises(DataError, match=r"data.video_root is not set"):
-        VidicBench(_cfg(checklist, tmp_path / "o")).load_cases()
+        VidicBench(vidic_cfg(checklist, tmp_path / "o")).load_cases()
     with pytest.raises(DataError, match=r"data.video_root is not a directory"):
-        VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path / "missing")).load_cases()
+        VidicBench(vidic_cfg(checklist, tmp_path / "o", video_root=tmp_path / "missing")).load_cases()
     responses = tmp_path / "responses.json"
     responses.write_text('{"response": "x"}')
     with pytest.raises(DataError, match=r"data.responses .*expected a JSON list"):
-        VidicBench(_cfg(checklist, tmp_path / "o", f"data.responses={responses}")).load_cases()
+        VidicBench(vidic_cfg(checklist, tmp_path / "o", f"data.responses={responses}")).load_cases()
     responses.write_text('[{"video1_path": "a.mp4", "response": "x"}]')
     with pytest.raises(DataError, match=r"entry\[0\].video2_path"):
-        VidicBench(_cfg(checklist, tmp_path / "o", f"data.responses={responses}")).load_cases()
+        VidicBench(vidic_cfg(checklist, tmp_path / "o", f"data.responses={responses}")).load_cases()
 
 
 def test_loader_per_case_problems_name_file_and_field(tmp_path):
@@ -265,11 +252,15 @@ def test_loader_per_case_problems_name_file_and_field(tmp_path):
     items.append({**items[1], "index": 5})  # (a duplicate index stops the load: test_hardening, item 8)
     items.append({**items[1], "index": 6, "structured_analysis": ["not", "an", "object"]})
     checklist.write_text(json.dumps(items))
-    official = {c["case_id"]: c for c in VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()}
+    official = {
+        c["case_id"]: c for c in VidicBench(vidic_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()
+    }
     assert not official["0"]["error_load"]  # data.questions=official: scored as the official code (test_vidic_parity)
     cases = {
         c["case_id"]: c
-        for c in VidicBench(_cfg(checklist, tmp_path / "o", "data.questions=strict", video_root=tmp_path)).load_cases()
+        for c in VidicBench(
+            vidic_cfg(checklist, tmp_path / "o", "data.questions=strict", video_root=tmp_path)
+        ).load_cases()
     }
     e0 = cases["0"]["error_load"]
     assert "checklist.json: item[0] (index=0).structured_analysis.Differences[1].class: unknown class 'lighting'" in e0
@@ -288,7 +279,7 @@ def test_loader_per_case_problems_name_file_and_field(tmp_path):
 
 def _case(tmp_path, variant="base", params=None):
     checklist = hand_checklist(tmp_path)
-    case = VidicBench(_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()[0]
+    case = VidicBench(vidic_cfg(checklist, tmp_path / "o", video_root=tmp_path)).load_cases()[0]
     return {**case, "variant": variant, "variant_params": json.dumps(params) if params else None}
 
 
@@ -354,7 +345,7 @@ def test_scores_by_hand(tmp_path):
         answers,
         answer=lambda i, tag, gold: _json_answer(({"yes": "no", "no": "yes"}[gold]) if (i, tag) in wrong else gold),
     )
-    result = run(_cfg(checklist, tmp_path / "run", *_replay(answers), video_root=tmp_path))
+    result = run(vidic_cfg(checklist, tmp_path / "run", *_replay(answers), video_root=tmp_path))
     m = result.summary["metrics"]
     assert m["Sim"]["value"] == pytest.approx(200 / 3) and m["Sim"]["n"] == 3
     assert m["Diff"]["value"] == pytest.approx(75.0) and m["Diff"]["n"] == 4
@@ -408,7 +399,7 @@ def test_invalid_answers_and_failed_descriptions_count_wrong(tmp_path):
     )
     out = tmp_path / "run"
     # judge.parse=lenient: an unsure answer is invalid and re-asked (official: the answer "unsure", wrong)
-    result = run(_cfg(checklist, out, *_replay(answers), "judge.parse=lenient", video_root=tmp_path))
+    result = run(vidic_cfg(checklist, out, *_replay(answers), "judge.parse=lenient", video_root=tmp_path))
     m = result.summary["metrics"]
     # pair 0: 4 of 5 right (diff0 unsure -> invalid); pair 1: empty description -> both wrong
     assert m["Avg"]["value"] == pytest.approx(400 / 7) and m["Avg"]["n_invalid"] == 3
@@ -457,7 +448,7 @@ def test_official_parse_is_the_default_and_counts_disagreements(tmp_path):
     }
     answers = tmp_path / "answers.jsonl"
     script(checklist, answers, answer=lambda i, tag, gold: texts.get((i, tag), _json_answer(gold)))
-    official = run(_cfg(checklist, tmp_path / "o", *_replay(answers), video_root=tmp_path)).summary["metrics"]
+    official = run(vidic_cfg(checklist, tmp_path / "o", *_replay(answers), video_root=tmp_path)).summary["metrics"]
     # official: right = pair 0 diff1, pair 1 sim0 and diff0 -> 3/7; Sim 1/3; Diff 2/4
     assert official["Avg"]["value"] == pytest.approx(300 / 7) and official["Avg"]["parse"] == "official"
     assert official["Sim"]["value"] == pytest.approx(100 / 3) and official["Diff"]["value"] == pytest.approx(50.0)
@@ -465,7 +456,7 @@ def test_official_parse_is_the_default_and_counts_disagreements(tmp_path):
     assert official["Avg"]["other_parse"] == {"parse": "lenient", "value": pytest.approx(600 / 7)}
     assert official["Avg"]["n_scored_differently"] == 3 and official["Avg"]["n_invalid"] == 0
     lenient = run(
-        _cfg(checklist, tmp_path / "l", *_replay(answers), "judge.parse=lenient", video_root=tmp_path)
+        vidic_cfg(checklist, tmp_path / "l", *_replay(answers), "judge.parse=lenient", video_root=tmp_path)
     ).summary["metrics"]
     assert lenient["Avg"]["value"] == pytest.approx(600 / 7) and lenient["Avg"]["n_invalid"] == 1
     assert lenient["Avg"]["other_parse"]["value"] == pytest.approx(300 / 7)
@@ -483,7 +474,7 @@ def test_load_errors_score_as_the_official_pipeline(tmp_path):
     checklist.write_text(json.dumps(items))
     answers = tmp_path / "answers.jsonl"
     script(checklist, answers)
-    result = run(_cfg(checklist, tmp_path / "run", *_replay(answers), video_root=tmp_path))
+    result = run(vidic_cfg(checklist, tmp_path / "run", *_replay(answers), video_root=tmp_path))
     s = result.summary
     assert s["metrics"]["Avg"]["value"] == pytest.approx(500 / 7) and s["metrics"]["Avg"]["n"] == 7
     assert s["question_status"]["load_error"] == 2 and s["n_cases_excluded"] == 1
@@ -525,7 +516,7 @@ def test_end_to_end_perfect_then_one_wrong(vidic_data, tmp_path):
     n_sim, n_diff = _counts(items)
     answers = tmp_path / "perfect.jsonl"
     script(checklist, answers)
-    perfect = run(_cfg(checklist, tmp_path / "perfect", *_replay(answers), video_root=root)).summary
+    perfect = run(vidic_cfg(checklist, tmp_path / "perfect", *_replay(answers), video_root=root)).summary
     for name in ("Sim", "Diff", "Avg"):
         assert perfect["metrics"][name]["value"] == pytest.approx(100.0), name
         assert perfect["metrics"][name]["n_invalid"] == 0
@@ -537,7 +528,7 @@ def test_end_to_end_perfect_then_one_wrong(vidic_data, tmp_path):
     # flip one difference answer of the motion pair (index 4)
     wrong = tmp_path / "one_wrong.jsonl"
     script(checklist, wrong, answer=lambda i, tag, gold: _json_answer("no" if (i, tag) == (4, "diff0") else gold))
-    s = run(_cfg(checklist, tmp_path / "one_wrong", *_replay(wrong), video_root=root)).summary
+    s = run(vidic_cfg(checklist, tmp_path / "one_wrong", *_replay(wrong), video_root=root)).summary
     assert s["metrics"]["Sim"]["value"] == pytest.approx(100.0)
     assert s["metrics"]["Diff"]["value"] == pytest.approx(100.0 * (n_diff - 1) / n_diff)
     assert s["metrics"]["Avg"]["value"] == pytest.approx(100.0 * (n_sim + n_diff - 1) / (n_sim + n_diff))
@@ -566,7 +557,7 @@ def test_error_analysis_phase(vidic_data, tmp_path):
         extra=[error_answer],
     )
     out = tmp_path / "run"
-    s = run(_cfg(checklist, out, *_replay(answers), "error_analysis.enabled=true", video_root=root)).summary
+    s = run(vidic_cfg(checklist, out, *_replay(answers), "error_analysis.enabled=true", video_root=root)).summary
     assert s["error_types"]["counts"]["Missed Detection"] == 1 and s["error_types"]["n_wrong"] == 1
     assert s["error_types"]["by_section"]["Diff"]["Missed Detection"] == 1
     assert s["judge"]["error"]["n_requests"] == 1 and s["judge"]["error"]["n_ok"] == 1
@@ -588,7 +579,7 @@ def test_precomputed_responses(vidic_data, tmp_path):
     judge_answers = tmp_path / "judge.jsonl"
     script(checklist, judge_answers, describe=lambda item: None)
     out = tmp_path / "run"
-    s = run(_cfg(checklist, out, f"data.responses={responses}", *_replay(judge_answers, model=False))).summary
+    s = run(vidic_cfg(checklist, out, f"data.responses={responses}", *_replay(judge_answers, model=False))).summary
     items = _gold(vidic_data)
     n_sim, n_diff = _counts(items)
     lost = _counts([items[3]])
@@ -606,7 +597,7 @@ def test_precomputed_responses(vidic_data, tmp_path):
     assert described["vidic/0/base/describe/response"] == entries[0]["response"]
 
     # the run directory alone re-scores the run (descriptions and judge answers are in its judge log)
-    again = run(_cfg(checklist, tmp_path / "again", *_replay(out), video_root=vidic_data["video_root"])).summary
+    again = run(vidic_cfg(checklist, tmp_path / "again", *_replay(out), video_root=vidic_data["video_root"])).summary
     assert again["metrics"]["Sim"]["value"] == s["metrics"]["Sim"]["value"]
     assert again["metrics"]["Avg"]["value"] == s["metrics"]["Avg"]["value"]
 
@@ -614,7 +605,7 @@ def test_precomputed_responses(vidic_data, tmp_path):
 def test_variants_reach_the_describe_requests(vidic_data, tmp_path):
     """Sweep rows (variant + variant_params) build their own describe requests: fps -> request.video,
     order=reverse -> Video B's part first."""
-    cfg = _cfg(Path(vidic_data["checklist"]), tmp_path / "o", video_root=vidic_data["video_root"])
+    cfg = vidic_cfg(Path(vidic_data["checklist"]), tmp_path / "o", video_root=vidic_data["video_root"])
     bench = VidicBench
     base = bench(cfg).load_cases()[:2]
     rows = (
@@ -778,7 +769,7 @@ def test_error_types_count_only_judged_wrong_answers(tmp_path):
         extra=extra,
     )
     s = run(
-        _cfg(
+        vidic_cfg(
             checklist,
             tmp_path / "run",
             *_replay(answers),

@@ -13,6 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers.common import REPO
+from helpers.configs import agentic_cfg
 from vbench_ray.agentic.baselines import sequencing_oracle, solve
 from vbench_ray.agentic.bundle import BundleError, find_reps, list_tasks, load_task
 from vbench_ray.agentic.media import read_media
@@ -198,18 +199,7 @@ def test_heuristic_repair_undoes_the_visual_defects(data, tmp_path):
 # ----------------------------------------------------------------------------- the benchmark, in-process
 
 
-def _cfg(data, out, *extra):
-    return load_config(
-        AGENTIC,
-        [
-            f"data.tasks_dir={data['tasks_dir']}",
-            f"output.dir={out}",
-            "wandb.mode=disabled",
-            "report.enabled=false",
-            "stats.bootstrap_samples=100",
-            *extra,
-        ],
-    )
+FEW_RESAMPLES = "stats.bootstrap_samples=100"
 
 
 def _run(bench):
@@ -230,9 +220,10 @@ def test_benchmark_counts_missing_invalid_and_failed(data, tmp_path):
     # repair_002 (repeated frames): the broken input copied -> gated
     (subs / "repair_002" / "a").mkdir(parents=True)
     shutil.copyfile(tasks / "repair_002" / "inputs" / "broken.mp4", subs / "repair_002" / "a" / "fixed.mp4")
-    cfg = _cfg(
+    cfg = agentic_cfg(
         data,
         tmp_path / "run",
+        FEW_RESAMPLES,
         f"data.submissions_dir={subs}",
         "data.families=[sequencing,repair]",
         "repurpose.judge_enabled=false",
@@ -291,10 +282,16 @@ def test_benchmark_failed_verification_is_counted(data, tmp_path):
 def test_benchmark_data_errors(data, tmp_path):
     bench = AgenticBench
     with pytest.raises(DataError, match="data.submissions_dir is not set"):
-        bench(_cfg(data, tmp_path / "r")).load_cases()
+        bench(agentic_cfg(data, tmp_path / "r", FEW_RESAMPLES)).load_cases()
     with pytest.raises(DataError, match="not a directory"):
-        bench(_cfg(data, tmp_path / "r", f"data.submissions_dir={tmp_path / 'none'}")).load_cases()
+        bench(
+            agentic_cfg(data, tmp_path / "r", FEW_RESAMPLES, f"data.submissions_dir={tmp_path / 'none'}")
+        ).load_cases()
     with pytest.raises(DataError, match="unknown famil"):
-        bench(_cfg(data, tmp_path / "r", "data.agent=random", "data.families=[editing]")).load_cases()
+        bench(
+            agentic_cfg(data, tmp_path / "r", FEW_RESAMPLES, "data.agent=random", "data.families=[editing]")
+        ).load_cases()
     with pytest.raises(DataError, match="repair.visual_metrics"):
-        bench(_cfg(data, tmp_path / "r", "data.agent=random", "repair.visual_metrics=[vmaf]")).load_cases()
+        bench(
+            agentic_cfg(data, tmp_path / "r", FEW_RESAMPLES, "data.agent=random", "repair.visual_metrics=[vmaf]")
+        ).load_cases()

@@ -12,11 +12,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers.common import REPO, assert_yaml_documents
+from helpers.configs import nrv_cfg
 from vbench_ray.benchmarks import DataError
 from vbench_ray.benchmarks.nrv import NRVBench, NRVConfig
 from vbench_ray.benchmarks.nrv_media import flow_evidence, roi_box
 from vbench_ray.config import ConfigError, read_yaml
-from vbench_ray.configure import load_config
 from vbench_ray.controls import read_masks, write_masks
 from vbench_ray.pipeline import run_local
 from vbench_ray.case_table import case_chunks
@@ -35,19 +35,6 @@ def nrv_copy(nrv_data, tmp_path) -> dict:
     dst = tmp_path / "nrv"
     shutil.copytree(nrv_data["root"], dst)
     return {"annotations": dst / "annotations.jsonl", "root": dst, "edited_dir": dst / "edited"}
-
-
-def _cfg(data, out, *extra):
-    return load_config(
-        NRV,
-        [
-            f"data.annotations={data['annotations']}",
-            f"data.edited_dir={data['edited_dir']}",
-            f"output.dir={out}",
-            "wandb.mode=disabled",
-            *extra,
-        ],
-    )
 
 
 def _rewrite(path: Path, fn) -> None:
@@ -69,15 +56,15 @@ def test_nrv_yaml_documents_the_defaults():
 
 
 def test_config_defaults_choices_and_judges(nrv_data, tmp_path):
-    cfg = _cfg(nrv_data, tmp_path / "o")
+    cfg = nrv_cfg(nrv_data, tmp_path / "o")
     assert cfg.judge.max_retries == 1 and cfg.judge.temperature == 0.0 and cfg.score.normalize == "e5"
     assert abs(cfg.score.w_instr + cfg.score.w_phy + cfg.score.w_temp - 1) < 1e-12 and cfg.score.epsilon == 1e-6
     for bad in ("score.normalize=r5", "media.format=gif", "metrics.BG_SSIM.background=inside", "judge.backend=gpt"):
         with pytest.raises(ConfigError, match=bad.split("=")[0]):
-            _cfg(nrv_data, tmp_path / "o", bad)
+            nrv_cfg(nrv_data, tmp_path / "o", bad)
     bench = NRVBench
     specs = bench(
-        _cfg(
+        nrv_cfg(
             nrv_data,
             tmp_path / "o",
             "judge.backend=replay",
@@ -87,15 +74,15 @@ def test_config_defaults_choices_and_judges(nrv_data, tmp_path):
     assert [label for label, _ in specs] == ["qwen7b", "Qwen2.5-VL-32B"]
     assert specs[1][1].max_tokens == 64 and specs[1][1].backend == "replay" and specs[1][1].max_retries == 1
     with pytest.raises(ConfigError, match="used twice"):
-        bench(_cfg(nrv_data, tmp_path / "o", "judges=[{name: a}, {name: a}]")).judge_specs()
+        bench(nrv_cfg(nrv_data, tmp_path / "o", "judges=[{name: a}, {name: a}]")).judge_specs()
     with pytest.raises(ConfigError, match=r"judges\[0\].*bogus"):
-        bench(_cfg(nrv_data, tmp_path / "o", "judges=[{bogus: 1}]")).judge_specs()
+        bench(nrv_cfg(nrv_data, tmp_path / "o", "judges=[{bogus: 1}]")).judge_specs()
     with pytest.raises(ConfigError, match="metrics.BG_LPIPS.weights"):
-        bench(_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[BG_LPIPS]")).load_cases()
+        bench(nrv_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[BG_LPIPS]")).load_cases()
     with pytest.raises(ConfigError, match="controls.names"):
-        bench(_cfg(nrv_data, tmp_path / "o", "controls.names=[blur]")).variants()
+        bench(nrv_cfg(nrv_data, tmp_path / "o", "controls.names=[blur]")).variants()
     with pytest.raises(DataError, match="unknown metric"):
-        bench(_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[PSNR]")).load_cases()
+        bench(nrv_cfg(nrv_data, tmp_path / "o", "metrics.enabled=[PSNR]")).load_cases()
 
 
 # ----------------------------------------------------------------------------- synthetic set and loader
@@ -118,7 +105,7 @@ def test_synth_layout_and_determinism(nrv_data, tmp_path):
 
 def test_loader_rows(nrv_data, tmp_path):
     bench = NRVBench
-    rows = bench(_cfg(nrv_data, tmp_path / "o")).load_cases()
+    rows = bench(nrv_cfg(nrv_data, tmp_path / "o")).load_cases()
     assert len(rows) == 18 and not any(r["error_load"] for r in rows)
     row = next(r for r in rows if r["case_id"] == "jitter:0001_cts00")
     assert (row["method"], row["instance_id"], row["category"], row["categories"]) == (
@@ -130,19 +117,19 @@ def test_loader_rows(nrv_data, tmp_path):
     assert row["FPS"] == pytest.approx(3.0) and row["mask_path"].endswith("masks/0001_cts00")
     assert json.loads(row["annotations"])["mcq"]["answer"] == "B"
     limited = bench(
-        _cfg(nrv_data, tmp_path / "o", "run.limit=2", "data.methods=[frozen]", "controls.per_category=0")
+        nrv_cfg(nrv_data, tmp_path / "o", "run.limit=2", "data.methods=[frozen]", "controls.per_category=0")
     ).load_cases()
     assert [r["case_id"] for r in limited] == ["frozen:0000_asb00", "frozen:0001_cts00"]
     assert not any(r["control_eligible"] for r in limited)
     flat = {"annotations": nrv_data["annotations"], "edited_dir": Path(nrv_data["edited_dir"]) / "coherent"}
-    flat_rows = bench(_cfg(flat, tmp_path / "o")).load_cases()
+    flat_rows = bench(nrv_cfg(flat, tmp_path / "o")).load_cases()
     assert [r["case_id"] for r in flat_rows][:2] == ["0000_asb00", "0001_cts00"] and flat_rows[0][
         "method"
     ] == "coherent"
     with pytest.raises(DataError, match=r"data.methods.*\['nope'\]"):
-        bench(_cfg(nrv_data, tmp_path / "o", "data.methods=[nope]")).load_cases()
+        bench(nrv_cfg(nrv_data, tmp_path / "o", "data.methods=[nope]")).load_cases()
     with pytest.raises(DataError, match="data.annotations not found"):
-        bench(_cfg({**nrv_data, "annotations": tmp_path / "none.jsonl"}, tmp_path / "o")).load_cases()
+        bench(nrv_cfg({**nrv_data, "annotations": tmp_path / "none.jsonl"}, tmp_path / "o")).load_cases()
 
 
 def test_per_case_problems_name_file_line_and_field(nrv_copy, tmp_path):
@@ -155,7 +142,7 @@ def test_per_case_problems_name_file_line_and_field(nrv_copy, tmp_path):
 
     _rewrite(Path(nrv_copy["annotations"]), breakage)
     (Path(nrv_copy["edited_dir"]) / "jitter" / "0005_lfs00.mp4").unlink()
-    rows = {r["case_id"]: r for r in NRVBench(_cfg(nrv_copy, tmp_path / "o")).load_cases()}
+    rows = {r["case_id"]: r for r in NRVBench(nrv_cfg(nrv_copy, tmp_path / "o")).load_cases()}
     err = lambda cid: rows[cid]["error_load"] or ""  # noqa: E731
     assert "annotations.jsonl:1.category: expected one of" in err("coherent:0000_asb00")
     assert "annotations.jsonl:2.mcq.answer" in err("coherent:0001_cts00")
@@ -177,7 +164,7 @@ def _stage_rows(cfg, rows):
 
 
 def test_frame_stage_metrics_and_judge_images(nrv_data, tmp_path):
-    cfg = _cfg(nrv_data, tmp_path / "run", "run.limit=2", "media.show_frames=true")
+    cfg = nrv_cfg(nrv_data, tmp_path / "run", "run.limit=2", "media.show_frames=true")
     rows = [r for r in NRVBench(cfg).load_cases()]
     out = {r["case_id"]: r for r in _stage_rows(cfg, rows)}
     good, frozen = out["coherent:0001_cts00"], out["frozen:0001_cts00"]
@@ -203,7 +190,7 @@ def test_mask_video_mismatch_fails_only_that_case(nrv_copy, tmp_path):
     small = read_masks(root / "masks" / "0001_cts00")[:, :48, :64]
     shutil.rmtree(root / "masks" / "0001_cts00")
     write_masks(root / "masks" / "0001_cts00", small)
-    cfg = _cfg(nrv_copy, tmp_path / "run", "run.limit=3", "data.methods=[coherent]")
+    cfg = nrv_cfg(nrv_copy, tmp_path / "run", "run.limit=3", "data.methods=[coherent]")
     out = {r["case_id"]: r for r in _stage_rows(cfg, NRVBench(cfg).load_cases())}
     assert "mask/video mismatch" in out["coherent:0000_asb00"]["error_frames"]
     assert "22 frames" in out["coherent:0000_asb00"]["error_frames"]

@@ -42,7 +42,7 @@ def _pair(seed=0, t=3, h=32, w=40):
     return src, edit
 
 
-def _cfg(**kw):
+def _bg_cfg(**kw):
     return BG.BackgroundConfig(**kw)
 
 
@@ -55,12 +55,12 @@ def test_unmasked_metrics_equal_scikit_image():
     mse = np.mean([mean_squared_error(a, b) for a, b in zip(s, e)])
     psnr = np.mean([peak_signal_noise_ratio(a, b, data_range=1.0) for a, b in zip(s, e)])
     ssim = np.mean([structural_similarity(a, b, channel_axis=-1, data_range=1.0) for a, b in zip(s, e)])
-    assert BG.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * mse, rel=1e-10)
-    assert BG.BackgroundPSNR(_cfg()).compute(edit, src) == pytest.approx(psnr, rel=1e-10)
-    assert BG.BackgroundSSIM(_cfg()).compute(edit, src) == pytest.approx(100 * ssim, rel=1e-10)
+    assert BG.BackgroundMSE(_bg_cfg()).compute(edit, src) == pytest.approx(1e4 * mse, rel=1e-10)
+    assert BG.BackgroundPSNR(_bg_cfg()).compute(edit, src) == pytest.approx(psnr, rel=1e-10)
+    assert BG.BackgroundSSIM(_bg_cfg()).compute(edit, src) == pytest.approx(100 * ssim, rel=1e-10)
     empty = np.zeros(src.shape[:3], bool)  # an empty mask: the whole frame is background
-    assert BG.BackgroundSSIM(_cfg()).compute(edit, src, empty) == pytest.approx(100 * ssim, rel=1e-10)
-    assert BG.BackgroundPSNR(_cfg()).compute(edit, src, empty) == pytest.approx(psnr, rel=1e-10)
+    assert BG.BackgroundSSIM(_bg_cfg()).compute(edit, src, empty) == pytest.approx(100 * ssim, rel=1e-10)
+    assert BG.BackgroundPSNR(_bg_cfg()).compute(edit, src, empty) == pytest.approx(psnr, rel=1e-10)
 
 
 def test_masked_mse_and_psnr_by_hand():
@@ -71,12 +71,12 @@ def test_masked_mse_and_psnr_by_hand():
     mask = np.zeros((2, 10, 10), bool)
     mask[:, :, :5] = True
     bg = (25 / 255) ** 2  # MSE over background pixels only
-    assert BG.BackgroundMSE(_cfg()).compute(edit, src, mask) == pytest.approx(1e4 * bg)
-    assert BG.BackgroundPSNR(_cfg()).compute(edit, src, mask) == pytest.approx(10 * math.log10(1 / bg))
+    assert BG.BackgroundMSE(_bg_cfg()).compute(edit, src, mask) == pytest.approx(1e4 * bg)
+    assert BG.BackgroundPSNR(_bg_cfg()).compute(edit, src, mask) == pytest.approx(10 * math.log10(1 / bg))
     # zero mode (PIE-Bench style): the masked half counts as identical, diluting the error
-    assert BG.BackgroundMSE(_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(1e4 * bg / 2)
+    assert BG.BackgroundMSE(_bg_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(1e4 * bg / 2)
     # no mask: the edited half counts too
-    assert BG.BackgroundMSE(_cfg()).compute(edit, src) == pytest.approx(1e4 * (0.2**2 + bg) / 2)
+    assert BG.BackgroundMSE(_bg_cfg()).compute(edit, src) == pytest.approx(1e4 * (0.2**2 + bg) / 2)
 
 
 def test_changes_inside_the_mask_do_not_count():
@@ -85,10 +85,10 @@ def test_changes_inside_the_mask_do_not_count():
     edit[:, 15:25, 15:25] = 255 - edit[:, 15:25, 15:25]
     mask = np.zeros(src.shape[:3], bool)
     mask[:, 12:28, 12:28] = True  # 3 px beyond the change: no SSIM window centred outside sees it
-    assert BG.BackgroundMSE(_cfg()).compute(edit, src, mask) == 0.0
-    assert BG.BackgroundPSNR(_cfg()).compute(edit, src, mask) == math.inf  # the paper's "Reference source" row
-    assert BG.BackgroundSSIM(_cfg()).compute(edit, src, mask) == pytest.approx(100.0)
-    assert BG.BackgroundSSIM(_cfg()).compute(edit, src) < 95.0
+    assert BG.BackgroundMSE(_bg_cfg()).compute(edit, src, mask) == 0.0
+    assert BG.BackgroundPSNR(_bg_cfg()).compute(edit, src, mask) == math.inf  # the paper's "Reference source" row
+    assert BG.BackgroundSSIM(_bg_cfg()).compute(edit, src, mask) == pytest.approx(100.0)
+    assert BG.BackgroundSSIM(_bg_cfg()).compute(edit, src) < 95.0
     # the masked SSIM is scikit-image's SSIM map averaged over background pixels of its own interior
     _, smap = structural_similarity(src[0] / 255, edit[0] / 255, channel_axis=-1, data_range=1.0, full=True)
     keep = ~mask[0][3:-3, 3:-3]
@@ -103,7 +103,7 @@ def test_zero_mode_matches_scikit_image_on_zeroed_frames():
     mask[:, 5:15, 5:15] = True
     keep = (~mask[0])[..., None]
     expected = structural_similarity(src[0] / 255 * keep, edit[0] / 255 * keep, channel_axis=-1, data_range=1.0)
-    assert BG.BackgroundSSIM(_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(100 * expected)
+    assert BG.BackgroundSSIM(_bg_cfg(background="zero")).compute(edit, src, mask) == pytest.approx(100 * expected)
 
 
 def test_frames_without_background_are_left_out_and_all_masked_is_nan():
@@ -111,18 +111,18 @@ def test_frames_without_background_are_left_out_and_all_masked_is_nan():
     mask = np.zeros(src.shape[:3], bool)
     mask[0] = True  # frame 0 entirely edit region
     expected = 1e4 * mean_squared_error(src[1] / 255, edit[1] / 255)
-    assert BG.BackgroundMSE(_cfg()).compute(edit, src, mask) == pytest.approx(expected)
-    assert math.isnan(BG.BackgroundMSE(_cfg()).compute(edit, src, np.ones(src.shape[:3], bool)))
+    assert BG.BackgroundMSE(_bg_cfg()).compute(edit, src, mask) == pytest.approx(expected)
+    assert math.isnan(BG.BackgroundMSE(_bg_cfg()).compute(edit, src, np.ones(src.shape[:3], bool)))
     with pytest.raises(ValueError, match="does not match"):
-        BG.BackgroundMSE(_cfg()).compute(edit, src, np.zeros((2, 8, 8), bool))
+        BG.BackgroundMSE(_bg_cfg()).compute(edit, src, np.zeros((2, 8, 8), bool))
 
 
 def test_sampling_defaults_every_frame():
     from vbench_ray.video.io import VideoInfo
 
     info = VideoInfo("x", 7, 10.0, 8, 8, "pyav")
-    assert BG.BackgroundPSNR(_cfg()).sampling().indices(info) == list(range(7))
-    assert BG.BackgroundPSNR(_cfg(frames=3)).sampling().indices(info) == [0, 3, 6]
+    assert BG.BackgroundPSNR(_bg_cfg()).sampling().indices(info) == list(range(7))
+    assert BG.BackgroundPSNR(_bg_cfg(frames=3)).sampling().indices(info) == [0, 3, 6]
 
 
 # ----------------------------------------------------------------------------- NIQE and motion
