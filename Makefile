@@ -38,8 +38,9 @@ lint: setup
 	$(VENV)/bin/ruff check vbench_ray jobs tests
 	$(VENV)/bin/ruff format --check -q vbench_ray jobs tests
 
+# The quick loop: tests/unit only (no Ray, no CLI subprocess, no model server; docs/testing.md).
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q tests/unit
 
 # Mutation testing of the scoring, formula, path-safety and redaction functions; prints the score per module
 # (docs/testing.md). Writes mutants/ (git-ignored); a second run checks only mutants not yet checked.
