@@ -400,9 +400,10 @@ def test_item13_range_and_type_checks(cove_copy, tmp_path, monkeypatch):
     assert "`ray.workers` = 0" in problem("ray.workers=0")
     assert "`ray.batch_size` = 0" in problem("ray.batch_size=0")
     import ray
-    import torch
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    from vbench_ray import preflight
+
+    monkeypatch.setattr(preflight, "local_gpus", lambda: 0)  # as on a machine without a GPU
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # the suite's shared Ray has a fake GPU
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert "`metrics.MF.device` = cuda but this machine has no usable GPU" in problem("metrics.MF.device=cuda")

@@ -234,3 +234,41 @@ def test_the_driver_validates_configs_without_the_metrics_compute_libraries(cove
         "scipy.optimize",
         "decord",
     ]
+
+
+def test_a_gpu_config_is_checked_without_torch_in_the_driver(cove_data, tmp_path):
+    """Preflight of the paper's GPU metrics (MSM with RAFT on CUDA) imports no torch in the driver: the GPU is
+    counted as Ray counts it (``preflight.local_gpus``) and RAFT's variant is read from the checkpoint's pickle
+    (``checkpoint_shapes``), each the same answer as with torch; a wrong file is still one message naming the key."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from vbench_ray.metrics.base import checkpoint_shapes, read_state_dict
+
+    stem = "feature_encoder.convnormrelu.0.weight"
+    small, other = tmp_path / "raft_small.pth", tmp_path / "raft_other.pth"
+    torch.save({stem: torch.zeros(32, 3, 7, 7), "feature_encoder.conv.weight": torch.zeros(256, 128, 1, 1)}, small)
+    torch.save({"state_dict": {"backbone.conv.weight": torch.zeros(8, 3, 3, 3)}}, other)
+    for path in (small, other):  # the shapes read without torch are torch's
+        shapes = {k: v.shape for k, v in checkpoint_shapes(path, "k").items()}
+        assert shapes == {k: tuple(v.shape) for k, v in read_state_dict(path, "k").items()}
+    script = (
+        "import sys\nfrom vbench_ray.configure import load_config\nimport vbench_ray.runner, vbench_ray.cli\n"
+        "from vbench_ray import preflight\nfrom vbench_ray.config import ConfigError\n"
+        "for path in sys.argv[1:]:\n"
+        f"    over = {cove_overrides(cove_data, tmp_path)!r} + ['metrics.enabled=[SSIM,MSM]', 'metrics.MSM.flow=raft',"
+        " 'metrics.MSM.device=cuda', 'metrics.MSM.raft_weights=' + path]\n"
+        f"    cfg = load_config({str(REPO / 'configs' / 'cove.yaml')!r}, over)\n"
+        "    try:\n        preflight.check(cfg)\n        print('ok')\n"
+        "    except ConfigError as exc:\n        print('raft' if 'not a torchvision RAFT' in str(exc) else 'other')\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(small), str(other)], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()[-3:]
+    gpu = "ok" if torch.cuda.is_available() else "other"  # no GPU here: the one problem is the device's
+    assert lines == [gpu, "raft", "False"]

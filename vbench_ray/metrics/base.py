@@ -111,6 +111,61 @@ def read_state_dict(path: str | Path, config_key: str) -> dict:
     return state
 
 
+class TensorShape:
+    """A tensor of a checkpoint read by ``checkpoint_shapes``: its ``shape`` only (no data was read)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+
+
+def checkpoint_shapes(path: str | Path, config_key: str) -> dict:
+    """``read_state_dict``'s keys with each tensor as a ``TensorShape``, read from the checkpoint's pickle alone,
+    without torch: a preflight check of keys and shapes (RAFT's variant) costs the driver no torch import (1-3 s
+    before Ray can start) and reads no tensor data. The file is ``torch.save``'s zip format (``<name>/data.pkl``
+    beside the tensors' storages); its pickle is read with only the names a state dict uses allowed (torch's
+    tensor and parameter rebuilders, storage types, ``OrderedDict``), so nothing else in it runs. Anything else
+    (the legacy format, another object) is read by ``read_state_dict``, with torch."""
+    import collections
+    import io
+    import pickle
+    import zipfile
+
+    def tensor(storage, offset, size, *rest):
+        return TensorShape(size)
+
+    def parameter(data, *rest):
+        return data
+
+    class ShapesOnly(pickle.Unpickler):
+        def find_class(self, module, name):
+            if module == "torch._utils" and name.startswith("_rebuild_tensor"):
+                return tensor
+            if module == "torch._utils" and name == "_rebuild_parameter":
+                return parameter
+            if module == "torch" and name.endswith("Storage") or (module, name) == ("torch", "dtype"):
+                return name
+            if (module, name) == ("collections", "OrderedDict"):
+                return collections.OrderedDict
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a state dict")
+
+        def persistent_load(self, pid):
+            return None  # a storage: its data stays in the file
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickles = [n for n in archive.namelist() if n.endswith("data.pkl")]
+            if len(pickles) != 1:
+                raise ValueError("not one data.pkl")
+            state = ShapesOnly(io.BytesIO(archive.read(pickles[0]))).load()
+    except Exception:  # noqa: BLE001  (not torch's zip format, or more than a state dict: torch reads it)
+        return read_state_dict(path, config_key)
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise ValueError(f"{config_key}={path}: expected a state dict, got {type(state).__name__}")
+    return state
+
+
 def load_checked(module, state: dict, config_key: str, path: str | Path, what: str, shown_prefix: str = ""):
     """``module`` with ``state`` loaded, after checking that every key it needs is there with its shape (errors
     name ``config_key`` and ``what`` the file should have been; ``shown_prefix`` spells keys as the checkpoint
