@@ -7,6 +7,15 @@ interpreter + project import, ``ray.init`` (local, as ``ensure_ray`` starts it),
 the first actor, the first row out of a one-stage Ray Data pipeline, and the threads a worker holds after
 importing the decode stage's libraries (a BLAS or OpenCV pool sized to the machine, not to the task's one CPU,
 is contention the official one-process scripts do not have). No assert: numbers for the note.
+
+    python tests/perf/startup.py --cli 5 [--before REV] [--attach] [--cpus 2]
+
+``--cli N``: a real ``vbench-ray run`` (CoVEBench, SSIM + MF, 8 tiny synthetic cases) N times, timed from the
+command to the first row in ``RUN_DIR/cases/`` (polled every 20 ms) and to its exit, with the run's own milestones
+(``summary.json`` ``timing``); with ``--before REV`` the same runs of the code at git revision ``REV`` (extracted
+with ``git archive`` into a temporary folder, nothing in the checkout changes) alternate with this tree's, and the
+medians are printed side by side. ``--attach`` runs them against a cluster started beforehand (``ray start --head``
+in a session of its own, ended by pid afterwards): the ``ray job submit`` path, where the run starts no Ray.
 """
 
 from __future__ import annotations
@@ -86,11 +95,154 @@ def probe(cpus: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+RUN_ENV: dict[str, str] = {}  # the attached runs' Ray token (``head``)
+
+
+def cli_run(code: Path, data: Path, out: Path, cpus: int, address: str | None) -> dict:
+    """One ``vbench-ray run`` of the code in ``code``: seconds from the command to the first row file and to exit."""
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    args = [sys.executable, "-m", "vbench_ray.cli", "run", str(code / "configs" / "cove.yaml")]
+    args += [f"data.checklist={data / 'checklist.json'}", f"data.source_dir={data}"]
+    args += [f"data.edited_dir={data / 'edited'}"]
+    args += [f"output.dir={out}", "metrics.enabled=[SSIM,MF]", "metrics.exclude.SSIM.categories=[]"]
+    args += ["metrics.exclude.MF.categories=[]", "wandb.mode=disabled", "report.enabled=false"]
+    args += [f"ray.address={address}"] if address else [f"ray.num_cpus={cpus}"]
+    env = {**os.environ, "PYTHONPATH": str(code), "RAY_ADDRESS": "", **RUN_ENV}
+    start = time.time()
+    proc = subprocess.Popen(args, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = None
+    while proc.poll() is None:
+        if first is None and any((out / "cases").glob("*.parquet")):
+            first = time.time() - start
+        time.sleep(0.02)
+    log = proc.stdout.read()
+    wall = time.time() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"run of {code} failed (exit {proc.returncode}):\n{log[-3000:]}")
+    if first is None:  # written between two polls, just before the exit
+        first = min(f.stat().st_mtime for f in (out / "cases").glob("*.parquet")) - start
+    timing = json.loads((out / "summary.json").read_text()).get("timing") or {}
+    return {"first_row": first, "wall": wall, **{k: v for k, v in timing.items() if isinstance(v, (int, float))}}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def head(cpus: int, token: Path):
+    """``ray start --head --block`` in a session of its own, with a token of its own (Ray 2.60 turns token
+    authentication on; ``~/.ray/auth_token`` is shared by every user of the host) and free ports; returns
+    (process, GCS address) once it answers. The runs get the same token through ``RUN_ENV``."""
+    import secrets
+
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    RUN_ENV.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    port = free_port()
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", f"--port={port}"]
+    ray_cli += [f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1", "--include-dashboard=false"]
+    ray_cli += [f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}"]
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **RUN_ENV}
+    proc = subprocess.Popen(ray_cli, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    address = f"127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        status = subprocess.run(
+            [sys.executable, "-m", "ray.scripts.scripts", "status", f"--address={address}"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        if status.returncode == 0:
+            return proc, address
+        if proc.poll() is not None:
+            raise RuntimeError(f"ray start failed: {proc.stderr.read()[-2000:]}")
+        time.sleep(1.0)
+    raise RuntimeError("the head did not come up in 120 s")
+
+
+def end_session(proc) -> None:
+    """SIGTERM then SIGKILL every process of the head's session, by pid (never ``ray stop``: other users' Ray)."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and _in_session(int(d), proc.pid)]
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.time() + wait
+        while time.time() < deadline and any(_in_session(p, proc.pid) for p in pids):
+            time.sleep(0.2)
+
+
+def _in_session(pid: int, sid: int) -> bool:
+    try:
+        return os.getsid(pid) == sid and not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+def cli_main(args) -> None:
+    import statistics
+    import tempfile
+
+    sys.path.insert(0, str(REPO / "tests" / "perf"))
+    from scale import make_data
+
+    cpus = int(args.cpus.split(",")[0])
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        make_data(tmp / "cove", 8, 2, 24, 160, 96)
+        codes = {"after": REPO}
+        if args.before:
+            codes = {"before": tmp / "before", **codes}
+            codes["before"].mkdir()
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(codes["before"])], input=archive.stdout, check=True)
+        cluster = head(cpus, tmp / "auth_token") if args.attach else None
+        try:
+            results: dict[str, list[dict]] = {k: [] for k in codes}
+            for i in range(args.cli):
+                for name, code in codes.items():  # alternating: the machine's load falls on both alike
+                    r = cli_run(code, tmp / "cove", tmp / f"run_{name}", cpus, cluster[1] if cluster else None)
+                    results[name].append(r)
+                    print(f"  {name} #{i + 1}: first row {r['first_row']:.2f} s, exit {r['wall']:.2f} s", flush=True)
+        finally:
+            if cluster:
+                end_session(cluster[0])
+    where = f"attached to a running {cpus}-CPU cluster" if args.attach else f"a fresh local Ray of {cpus} CPUs"
+    print(f"\n{where}: medians of {args.cli} runs (seconds from the command)")
+    keys = ["first_row", "wall", "ray_start", "cases_loaded", "ray_ready", "stream_planned"]
+    print("| " + " | ".join(["", *codes]) + " |")
+    print("|---" * (len(codes) + 1) + "|")
+    for k in keys:
+        cells = []
+        for name in codes:
+            vals = [r[k] for r in results[name] if k in r]
+            cells.append(f"{statistics.median(vals):.2f} ({min(vals):.2f}-{max(vals):.2f})" if vals else "-")
+        label = k if k in ("first_row", "wall") else f"{k} (run's clock)"
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cpus", default="2")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--cli", type=int, default=0, metavar="N", help="time N real runs to their first row")
+    ap.add_argument("--before", default=None, metavar="REV", help="with --cli: also the code at REV, alternating")
+    ap.add_argument("--attach", action="store_true", help="with --cli: against a cluster started beforehand")
     args = ap.parse_args()
+    if args.cli:
+        cli_main(args)
+        return
     for cpus in [int(c) for c in args.cpus.split(",")]:
         results = [probe(cpus) for _ in range(args.repeat)]
         keys = list(results[0]["marks"])
