@@ -202,7 +202,9 @@ def cli_main(args) -> None:
         tmp = Path(tmp_dir)
         make_data(tmp / "cove", 8, 2, 24, 160, 96)
         codes = {"after": REPO}
-        if args.before:
+        if args.before and Path(args.before).is_dir():  # a copy of the code already extracted (no git there)
+            codes = {"before": Path(args.before).resolve(), **codes}
+        elif args.before:
             codes = {"before": tmp / "before", **codes}
             codes["before"].mkdir()
             archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before], capture_output=True, check=True)
@@ -237,7 +239,7 @@ def main() -> None:
     ap.add_argument("--cpus", default="2")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cli", type=int, default=0, metavar="N", help="time N real runs to their first row")
-    ap.add_argument("--before", default=None, metavar="REV", help="with --cli: also the code at REV, alternating")
+    ap.add_argument("--before", default=None, metavar="REV", help="with --cli: also git REV or folder REV")
     ap.add_argument("--attach", action="store_true", help="with --cli: against a cluster started beforehand")
     args = ap.parse_args()
     if args.cli:
