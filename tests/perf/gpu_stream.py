@@ -208,6 +208,7 @@ def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra:
     means = {m: _mean(table.get(m, [])) for m in ("SSIM",) + POOLS}
     plan = [line.split("stage ", 1)[1] for line in log.splitlines() if "pool of" in line and "stage " in line]
     fitted = [line for line in log.splitlines() if "fitted by cost" in line]
+    loads = [line for line in log.splitlines() if re.search(r"pool \w+ \(pid \d+.*(loading|loaded in)", line)]
     per_case = {
         m: {str(c): v for c, v in zip(table["case_id"], table.get(m, [])) if v is not None and v == v}
         for m in ("SSIM",) + POOLS
@@ -226,6 +227,7 @@ def run(d: dict, models: dict, out: Path, n: int, gpus: int, device: str, extra:
         "proc_peak_mib": {f"{names.get(p, p)}:{p}": m for p, m in sorted(mon.procs.items())},
         "plan": plan,
         "fitted": fitted,
+        "loads": loads,
         "errors": errors,
         "means": means,
     }
@@ -264,6 +266,8 @@ def show(r: dict) -> None:
     )
     for line in r["plan"] + r["fitted"]:
         print("   plan:", line.strip()[:200])
+    for line in r.get("loads", []):
+        print("   load:", line.strip()[:240])
     print("   | stage | first row s | last row s | s per case in its actor | rows |")
     for s, v in r["stages"].items():
         print(f"   | {s} | {v['first_s']} | {v['last_s']} | {v['s_per_case']} | {v['rows']} |")

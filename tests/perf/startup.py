@@ -109,7 +109,8 @@ def cli_run(code: Path, data: Path, out: Path, cpus: int, address: str | None) -
     args += [f"output.dir={out}", "metrics.enabled=[SSIM,MF]", "metrics.exclude.SSIM.categories=[]"]
     args += ["metrics.exclude.MF.categories=[]", "wandb.mode=disabled", "report.enabled=false"]
     args += [f"ray.address={address}"] if address else [f"ray.num_cpus={cpus}"]
-    env = {**os.environ, "PYTHONPATH": str(code), "RAY_ADDRESS": "", **RUN_ENV}
+    path = os.pathsep.join([str(code)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env = {**os.environ, "PYTHONPATH": path, "RAY_ADDRESS": "", **RUN_ENV}
     start = time.time()
     proc = subprocess.Popen(args, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = None
