@@ -1,12 +1,14 @@
 """Bootstrap CIs and the resumable parquet sink."""
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from vbench_ray.sinks import CaseSink, write_json
-from vbench_ray.stats import bootstrap_ci, describe
+from vbench_ray.stats import bootstrap_ci, describe, ratio_ci
 
 SCHEMA = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("SSIM", pa.float64())])
 
@@ -29,6 +31,57 @@ def test_bootstrap_is_seeded_and_covers_the_mean():
     # the 95% percentile interval of the mean is about +-1.96 * sd / sqrt(n) wide
     half = 1.96 * values.std(ddof=1) / np.sqrt(len(values))
     assert (a[1] - a[0]) / 2 == pytest.approx(half, rel=0.25)
+
+
+def percentile_bootstrap(data, statistic, seed, n_resamples, **kw):
+    """scipy.stats.bootstrap's 95 % percentile interval, as ``stats`` documents it."""
+    from scipy.stats import bootstrap
+
+    res = bootstrap(
+        data,
+        statistic,
+        n_resamples=n_resamples,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+        vectorized=True,
+        **kw,
+    )
+    return [float(res.confidence_interval.low), float(res.confidence_interval.high)]
+
+
+def test_a_constant_sample_gives_its_value_exactly():
+    """Every resample of seven 0.1s has the same mean, so the CI is [0.1, 0.1]; resampling would give
+    0.09999999999999999, the float sum of seven 0.1s over 7."""
+    assert bootstrap_ci(np.array([0.1] * 7)) == [0.1, 0.1]
+    assert describe([0.1] * 7)["ci95"] == [0.1, 0.1]
+
+
+def test_describe_passes_its_seed_and_resample_count_on():
+    values = [0.2, 0.9, 0.4, 0.7, 0.1, 0.5, 0.8, 0.3]
+    got = describe(values, seed=7, n_resamples=200)["ci95"]
+    assert got == percentile_bootstrap((np.array(values),), np.mean, seed=7, n_resamples=200)
+    assert got != describe(values)["ci95"]  # seed 0 and 1000 resamples: another interval
+
+
+def test_a_pooled_ratio_whose_cases_agree_is_the_pooled_ratio():
+    # case ratios 0.1 / 1 = 0.2 / 2 = 0.1: every resample's pooled ratio is 0.1 up to rounding, so no bootstrap;
+    # the value is sum(num) / sum(den) = (0.1 + 0.2) / (1 + 2) = 0.30000000000000004 / 3 in floats
+    assert ratio_ci([0.1, 0.2], [1.0, 2.0]) == [(0.1 + 0.2) / 3] * 2
+    assert ratio_ci([1.0, 2.0], [4.0, 8.0]) == [0.25, 0.25]  # 3 / 12
+
+
+def test_a_case_without_questions_is_resampled_without_a_division_by_zero():
+    """A case whose denominator is 0 (no questions) has no ratio of its own; its cases are still resampled, with no
+    warning (0 / 0 is never computed for it; ten cases, so no resample is that case alone)."""
+    num = [1.0, 2.0, 0.0, 3.0, 1.0, 2.0, 1.0, 4.0, 2.0, 1.0]
+    den = [2.0, 4.0, 0.0, 5.0, 2.0, 3.0, 2.0, 6.0, 4.0, 2.0]
+    pooled = lambda a, b, axis=-1: a.sum(axis=axis) / b.sum(axis=axis)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = ratio_ci(num, den)
+    assert got == percentile_bootstrap((np.array(num), np.array(den)), pooled, seed=0, n_resamples=1000, paired=True)
+    assert got[0] <= 17 / 30 <= got[1]  # the pooled ratio itself
 
 
 def test_sink_resumes_and_never_duplicates(tmp_path):
