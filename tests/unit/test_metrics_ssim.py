@@ -48,6 +48,7 @@ def test_the_data_range_is_255_for_float_frames_too(dtype):
     b = np.stack([np.full((16, 16), 120, dtype), np.full((16, 16), 100, dtype)])
     # frame 0: 24006.5025 / 24406.5025 = 0.983611; frame 1: identical, 1
     assert ssim_frames(a, b).tolist() == pytest.approx([0.983611, 1.0], abs=1e-6)
+    assert ssim_frames(a, b).dtype == np.float64
     assert ssim_video(a, b) == pytest.approx((0.983611 + 1.0) / 2, abs=1e-6)
 
 

@@ -31,9 +31,8 @@ def ssim_frames(src_gray: np.ndarray, edit_gray: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"SSIM needs frame stacks of equal shape, got source {src_gray.shape} and edited {edit_gray.shape}"
         )
-    return np.array(
-        [structural_similarity(a, b, data_range=255) for a, b in zip(src_gray, edit_gray)], dtype=np.float64
-    )
+    # float64 per frame: structural_similarity returns its mean as np.float64 whatever the frames' dtype
+    return np.array([structural_similarity(a, b, data_range=255) for a, b in zip(src_gray, edit_gray)])
 
 
 def ssim_video(src_gray: np.ndarray, edit_gray: np.ndarray) -> float:
