@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports this module and needs none of it
+    import pandas as pd
 
 # config keys that do not change a score (where things run, how fast, where weights sit)
 RUNTIME_KEYS = {

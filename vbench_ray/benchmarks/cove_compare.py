@@ -5,9 +5,12 @@ pairs, and the analyses of §4.2 and App. G (:mod:`vbench_ray.analyses.cove`).""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports this module and needs none of it
+    import pandas as pd
 
 from vbench_ray import cfgutil
 from vbench_ray.compare_base import finite
@@ -20,6 +23,8 @@ def compare_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
     """``{metric: {case: (num, den)}}`` of IFS, VRS, SEM and UAS under the run's ``score.aggregation``,
     ``score.uas_unit`` and ``score.sem_questions``; ``binary`` gets each IFS/VRS question and each UAS unit (an
     edit point, or the task with ``uas_unit: task``) as correct or not."""
+    import pandas as pd
+
     from vbench_ray.benchmarks.cove_checklist import case_units
 
     if not {"metric", "correct", "score", "group"} <= set(j.columns):

@@ -5,9 +5,12 @@ descriptions (App. E, Table 5), and the judge analyses (:mod:`vbench_ray.analyse
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports this module and needs none of it
+    import pandas as pd
 
 from vbench_ray.compare_base import CompareError, flatten_options
 
@@ -18,6 +21,8 @@ SECTIONS = {"Sim": "Similarities", "Diff": "Differences", "Avg": None}
 def compare_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
     """``{metric: {case: (correct questions x 100, questions)}}``, pooled over the section's questions (an
     unanswered question counts as wrong); ``binary`` gets each question as correct or not."""
+    import pandas as pd
+
     if not {"section", "k", "correct"} <= set(j.columns):
         return {}
     out = {}
