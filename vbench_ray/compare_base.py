@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports this module and needs none of it
     import pandas as pd
 
-# config keys that do not change a score (where things run, how fast, where weights sit)
+# config keys that do not change a score (where things run, how fast, where weights sit). ``seed`` is not one: a
+# metric's own seed picks what it samples (TQ's clip and fragment offsets), a judge's seed picks its tokens when it
+# samples (``sampling_seed``); ``run.seed``, which seeds the bootstrap CIs, is compared only where the benchmark
+# says it picks what is scored (``Benchmark.run_seed_scores``)
 RUNTIME_KEYS = {
     "device",
     "batch_size",
@@ -29,7 +32,6 @@ RUNTIME_KEYS = {
     "vllm",
     "http",
     "hf",
-    "seed",
     "concurrency",
     "dtype",
 }
@@ -54,6 +56,7 @@ class Run:
     units: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # metric -> case -> (num, den)
     binary: dict[str, dict[tuple, bool]] = field(default_factory=dict)  # metric -> unit key -> correct
     options: dict[str, Any] = field(default_factory=dict)
+    variant: str = "base"  # the variant compared (a sweep's or NRVBench's control variant: its rows alone)
 
 
 def finite(x: Any) -> bool:
@@ -80,3 +83,15 @@ def flatten_options(prefix: str, node: Any, out: dict) -> dict:
             node = node.rstrip("/").rsplit("/", 1)[-1]
         out[prefix] = node
     return out
+
+
+def sampling_seed(section: Any, base: Any = None) -> tuple[bool, Any]:
+    """``(samples, seed)`` of a judge-like section (``judge``, a ``judges`` entry over ``base``, CoVEBench's
+    ``vqr``, ViDiC's ``model``): it samples where its ``temperature`` is above 0, and only then does its ``seed``
+    change the answers (vLLM's per-request ``seed``, ``torch.manual_seed`` before ``generate`` with ``do_sample``);
+    at temperature 0 decoding is greedy and the seed picks nothing. A key the section lacks comes from ``base``."""
+    section = section if isinstance(section, dict) else {}
+    base = base if isinstance(base, dict) else {}
+    temperature = section.get("temperature", base.get("temperature"))
+    samples = isinstance(temperature, (int, float)) and temperature > 0
+    return samples, section.get("seed", base.get("seed"))

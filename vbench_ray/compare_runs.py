@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from vbench_ray import cfgutil
-from vbench_ray.compare_base import CompareError, Run, finite, flatten_options
+from vbench_ray.compare_base import CompareError, Run, finite, flatten_options, sampling_seed
 
 
 def benchmark_class(name: str) -> type:
@@ -64,6 +64,7 @@ def load_run(path: str | Path, variant: str = "base") -> Run:
         summary=summary,
         cases=cases,
         judgments=judgments,
+        variant=variant,
     )
     run.units, run.binary = extract_units(run)
     run.options = scoring_options(run)
@@ -103,9 +104,10 @@ def _judge_identity(judge: dict | None, summary_judge: Any) -> str | None:
 
 
 def scoring_options(run: Run) -> dict[str, Any]:
-    """The options that decide a run's scores: ``score.*``, the judge (identity, sampling, parse mode,
-    video sampling where the benchmark's judge reads video), each metric's own settings and exclusion rules,
-    the CI level, and the benchmark's own (``Benchmark.comparison_options``)."""
+    """The options that decide a run's scores: ``score.*``, the judge (identity, sampling, its seed where it
+    samples, parse mode, video sampling where the benchmark's judge reads video), each metric's own settings (its
+    seed among them) and exclusion rules, the CI level, ``run.seed`` where the benchmark says it picks what is
+    scored (``Benchmark.run_seed_scores``), and the benchmark's own (``Benchmark.comparison_options``)."""
     cfg = run.config
     bench = benchmark_class(run.benchmark)
     out: dict[str, Any] = {}
@@ -116,20 +118,28 @@ def scoring_options(run: Run) -> dict[str, Any]:
         for key in ("temperature", "top_p", "max_tokens", "max_retries"):
             if key in judge:
                 out[f"judge.{key}"] = judge[key]
+        samples, seed = sampling_seed(judge)
+        if samples:
+            out["judge.seed"] = seed
         for key, value in judge.items():
             if "parse" in key:
                 flatten_options(f"judge.{key}", value, out)
         if bench.judge_reads_video:
             flatten_options("judge.video", judge.get("video") or {}, out)
-    if isinstance(cfg.get("judges"), list):  # several judges, one block each
-        out["judges"] = ", ".join(sorted(str(_judge_identity(j, None)) for j in cfg["judges"] if isinstance(j, dict)))
+    if isinstance(cfg.get("judges"), list):  # several judges, one block each, each over `judge`
+        entries = [j for j in cfg["judges"] if isinstance(j, dict)]
+        out["judges"] = ", ".join(sorted(str(_judge_identity(j, None)) for j in entries))
         for key, value in flatten_options(
-            "",
-            [{k: v for k, v in j.items() if k not in ("name", "model")} for j in cfg["judges"] if isinstance(j, dict)],
-            {},
+            "", [{k: v for k, v in j.items() if k not in ("name", "model", "seed")} for j in entries], {}
         ).items():
             out[f"judges{key}"] = value
+        for i, entry in enumerate(entries):
+            samples, seed = sampling_seed(entry, judge)
+            if samples:
+                out[f"judges[{i}].seed"] = seed
     out.update(bench.comparison_options(cfg))
+    if bench.run_seed_scores(cfg, run.variant):
+        out["run.seed"] = cfgutil.get(cfg, "run.seed")
     metrics_cfg = cfg.get("metrics") or {}
     for m in run.summary.get("metrics") or {}:
         if isinstance(metrics_cfg.get(m), dict):
@@ -153,14 +163,19 @@ def mixed_options(runs: list[Run]) -> dict[str, dict[str, Any]]:
 
 
 def option_metrics(option: str, metrics: list[str], benchmark: str) -> list[str]:
-    """The metric columns an option affects: a metric's own settings that metric, the CI level every metric, a
-    ``score``, ``judge`` or ``model`` option the benchmark's ``judged_metrics`` (every metric where it has none)."""
+    """The metric columns an option affects: a metric's own settings that metric, the CI level every metric, an
+    option of a section named after a metric that metric, a ``score``, ``judge`` or ``model`` option the benchmark's
+    ``judged_metrics`` (every metric where it has none)."""
     if option.startswith("metrics.exclude."):
         return [m for m in metrics if option.split(".")[2] == m]
     if option.startswith("metrics."):
         return [m for m in metrics if option.split(".")[1] == m]
     if option == "stats.confidence":
         return list(metrics)
+    section = option.split(".")[0].split("[")[0]
+    named = [m for m in metrics if m.lower() == section.lower()]
+    if named:  # a section named after a metric (CoVEBench's `vqr`, VQR's judge) affects that metric alone
+        return named
     judged = benchmark_class(benchmark).judged_metrics
     if judged is not None and option.split(".")[0] in ("score", "judge", "model"):
         return [m for m in metrics if m in judged]

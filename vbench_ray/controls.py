@@ -51,6 +51,7 @@ from vbench_ray.safepaths import unique_component, within
 log = logging.getLogger(__name__)
 
 CONTROLS = ("unchanged", "random_mask", "appearance", "shuffled", "flow_corrupted")
+SEEDED = ("random_mask", "shuffled", "flow_corrupted")  # the controls that draw from their seed (make_control)
 # Table 8: the failure mode each control is built to show.
 FAILURE_MODES = {
     "unchanged": "no requested edit is performed; the video remains natural but instruction-inconsistent",

@@ -177,6 +177,12 @@ class AgenticBench(Benchmark):
         "repurpose.invert_negative": rp.INVERT_MODES,
     }
 
+    @staticmethod
+    def run_seed_scores(config: dict, variant: str) -> bool:
+        """The random and heuristic baseline agents (``data.agent``) draw their picks from ``run.seed``
+        (``agentic.baselines.agent_rng``); the oracle, an LLM agent's rollouts and given submissions do not."""
+        return (config.get("data") or {}).get("agent") in ("random", "heuristic")
+
     def case_fields(self) -> list[pa.Field]:
         return [pa.field(n, pa.string()) for n in ("task_id", "family", "subtype", "rep", "task_dir", "submission_dir")]
 

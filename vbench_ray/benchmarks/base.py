@@ -213,6 +213,13 @@ class Benchmark:
         ``--allow-mixed``. Default: none."""
         return {}
 
+    @staticmethod
+    def run_seed_scores(config: dict, variant: str) -> bool:
+        """Whether ``run.seed`` picks what is scored in ``variant`` of a run with ``config`` (a perturbation, an
+        agent's choices); then runs that differ in it are refused unless ``--allow-mixed``. Default: no (it seeds
+        the bootstrap CIs only, which move no value)."""
+        return False
+
 
 BENCHMARKS: Registry = Registry("benchmark", describe=lambda cls: {"section": cls.paper, "needs": cls.needs})
 

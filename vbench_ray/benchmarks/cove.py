@@ -146,6 +146,7 @@ class CoveBench(Benchmark):
     primary_metric = "UAS"
     judged_metrics = cove_compare.CHECKLIST
     compare_units = staticmethod(cove_compare.compare_units)
+    comparison_options = staticmethod(cove_compare.comparison_options)
     analyses = staticmethod(cove_compare.analyses)
     figure_orders = {
         "by_category": ("Subject", "Background", "Camera", "Motion", "Position", "Visual Effects", "Style")

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports
     import pandas as pd
 
 from vbench_ray import cfgutil
-from vbench_ray.compare_base import finite
+from vbench_ray.compare_base import finite, sampling_seed
 
 # the metrics the checklist judge scores (the leaderboard's judged columns)
 CHECKLIST = ("UAS", "IFS", "VRS", "SEM")
@@ -63,6 +63,16 @@ def compare_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
     if groups:
         binary["UAS"] = groups
     return out
+
+
+def comparison_options(config: dict) -> dict:
+    """VQR's judge (``vqr``, VisualQuality-R1) samples as the official script does (``do_sample=True``, seeded;
+    temperature 1 in the shipped config): where VQR is scored and ``vqr.temperature`` is above 0, ``vqr.seed``
+    picks its answers."""
+    if "VQR" not in (cfgutil.get(config, "metrics.enabled") or []):
+        return {}
+    samples, seed = sampling_seed(config.get("vqr"))
+    return {"vqr.seed": seed} if samples else {}
 
 
 def analyses(

@@ -208,6 +208,13 @@ class NRVBench(Benchmark):
     }
     metric_names = FRAME_METRICS
 
+    @staticmethod
+    def run_seed_scores(config: dict, variant: str) -> bool:
+        """A random_mask, shuffled or flow_corrupted control variant (App. F.1) is drawn from ``run.seed``
+        (``controls.case_seed``: its mask offset, frame permutation, warps); the real edits (``base``), unchanged and
+        appearance draw nothing from it."""
+        return str(variant) in {f"control:{name}" for name in ctl.SEEDED}
+
     # -- configuration
     def enabled(self) -> list[str]:
         cfg = self.cfg
