@@ -268,14 +268,24 @@ def _progress_on_terminals() -> None:
 
 
 def _budget_without_engines(reserved: dict[str, float]) -> None:
-    """Tell Ray Data what the judge engines hold outside it (``exclude_resources``): otherwise it plans with
-    CPUs an engine replica already took. (Whether the stages fit beside the engines at all is checked when the
-    stream is planned: ``vbench_ray.pool_plan``.)"""
+    """Ray Data's budget without what the judge engines hold outside it: otherwise it plans with CPUs an engine
+    replica already took. (Whether the stages fit beside the engines at all is checked when the stream is planned:
+    ``vbench_ray.pool_plan``.)
+
+    The budget is ``execution_options.resource_limits``: the cluster's CPUs and GPUs less the engines'. Ray 2.60
+    deprecates ``exclude_resources`` (subtracted from whatever the cluster has) for ``label_selector``, which confines
+    Ray Data to labelled nodes and cannot split one node between the engines and the stream. A limit is also the
+    most Ray Data asks an autoscaling cluster for, so there no limit is set: the cluster grows for the pools rather
+    than the stream waiting under a cap. No engine: no limit, whatever an earlier run in this process set."""
     from ray.data import DataContext, ExecutionResources
 
-    DataContext.get_current().execution_options.exclude_resources = ExecutionResources(
-        cpu=reserved["CPU"], gpu=reserved["GPU"]
-    )
+    capacity = cluster_capacity()
+    limits = ExecutionResources.for_limits()
+    if (reserved["CPU"] > 0 or reserved["GPU"] > 0) and not capacity["autoscales"]:
+        limits = ExecutionResources.for_limits(
+            cpu=max(0.0, capacity["CPU"] - reserved["CPU"]), gpu=max(0.0, capacity["GPU"] - reserved["GPU"])
+        )
+    DataContext.get_current().execution_options.resource_limits = limits
 
 
 def _judge(plan: RunPlan, rows: list[dict], run_dir: Path, engines: EngineSet) -> tuple[pa.Table | None, dict | None]:
