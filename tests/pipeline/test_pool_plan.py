@@ -63,12 +63,13 @@ def test_gpu_pools_on_eight_gpus_start_with_an_even_share_and_may_grow_into_the_
     plans = plan_stages(stages, {"CPU": 16, "GPU": 8})
     # share 8/3 = 2.667 GPUs: AES floor(2.667/0.25) = 10, TQ 10, SRC floor(2.667/0.34) = 7 (2.38 GPUs)
     # packed largest first: SRC 2+2+2+1 on GPUs 1-4 (0.32, 0.32, 0.32, 0.66 left), then the twenty 0.25s: one each
-    # on GPUs 1-3, two on GPU 4 (0.16 left), 4+4+4+3 on GPUs 5-8: all fit. Each may grow to what it fits alone:
-    # 4 x 8 = 32 AES or TQ actors, 2 x 8 = 16 SRC ones
-    assert (plans["AES"].min_size, plans["AES"].max_size) == (10, 32)
-    assert (plans["TQ"].min_size, plans["TQ"].max_size) == (10, 32)
+    # on GPUs 1-3, two on GPU 4 (0.16 left), 4+4+4+3 on GPUs 5-8: all fit. Each starts with at most one actor per
+    # GPU (AES and TQ 8 of their 10, SRC its 7) and may grow to what it fits alone: 4 x 8 = 32 AES or TQ actors,
+    # 2 x 8 = 16 SRC ones
+    assert (plans["AES"].min_size, plans["AES"].max_size) == (8, 32)
+    assert (plans["TQ"].min_size, plans["TQ"].max_size) == (8, 32)
     assert (plans["SRC"].min_size, plans["SRC"].max_size) == (7, 16)
-    # 27 starting actors share the 15 CPUs a decode task leaves: 15/27 each
+    # the pools' 27 actors at their parts share the 15 CPUs a decode task leaves: 15/27 each
     assert plans["AES"].num_cpus == pytest.approx(15 / 27)
 
 
@@ -146,11 +147,27 @@ def test_gpu_fractions_that_do_not_fit_are_fitted_by_cost():
 def test_the_cost_weights_the_starting_actors():
     """AES, TQ and SRC at 0.25, 0.25, 0.34 on 8 GPUs, costs 1, 1, 6: parts of 1, 1 and 6 GPUs, so 4, 4 and
     floor(6 / 0.34) = 17 actors; 17 SRC actors do not pack (2 per GPU: 16), so 16; the eight 0.25s then go one
-    per GPU beside them (0.07 left each). With equal costs it was 10, 10, 7 (the test above)."""
+    per GPU beside them (0.07 left each). SRC starts with 8 of its 16 (one per GPU). With equal costs it was 10,
+    10, 7 (the test above)."""
     plans = plan_stages(
         [cpu(), pool("AES", 0.25), pool("TQ", 0.25), pool("SRC", 0.34, gpu_cost=6)], {"CPU": 64, "GPU": 8}
     )
-    assert [(plans[n].min_size, plans[n].max_size) for n in ("AES", "TQ", "SRC")] == [(4, 32), (4, 32), (16, 16)]
+    assert [(plans[n].min_size, plans[n].max_size) for n in ("AES", "TQ", "SRC")] == [(4, 32), (4, 32), (8, 16)]
+    # the CPU share counts SRC's 16: 63 CPUs for 4 + 4 + 16 actors hold one each
+    assert plans["SRC"].num_cpus == 1.0
+
+
+def test_a_lone_cheap_gpu_pool_starts_with_one_actor_per_gpu_and_may_grow_to_every_slot():
+    """A lone pool of 0.1 GPU (the metrics' default gpu_fraction) on 8 GPUs fits 8 / 0.1 = 80 actors: it starts
+    with 8 (one per GPU), not 80 models loading at once, and may still grow to 80, each with the CPU share that
+    lets all 80 run: 15 CPUs (16 less a decode task) / 80. On one GPU: 1 to start, up to 10. A min set in
+    ray.pools.<M> (min_workers) is kept as set."""
+    plans = plan_stages([cpu(), pool("MSM", 0.1)], {"CPU": 16, "GPU": 8})
+    assert plans["MSM"] == StagePlan(num_cpus=15 / 80, min_size=8, max_size=80, num_gpus=0.1)
+    plans = plan_stages([cpu(), pool("MSM", 0.1)], {"CPU": 16, "GPU": 1})
+    assert plans["MSM"] == StagePlan(num_cpus=1.0, min_size=1, max_size=10, num_gpus=0.1)
+    plans = plan_stages([cpu(), pool("MSM", 0.1, min_workers=20)], {"CPU": 16, "GPU": 8})
+    assert (plans["MSM"].min_size, plans["MSM"].max_size) == (20, 80)
 
 
 def test_the_paper_metrics_at_their_defaults_fit_one_gpu_the_slowest_the_largest_share():
