@@ -52,6 +52,9 @@ def ctrl_c_guard() -> Iterator[None]:
         timer = threading.Timer(GRACE_S, _now, args=(f"clean-up still running {GRACE_S:.0f} s after Ctrl-C",))
         timer.daemon = True
         timer.start()
+        if _held["depth"]:  # inside `held()`: raised when the block ends
+            _held["pending"] = True
+            return
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, handler)
@@ -59,6 +62,28 @@ def ctrl_c_guard() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+_held = {"depth": 0, "pending": False}
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A step that must not be cut in two: a first Ctrl-C within it raises ``KeyboardInterrupt`` when it ends (the
+    second still ends the process at once). A shard of rows and its live W&B progress step are one such step
+    (``runner.drain_to_sink``): cut between them, the rows were on disk and never in the W&B run. Outside the main
+    thread (where the signal is not handled) it holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+    if not _held["depth"] and _held["pending"]:
+        _held["pending"] = False
+        raise KeyboardInterrupt
 
 
 def exit_interrupted(message: str) -> NoReturn:

@@ -30,6 +30,7 @@ from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_da
 from vbench_ray.run_lock import RunLock
 from vbench_ray import live
 from vbench_ray.figures import sweep_figures
+from vbench_ray.interrupt import held
 from vbench_ray.sinks import CaseSink, log_to_wandb, write_json
 
 log = logging.getLogger(__name__)
@@ -243,7 +244,8 @@ def drain_to_sink(blocks, sink: CaseSink, ray_cfg, mark=lambda name: None) -> in
                 or time.monotonic() - last >= ray_cfg.shard_seconds
             ):
                 chunk, buffered = buffered, []  # taken first: a write cut short is recomputed, never written twice
-                written += sink.write(pa.concat_tables(chunk, promote_options="permissive"))
+                with held():  # the shard and its W&B progress step (sink.on_write): Ctrl-C waits for both
+                    written += sink.write(pa.concat_tables(chunk, promote_options="permissive"))
                 last = time.monotonic()
                 mark("first_row")
     except BaseException:

@@ -84,3 +84,49 @@ def test_ctrl_c_finishes_the_offline_wandb_run_and_a_resume_keeps_its_id(cove_da
     assert _exit_codes(second[0]) == [0]
     steps = [h for h in wandb_records.history(second[0]) if "progress/cases_done" in h]
     assert steps[-1]["progress/cases_done"] == 8 - rows
+
+
+HELD = """
+import json, os, signal, sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vbench_ray.interrupt import ctrl_c_guard
+from vbench_ray.runner import drain_to_sink
+from vbench_ray.sinks import CaseSink
+
+schema = pa.schema([("case_id", pa.string()), ("variant", pa.string()), ("SSIM", pa.float64())])
+sink, logged = CaseSink(Path(sys.argv[1]), schema), []
+
+
+def on_write(batch):  # the live W&B step of a shard just written; Ctrl-C comes in between
+    os.kill(os.getpid(), signal.SIGINT)
+    logged.append(batch.num_rows)
+
+
+sink.on_write = on_write
+blocks = (pa.table({"case_id": [str(i)], "variant": ["base"], "SSIM": [0.5]}, schema=schema) for i in range(3))
+with ctrl_c_guard():
+    try:
+        drain_to_sink(blocks, sink, SimpleNamespace(shard_rows=1, shard_seconds=0.0))
+    except KeyboardInterrupt:
+        pass
+print(json.dumps({"on_disk": pq.read_table(Path(sys.argv[1]) / "cases").num_rows, "logged": sum(logged)}))
+sys.stdout.flush()
+os._exit(0)  # the first Ctrl-C armed the clean-up deadline
+"""
+
+
+def test_ctrl_c_between_a_shard_and_its_wandb_step_waits_for_the_step(tmp_path):
+    """A first Ctrl-C while a shard is written and its live W&B step logged stops the stream after both: every row
+    on disk is in the W&B progress (cut between them, the rows were on disk and never logged)."""
+    import json
+
+    res = subprocess.run(
+        [sys.executable, "-c", HELD, str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=str(REPO)
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"on_disk": 1, "logged": 1}
