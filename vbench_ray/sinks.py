@@ -203,6 +203,66 @@ def _flatten(prefix: str, obj: Any, out: dict) -> dict:
     return out
 
 
+def wandb_summary(summary: dict) -> tuple[dict[str, float], dict[str, str]]:
+    """``summary.json``'s numbers as W&B keys: ``metrics`` and every ``by_*`` breakdown the summary has (found by
+    name, not listed per benchmark: ``by_method/<method>/<metric>/value``, ``by_method_category/<method>/<category>/
+    <metric>/ci_lo``, ``by_judge/<judge>/<metric>/n`` ...). A metric's stats (a dict with ``value`` or ``ci95``) give
+    ``value``, ``ci_lo``, ``ci_hi``, ``n`` and their other numbers. Returns ``(numbers, reasons)``: ``reasons`` holds,
+    for each metric without a value, its ``.../value`` key and why (``unavailable``, ``note``, the headline metric's
+    reason where a breakdown only says ``unavailable: true``, or n=0): text for the W&B summary, never 0 or NaN."""
+    headline = {
+        m: s["unavailable"] or s.get("note")
+        for m, s in (summary.get("metrics") or {}).items()
+        if isinstance(s, dict) and isinstance(s.get("unavailable"), str)
+    }
+    numbers: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+
+    def walk(prefix: str, obj: Any, name: str) -> None:
+        if isinstance(obj, dict) and ("value" in obj or "ci95" in obj):
+            stats(prefix, obj, name)
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(f"{prefix}/{k}", v, str(k))
+        elif _number(obj) is not None:
+            numbers[prefix] = obj
+
+    def stats(prefix: str, s: dict, name: str) -> None:
+        if _number(s.get("value")) is not None:
+            numbers[f"{prefix}/value"] = s["value"]
+        else:
+            reasons[f"{prefix}/value"] = _why_no_value(s, headline.get(name))
+        ci = s.get("ci95")
+        if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_number(c) is not None for c in ci):
+            numbers[f"{prefix}/ci_lo"], numbers[f"{prefix}/ci_hi"] = ci
+        for k, v in s.items():
+            if k not in ("value", "ci95"):
+                walk(f"{prefix}/{k}", v, str(k))
+
+    for key, block in summary.items():
+        if (key == "metrics" or key.startswith("by_")) and isinstance(block, dict):
+            walk(key, block, key)
+    return numbers, reasons
+
+
+def _number(v: Any) -> float | None:
+    """``v`` if it is a finite int or float (not a bool), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return v
+
+
+def _why_no_value(stats: dict, headline: str | None) -> str:
+    for key in ("unavailable", "note"):
+        if isinstance(stats.get(key), str) and stats[key]:
+            return stats[key]
+    if stats.get("unavailable") is True:  # a breakdown of a metric the headline reports unavailable
+        return headline or "unavailable"
+    if stats.get("n") == 0:
+        return "no value: nothing scored (n=0)"
+    return "no value"
+
+
 def log_to_wandb(
     run_dir: str | Path,
     wandb_cfg: Any,
@@ -214,10 +274,12 @@ def log_to_wandb(
     curves: Iterable[dict] = (),
 ) -> str | None:
     """The run's wandb run (the one :mod:`vbench_ray.live` opened for the stream, else a new one with the run
-    directory's id for ``run_name``): the resolved config, the summary (flattened to ``metrics/SSIM/value``
-    ...), the per-case table with the first ``wandb.strips`` cases' frame strips as images, and each sweep
-    ``curves`` figure (:func:`vbench_ray.figures.sweep_figures`, line kind) as a W&B line plot
-    ``sweep/<axis>/<metric>``. Offline by default: ``wandb sync RUN_DIR/wandb/offline-run-*`` uploads it later."""
+    directory's id for ``run_name``): the resolved config, the summary's metrics and every breakdown
+    (:func:`wandb_summary`: ``metrics/SSIM/value``, ``by_method/<method>/<metric>/ci_lo`` ...; a metric without a
+    value as its reason, text in the run's summary), the per-case table with the first ``wandb.strips``
+    cases' frame strips as images, and each sweep ``curves`` figure (:func:`vbench_ray.figures.sweep_figures`,
+    line kind) as a W&B line plot ``sweep/<axis>/<metric>``. Offline by default: ``wandb sync
+    RUN_DIR/wandb/offline-run-*`` uploads it later."""
     if wandb_cfg.mode == "disabled":
         return None
     os.environ.update(wandb_env(run_dir))
@@ -225,9 +287,9 @@ def log_to_wandb(
 
     run = open_run(run_dir, wandb_cfg, run_name, config)
     try:
-        flat = _flatten("", {k: summary[k] for k in ("metrics", "by_category", "by_variant") if k in summary}, {})
-        run.summary.update(flat)
-        run.log(flat)
+        numbers, reasons = wandb_summary(summary)
+        run.log(numbers)
+        run.summary.update({**numbers, **reasons})
         if wandb_cfg.log_cases and cases is not None and cases.num_rows:
             run.log({"cases": _case_table(cases, Path(run_dir), int(wandb_cfg.get("strips") or 0))})
         for name, table in extra_tables:

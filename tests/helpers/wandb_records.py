@@ -66,6 +66,16 @@ def history(path: str | Path) -> list[dict]:
     ]
 
 
+def summary(path: str | Path) -> dict:
+    """The run's summary (``run.summary`` and the last value of each logged key), its summary records in order."""
+    out: dict = {}
+    for r in records(path):
+        if r.WhichOneof("record_type") == "summary":
+            for item in r.summary.update:
+                out[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return out
+
+
 def run_record(path: str | Path):
     """The run's own record (id, name, group, config)."""
     return next(r.run for r in records(path) if r.WhichOneof("record_type") == "run")
