@@ -2,7 +2,7 @@
 
 Spec: ViDiC paper §3.3.2, Table 2, Table 5, App. G.3-G.5; official layout and code: NJU-LINK/ViDiC-1K
 b7aeefd (``inference/``, ``judge/judge.py``, ``utils/calculate.py``). The pipeline has no per-case compute stage;
-it is three judge phases (:mod:`vbench_ray.benchmarks.vidic_scoring`):
+it is three judge phases (:mod:`vbench_ray.benchmarks.vidic_requests`):
 
 1. ``describe``: the **model under test** (``model.*``, any judge backend; temperature 0.7, 2 fps, as
    Table 5 for most models) compares Video A and Video B in free text.
