@@ -6,7 +6,7 @@ Fig. 5c, against augmentation intensity), ``"bars"`` (categories: CoVEBench Fig.
 major editing category; ViDiC Table 2, per class; NRVBench's six material categories and its per-method tables;
 one bar per category with its 95% CI, in the order the benchmark's paper uses: ``Benchmark.report_figures``) or
 ``"heat"`` (a grid of two breakdowns, NRVBench Fig. 6: each method across the six material categories; one cell
-per pair, shaded by its value).
+per pair, shaded by how good its value is: darker is better, by the metric's ``higher_is_better``).
 
 Line points: ``(x, value, lo, hi, n)``; bar rows: ``(label, value, lo, hi, n)``; heat ``cells[i][j]``:
 ``(value, lo, hi, n)`` of ``rows[i]`` x ``cols[j]``; ``None`` where missing. A breakdown figure names the report
@@ -172,10 +172,18 @@ def breakdowns(summary: dict, orders: dict[str, tuple[str, ...]] | None = None, 
 
 
 def heat_figures(
-    grid: Any, row_name: str, col_name: str, prefix: str, scales: dict, cols: tuple[str, ...] = (), note: str = ""
+    grid: Any,
+    row_name: str,
+    col_name: str,
+    prefix: str,
+    scales: dict,
+    cols: tuple[str, ...] = (),
+    note: str = "",
+    higher: dict | None = None,
 ) -> list[dict]:
     """One heat figure per metric of a two-way breakdown ``{row: {col: {metric: stats}}}`` (NRVBench Fig. 6:
-    method x material category): rows in the grid's order, columns ``cols`` first, then any other."""
+    method x material category): rows in the grid's order, columns ``cols`` first, then any other. ``higher``:
+    each metric's ``higher_is_better`` (summary.json's headline metrics), so that darker is better either way."""
     if not isinstance(grid, dict) or not grid:
         return []
     rows = [str(r) for r in grid]
@@ -192,6 +200,7 @@ def heat_figures(
                     "id": f"{prefix}-{m}",
                     "title": f"{m} by {row_name} and {col_name}",
                     "metric": m,
+                    "higher_is_better": (higher or {}).get(m),
                     "rows": rows,
                     "cols": columns,
                     "cells": cells,
@@ -294,15 +303,23 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-HEAT_LABEL_W, HEAT_CELL_W, HEAT_CELL_H, HEAT_HEAD_H = 150, 84, 30, 30
+HEAT_LABEL_W, HEAT_CELL_W, HEAT_CELL_H, HEAT_HEAD_H, HEAT_LEGEND_H = 150, 84, 30, 30, 22
 _LIGHT, _DARK = (238, 244, 251), (31, 95, 168)
+
+
+def heat_legend(fig: dict) -> str:
+    """What the shade means: darker is better, for a lower-is-better metric (BG_MSE) the lower value."""
+    hib = fig.get("higher_is_better")
+    return "darker = higher value" if hib is None else f"darker = better ({'higher' if hib else 'lower'} is better)"
 
 
 def _heat_cells(fig: dict):
     """Each cell's place, fill and text colour: ``(i, j, (value, lo, hi, n), x, y, fill, ink)``; the fill runs from
-    light (the figure's lowest value) to dark blue (its highest), a missing value grey."""
+    light (the figure's worst value) to dark blue (its best: the highest, or the lowest where ``higher_is_better``
+    is False), a missing value grey."""
     values = [c[0] for row in fig["cells"] for c in row if c[0] is not None]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    flip = fig.get("higher_is_better") is False
     for i, row in enumerate(fig["cells"]):
         for j, cell in enumerate(row):
             x, y = HEAT_LABEL_W + HEAT_CELL_W * j, HEAT_HEAD_H + HEAT_CELL_H * i
@@ -310,16 +327,24 @@ def _heat_cells(fig: dict):
                 yield i, j, cell, x, y, (238, 238, 238), (120, 120, 120)
                 continue
             t = 0.5 if hi <= lo else (cell[0] - lo) / (hi - lo)
+            t = 1.0 - t if flip else t
             fill = tuple(round(a + (b - a) * t) for a, b in zip(_LIGHT, _DARK))
             yield i, j, cell, x, y, fill, (255, 255, 255) if t > 0.55 else (20, 20, 20)
 
 
 def heat_size(fig: dict) -> tuple[int, int]:
-    return HEAT_LABEL_W + HEAT_CELL_W * len(fig["cols"]) + 8, HEAT_HEAD_H + HEAT_CELL_H * len(fig["rows"]) + 8
+    width = max(HEAT_LABEL_W + HEAT_CELL_W * len(fig["cols"]) + 8, 360)  # room for the legend under a narrow grid
+    return width, HEAT_HEAD_H + HEAT_CELL_H * len(fig["rows"]) + HEAT_LEGEND_H + 8
+
+
+def _heat_legend_at(fig: dict) -> tuple[int, int]:
+    """The legend's left and middle: under the grid, from the first column."""
+    return HEAT_LABEL_W, HEAT_HEAD_H + HEAT_CELL_H * len(fig["rows"]) + HEAT_LEGEND_H // 2 + 2
 
 
 def heat_svg(fig: dict) -> str:
-    """A grid, rows x columns, each cell its value on a shade of its value; hover: the 95% CI and n."""
+    """A grid, rows x columns, each cell its value on a shade of how good it is (the legend under the grid says
+    which way); hover: the 95% CI and n."""
     width, height = heat_size(fig)
     out = [
         f'<svg class="heat" data-metric="{_esc(fig["metric"])}" width="{width}" height="{height}" '
@@ -345,6 +370,12 @@ def heat_svg(fig: dict) -> str:
             f'<text class="cell-val" x="{x + (HEAT_CELL_W - 2) / 2}" y="{y + (HEAT_CELL_H - 2) / 2}" dy="0.35em" '
             f'text-anchor="middle" fill="rgb{ink}">{_fmt(v) if v is not None else "–"}</text>'
         )
+    lx, ly = _heat_legend_at(fig)
+    out.append(
+        f'<g class="legend"><rect x="{lx}" y="{ly - 6}" width="12" height="12" fill="rgb{_LIGHT}" stroke="#ccc"/>'
+        f'<rect x="{lx + 14}" y="{ly - 6}" width="12" height="12" fill="rgb{_DARK}"/>'
+        f'<text x="{lx + 32}" y="{ly}" dy="0.35em">{_esc(heat_legend(fig))}</text></g>'
+    )
     out.append("</svg>")
     return "".join(out)
 
@@ -469,3 +500,8 @@ def _heat_png(fig: dict, d, s: int, width: int, height: int) -> None:
         d.rectangle([x * s, y * s, (x + HEAT_CELL_W - 2) * s, (y + HEAT_CELL_H - 2) * s], fill=fill)
         mid = ((x + (HEAT_CELL_W - 2) / 2) * s, (y + (HEAT_CELL_H - 2) / 2) * s)
         d.text(mid, _fmt(v) if v is not None else "–", fill=ink, font=f, anchor="mm")
+    lx, ly = _heat_legend_at(fig)
+    ly += dy
+    d.rectangle([lx * s, (ly - 6) * s, (lx + 12) * s, (ly + 6) * s], fill=_LIGHT, outline=(204, 204, 204))
+    d.rectangle([(lx + 14) * s, (ly - 6) * s, (lx + 26) * s, (ly + 6) * s], fill=_DARK)
+    d.text(((lx + 32) * s, ly * s), heat_legend(fig), fill="#333", font=f, anchor="lm")

@@ -92,10 +92,19 @@ def report_figures(cls, summary: dict) -> list[dict]:
     then each method across the six material categories as a heat grid per metric (Fig. 6)."""
     from vbench_ray.figures import breakdowns, heat_figures
 
-    scales = {name: (m or {}).get("scale") for name, m in (summary.get("metrics") or {}).items()}
+    metrics = summary.get("metrics") or {}
+    scales = {name: (m or {}).get("scale") for name, m in metrics.items()}
+    higher = {name: (m or {}).get("higher_is_better") for name, m in metrics.items()}  # darker = better
     note = "NRVBench Fig. 6: " + ", ".join(f"{c} {scoring.CATEGORY_CRITERIA[c]['name']}" for c in scoring.CATEGORIES)
     grid = heat_figures(
-        summary.get("by_method_category"), "method", "category", "by_method_category", scales, scoring.CATEGORIES, note
+        summary.get("by_method_category"),
+        "method",
+        "category",
+        "by_method_category",
+        scales,
+        scoring.CATEGORIES,
+        note,
+        higher,
     )
     return breakdowns(summary, {"by_category": scoring.CATEGORIES}) + grid
 
