@@ -5,6 +5,7 @@ module. See docs/testing.md for how to read it and for the survivors that are ex
     python tests/mutation_score.py            # run the mutants not yet checked, then print the scores
     python tests/mutation_score.py --report   # print the scores of the last run only
     python tests/mutation_score.py --survivors  # also list every surviving mutant (``mutmut show NAME`` shows it)
+    python tests/mutation_score.py --module stats --module metrics.fidelity  # only these modules, run and scores
 
 A mutant is *killed* when a selected test fails (or times out) with it in place; a *survivor* changed the code
 and every test still passed. Only functions named in ``TARGETS`` count: a module's request building or I/O is
@@ -71,8 +72,18 @@ KILLED = {1, 3, 36, -24, 24, 152, 255, 37}  # test failure, pytest internal erro
 SURVIVED = {0}
 
 
-def patterns() -> list[str]:
-    return [f"{module}.x_{name}__mutmut_*" for module, names in TARGETS.items() for name in names]
+def selected(modules: list[str] | None) -> dict[str, tuple[str, ...]]:
+    """``TARGETS`` restricted to the modules whose dotted name ends with one of ``modules`` (all when None)."""
+    if not modules:
+        return TARGETS
+    out = {m: names for m, names in TARGETS.items() if any(m == s or m.endswith("." + s) for s in modules)}
+    if len(out) < len(set(modules)):
+        raise SystemExit(f"--module {modules}: a name matches none of {sorted(TARGETS)}")
+    return out
+
+
+def patterns(targets: dict[str, tuple[str, ...]]) -> list[str]:
+    return [f"{module}.x_{name}__mutmut_*" for module, names in targets.items() for name in names]
 
 
 def results(root: Path) -> dict[str, dict[str, int | None]]:
@@ -86,10 +97,12 @@ def results(root: Path) -> dict[str, dict[str, int | None]]:
     return out
 
 
-def report(root: Path, survivors: bool) -> bool:
+def report(root: Path, survivors: bool, targets: dict[str, tuple[str, ...]] = TARGETS) -> bool:
     ok = True
     print(f"{'module':45s} {'killed':>7s} {'survived':>8s} {'other':>6s} {'score':>7s}")
     for module, codes in results(root).items():
+        if module not in targets:
+            continue
         killed = sum(c in KILLED for c in codes.values())
         survived = sorted(n for n, c in codes.items() if c in SURVIVED)
         other = len(codes) - killed - len(survived)  # not checked, no tests, suspicious, segfault
@@ -107,16 +120,20 @@ def main() -> int:
     ap.add_argument("--report", action="store_true", help="print the scores of the last run; run nothing")
     ap.add_argument("--survivors", action="store_true", help="list the surviving mutants")
     ap.add_argument("--max-children", default="2", help="mutants checked at once (default 2)")
+    ap.add_argument(
+        "--module", action="append", help="only this module (a dotted name or its tail, e.g. stats); repeatable"
+    )
     args = ap.parse_args()
+    targets = selected(args.module)
     if not args.report:
         mutmut = Path(sys.executable).with_name("mutmut")
         subprocess.run(
-            [str(mutmut), "run", "--max-children", args.max_children, *patterns()],
+            [str(mutmut), "run", "--max-children", args.max_children, *patterns(targets)],
             cwd=REPO,
             check=False,
             stdout=subprocess.DEVNULL,
         )
-    ok = report(REPO, args.survivors)
+    ok = report(REPO, args.survivors, targets)
     print(f"goal: {GOAL:.0f} % of each module's mutants killed: {'met' if ok else 'NOT met'}")
     return 0 if ok else 1
 
