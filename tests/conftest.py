@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,11 +40,9 @@ def _ray_auth_stays_scoped():
         pytest.fail(f"the test left Ray's auth variables in os.environ ({after}); start Ray through ray_local")
 
 
-# tests/ (for ``helpers``) and the group folders, whose modules pytest imports by their plain names
+# tests/ (for ``helpers``) and the group folders, whose modules pytest imports by their plain names (a test module
+# imports what it shares from ``helpers``, never from another test module: tests/unit/test_repo_layout.py)
 TEST_PATHS = [REPO / "tests", *(REPO / "tests" / group for group in ("unit", "pipeline", "cluster", "e2e"))]
-# a test module may import another's by its plain name (``from test_cove_judge import perfect_answers``), whichever
-# folders this run collects
-sys.path.extend(str(p) for p in TEST_PATHS[1:] if str(p) not in sys.path)
 
 SHARED_SERVER = "tiny_vllm_server"  # the session's one vLLM OpenAI server (fixture below)
 

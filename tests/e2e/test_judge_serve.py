@@ -24,7 +24,7 @@ VIDIC = REPO / "configs" / "vidic.yaml"
 def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
     from ray import serve
 
-    from test_vidic import DESCRIPTION, script  # the scripted descriptions of the model under test
+    from helpers.vidic_runs import DESCRIPTION, script  # the scripted descriptions of the model under test
     from vbench_ray.configure import load_config
     from vbench_ray.runner import run
     from vbench_ray.synth.vidic import synth_vidic

@@ -13,8 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers.common import REPO, cove_overrides
-from test_metrics_aes_tq import TINY_TQ
-from test_metrics_src import build_tiny_src_models
+from helpers.tiny_metrics import TINY_TQ, build_tiny_src_models
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

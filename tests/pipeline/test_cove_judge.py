@@ -2,39 +2,16 @@
 re-scoring a run from its own judge log."""
 
 import json
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from helpers.common import REPO
 from helpers.configs import cove_cfg
-from vbench_ray.benchmarks.cove import CoveBench
-from vbench_ray.benchmarks.cove_checklist import build_requests
+from helpers.cove_answers import JUDGE_ONLY, perfect_answers
 from vbench_ray.runner import run
 
 COVE = REPO / "configs" / "cove.yaml"
-JUDGE_ONLY = "metrics.enabled=[UAS,IFS,VRS,SEM]"
-
-
-def perfect_answers(data, path: Path, break_one: str | None = None) -> list[str]:
-    """A JSONL judge that answers every question with its expected answer (Score-MCQ: 10)."""
-    cfg = cove_cfg(data, path.parent / "unused", JUDGE_ONLY)
-    lines, ids = [], []
-    for case in CoveBench(cfg).load_cases():
-        task = json.loads(case["annotations"])
-        expected = {q["id"]: q["expected_answer"] for g in task["evaluation_groups"] for q in g["questions"]}
-        for request in build_requests(case):
-            key = "final_score" if request.group == "Score-MCQ" else "final_answer"
-            items = [
-                {"id": i, "reasoning": "seen", key: 10 if key == "final_score" else expected[i]}
-                for i in request.expected["ids"]
-            ]
-            text = "I refuse." if request.request_id == break_one else "```json\n" + json.dumps(items) + "\n```"
-            lines.append(json.dumps({"request_id": request.request_id, "text": text}))
-            ids.append(request.request_id)
-    path.write_text("\n".join(lines) + "\n")
-    return ids
 
 
 def test_perfect_judge_scores_100(cove_data, tmp_path):

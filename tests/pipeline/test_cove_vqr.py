@@ -209,7 +209,7 @@ def test_end_to_end_vqr_beside_ssim_and_the_checklist_judge(cove_data, framed, t
     """VQR with SSIM and the checklist metrics: the decode stage opens each video once per case and writes VQR's
     frames (no second decode stage), VQR's scores are the replayed ones, and ``summary.judge`` reports each judge
     phase on its own."""
-    from test_cove_judge import perfect_answers
+    from helpers.cove_answers import perfect_answers
     from vbench_ray.video.io import VideoReader
 
     answers, checklist_answers = tmp_path / "answers.jsonl", tmp_path / "checklist.jsonl"

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers.common import REPO, cove_overrides
-from test_cove_judge import JUDGE_ONLY, perfect_answers
+from helpers.cove_answers import JUDGE_ONLY, perfect_answers
 from vbench_ray.benchmarks.base import DataError
 from vbench_ray.config import ConfigError
 from vbench_ray.configure import load_config

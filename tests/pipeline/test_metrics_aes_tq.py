@@ -14,13 +14,12 @@ import pytest
 import torch
 
 from helpers.common import REPO, cove_overrides
+from helpers.tiny_metrics import TINY_TQ
 from vbench_ray.metrics.aes import AES, AESConfig, KeyframeSampling, build_head, save_tiny_aes
 from vbench_ray.metrics.base import MissingWeightsError
 from vbench_ray.metrics.tq import TQ, TQConfig, dover_frame_indices, spatial_fragments, technical_score
 from vbench_ray.metrics.tq_net import build_dover_technical, save_tiny_dover
 from vbench_ray.video.io import VideoInfo, VideoReader, uniform_indices
-
-TINY_TQ = dict(arch="tiny", clip_len=8, num_clips=2, frame_interval=1, fsize=8, aligned=8)
 
 
 @pytest.fixture(scope="module")

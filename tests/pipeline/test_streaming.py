@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers.common import REPO, cove_overrides
+from helpers.slow_judge import SlowJudge
 from vbench_ray.configure import load_config
 from vbench_ray.pipeline import Stage, build_dataset
 from vbench_ray.pool_plan import StagePlan, plan_stages
@@ -23,38 +22,6 @@ from vbench_ray.runner import run
 
 COVE = REPO / "configs" / "cove.yaml"
 VIDIC = REPO / "configs" / "vidic.yaml"
-
-
-class SlowJudge(ThreadingHTTPServer):
-    """An OpenAI-compatible endpoint that takes ``delay`` seconds per answer and notes when each request came."""
-
-    daemon_threads = True
-
-    def __init__(self, delay: float):
-        self.delay = delay
-        self.arrivals: list[float] = []
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 (http.server's naming)
-        self.server.arrivals.append(time.time())
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        time.sleep(self.server.delay)
-        body = json.dumps(
-            {
-                "choices": [{"message": {"content": "[]"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 1},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):  # quiet
-        pass
 
 
 WAIT_S = 240.0  # how long the last case's edit waits for the sink's first shard (a bound, not a margin)

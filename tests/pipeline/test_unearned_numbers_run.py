@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from helpers.common import REPO, cove_overrides
-from test_cove_judge import JUDGE_ONLY, perfect_answers
+from helpers.cove_answers import JUDGE_ONLY, perfect_answers
 from vbench_ray.configure import load_config
 
 COVE = REPO / "configs" / "cove.yaml"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from test_compare_toy_benchmark import EDGE, HITS, ToyRank, _compare, toy_run
+from helpers.toy_compare import EDGE, HITS, ToyRank, _compare, toy_run
 from vbench_ray.benchmarks import BENCHMARKS
 
 

@@ -131,7 +131,7 @@ def test_the_http_engine_hands_over_each_answer_as_it_arrives(tmp_path):
     import threading
     import time
 
-    from test_streaming import SlowJudge
+    from helpers.slow_judge import SlowJudge
     from vbench_ray.judges.backends.http import HTTPBackend
 
     server = SlowJudge(delay=0.3)

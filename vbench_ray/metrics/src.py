@@ -59,8 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -68,8 +66,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from vbench_ray.metrics.base import FrameMetric, Sampling, register_metric, require_weights, weights_problem
-from vbench_ray.metrics.device_images import IMAGENET_MEAN, IMAGENET_STD, device_preprocess, encoder_class, image_plan
+from vbench_ray.metrics.device_images import device_preprocess, encoder_class, image_plan
 from vbench_ray.metrics.src_entities import entities_from_cache, entities_from_task
+from vbench_ray.metrics.src_passes import PhaseClock, key_runs, pack_runs, sam_preprocessing
 from vbench_ray.metrics.src_scoring import detections, frame_pairs, pair_crops, score_pairs
 
 WEIGHT_KEYS = {
@@ -110,22 +109,6 @@ class SRCConfig:
 
 class SRCUndefined(ValueError):
     """The case has no SRC score (no entity to keep or found, or no source mask): a recorded failure."""
-
-
-class _PhaseClock:
-    """``clock(name)`` adds the wall time since the previous call (or since it was made) to the metric's
-    ``phase_seconds[name]``."""
-
-    def __init__(self, metric: Any):
-        if not isinstance(getattr(metric, "phase_seconds", None), dict):
-            metric.phase_seconds = defaultdict(float)
-        self.seconds = metric.phase_seconds
-        self.last = time.perf_counter()
-
-    def __call__(self, name: str) -> None:
-        now = time.perf_counter()
-        self.seconds[name] = self.seconds.get(name, 0.0) + now - self.last
-        self.last = now
 
 
 @register_metric
@@ -199,7 +182,7 @@ class SRC(FrameMetric):
         self.sam = Sam2Model.from_pretrained(paths["sam2"]).to(self.device).eval()
         if bf16:
             self.sam.vision_encoder = encoder(self.sam.vision_encoder, bf16=True)
-        self.sam_size, self.sam_mean, self.sam_std = _sam_preprocessing(paths["sam2"], self.sam)
+        self.sam_size, self.sam_mean, self.sam_std = sam_preprocessing(paths["sam2"], self.sam)
         self.dino_processor = AutoImageProcessor.from_pretrained(paths["dinov2"])
         self.dino = Dinov2Model.from_pretrained(paths["dinov2"]).to(self.device).eval()
         on_device = bool(self.cfg.gpu_preprocess)
@@ -249,7 +232,7 @@ class SRC(FrameMetric):
         cap = max(1, int(self.cfg.batch_size))
         order, found = [], []  # units in pass order; per pass, the top detection of each (prompt, probe) image
         for hw, members in by_size.items():
-            for chunk in _pack(members, [len(units[u][2]) for u in members], [units[u][0] for u in members], cap):
+            for chunk in pack_runs(members, [len(units[u][2]) for u in members], [units[u][0] for u in members], cap):
                 found.append(self._ground_pass([units[u] for u in chunk], hw))
                 order += chunk
         best: list[tuple[float, list[float] | None]] = [(0.0, None)] * len(units)
@@ -337,7 +320,7 @@ class SRC(FrameMetric):
         masks, where = [], []  # per run of a pass: its masks on the device, and (job, first frame, frames)
         for start in range(0, len(flat), bs):
             chunk = flat[start : start + bs]
-            runs = _runs([j for j, _ in chunk])  # (job, first, end) of the chunk's consecutive frames per video
+            runs = key_runs([j for j, _ in chunk])  # (job, first, end) of the chunk's consecutive frames per video
             frames = self._upload([jobs[j][0][chunk[a][1] : chunk[b - 1][1] + 1] for j, a, b in runs])
             x = torch.cat([self._sam_input(f, s) for f in frames])
             x = (x - mean) / std
@@ -403,7 +386,7 @@ class SRC(FrameMetric):
         The wall time of each phase adds up in ``phase_seconds`` (``ground``, ``segment``, ``pairs``, ``embed``;
         each phase ends by reading its results back to the host, so no extra synchronisation), the cases in
         ``phase_cases``."""
-        clock = _PhaseClock(self)
+        clock = PhaseClock(self)
         results: list[float | Exception] = [float("nan")] * len(items)
         live: dict[int, tuple[np.ndarray, np.ndarray, list[str]]] = {}
         for k, (edited, source, kwargs) in enumerate(items):
@@ -465,48 +448,3 @@ class SRC(FrameMetric):
         if k == 0:
             raise ValueError("SRC needs at least one frame of each video")
         return source[:k], edited[:k], list(entities)
-
-
-def _runs(keys: list[int]) -> list[tuple[int, int, int]]:
-    """``(key, start, end)`` of each run of equal consecutive ``keys``."""
-    runs: list[tuple[int, int, int]] = []
-    for i, key in enumerate(keys):
-        if runs and runs[-1][0] == key:
-            runs[-1] = (key, runs[-1][1], i + 1)
-        else:
-            runs.append((key, i, i + 1))
-    return runs
-
-
-def _pack(items: list, sizes: list[int], keys: list, cap: int) -> list[list]:
-    """``items`` in order, in chunks of at most ``cap`` total size (an item larger than ``cap`` alone); a run of
-    consecutive items with one key (one video's prompts) starts a new chunk rather than being split, if it fits."""
-    chunks: list[list] = []
-    chunk: list = []
-    used = 0
-    for _, a, b in _runs(keys):
-        if chunk and used + sum(sizes[a:b]) > cap:
-            chunks.append(chunk)
-            chunk, used = [], 0
-        for i in range(a, b):
-            if chunk and used + sizes[i] > cap:
-                chunks.append(chunk)
-                chunk, used = [], 0
-            chunk.append(items[i])
-            used += sizes[i]
-    if chunk:
-        chunks.append(chunk)
-    return chunks
-
-
-def _sam_preprocessing(path: Path, model: Any) -> tuple[int, tuple, tuple]:
-    """SAM2's input size and normalisation: from ``preprocessor_config.json`` when there is one, else the model's
-    configured image size and ImageNet mean/std (SAM2's own)."""
-    size = int(model.config.prompt_encoder_config.image_size)
-    mean, std = IMAGENET_MEAN, IMAGENET_STD
-    pre = Path(path) / "preprocessor_config.json"
-    if pre.exists():
-        cfg = json.loads(pre.read_text(encoding="utf-8"))
-        size = int((cfg.get("size") or {}).get("height", size))
-        mean, std = tuple(cfg.get("image_mean") or mean), tuple(cfg.get("image_std") or std)
-    return size, mean, std
