@@ -1,12 +1,10 @@
-"""The code stays readable in pieces: no module outside ``tests/perf`` grows past ~500 lines, and a test module
-imports what it shares with others from ``tests/helpers``, never from another test module (which would run that
-module's import in whatever folder is collected, and tie the two modules' ids together)."""
+"""A test module imports what it shares with others from ``tests/helpers``, never from another test module (which
+would run that module's import in whatever folder is collected, and tie the two modules' ids together)."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_LINES = 500
 
 
 def _modules(*folders: str) -> list[Path]:
