@@ -51,7 +51,8 @@ def pytest_collection_modifyitems(session, config, items):
     """The multi-node tests first: they start a cluster of their own in a subprocess, and on 2 cores they need
     the machine before the shared local Ray (and what earlier tests leave in it) is up. The tests that use the
     shared vLLM server (directly or through another fixture) last, one after the other: the server starts once,
-    late, and stays up only while they run (session teardown stops it). Otherwise collection order is kept."""
+    late, and stays up only while they run (session teardown stops it). Otherwise collection order is kept.
+    In a pytest-xdist worker the heavy units (``HEAVY_UNITS``) go first, longest first."""
 
     def rank(item) -> int:
         if item.fspath.basename == "test_multinode.py":
@@ -59,6 +60,46 @@ def pytest_collection_modifyitems(session, config, items):
         return 2 if SHARED_SERVER in getattr(item, "fixturenames", ()) else 1
 
     items.sort(key=rank)
+    if hasattr(config, "workerinput"):  # what pytest-xdist sets on a worker's config
+        items.sort(key=lambda item: (rank(item) == 2, _heavy_rank(work_unit(item.nodeid))))
+
+
+# Under pytest-xdist (make test: ``-n 2 --dist loadscope --no-loadscope-reorder``) each worker is a pytest session of
+# its own, with its own ``ray_local`` and its own session and module fixtures. A worker takes a unit of work at a time
+# (``pytest_xdist_make_scheduler``): a module (its module fixtures built once), the shared vLLM server's users (one
+# server; they are named ``test_real_vllm_server_*``, checked by tests/unit/test_xdist_units.py) or the Serve tests
+# (one Serve proxy on the host). The heavy units go first, so that the two workers start on them and share out the
+# light modules after; the shared server's users stay last.
+HEAVY_UNITS = ("test_multinode.py", "serve", "test_judge_vllm.py", "test_job_submit.py")
+SERVE_MODULES = ("test_judge_serve.py", "test_judge_serve_faults.py")
+SERVER_TESTS = "test_real_vllm_server"
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work an xdist worker takes the test ``nodeid`` in: its module's file name, the shared server's
+    or the Serve tests'. From the test id alone: the scheduler, in the controlling process, sees no fixtures."""
+    path, _, name = nodeid.partition("::")
+    if name.startswith(SERVER_TESTS):
+        return SHARED_SERVER
+    module = path.rsplit("/", 1)[-1]
+    return "serve" if module in SERVE_MODULES else module
+
+
+def _heavy_rank(unit: str) -> int:
+    return HEAVY_UNITS.index(unit) if unit in HEAVY_UNITS else len(HEAVY_UNITS)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist (a dev extra)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scope scheduling with ``work_unit`` as the scope (its ``loadgroup`` renames test ids, which
+    pytest 9 no longer lets a plugin do)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture(scope="session")
