@@ -37,8 +37,12 @@ browser:
 
 # -ra: every skip prints its reason; under CI=true a security, sandbox, browser or PyAV test that skips fails
 # (tests/helpers/ci_skips.py): CI gives them what they need (.ci/run) instead of passing without them.
+# -n: pytest-xdist workers; 0 (the default) runs the suite in this process. `make test TEST_WORKERS=2`: a worker takes
+# a module at a time, the heavy ones (multi-node cluster, Serve, vLLM engines, the user's clone) first
+# (tests/conftest.py); not yet the default: a whole suite on two workers still has to pass twice (docs/testing.md)
+TEST_WORKERS ?= 0
 test: setup browser lint
-	$(PY) -m pytest -q -ra --durations=15
+	$(PY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # ruff's lint and format check (pyproject.toml [tool.ruff]); `$(VENV)/bin/ruff format .` applies the format
 lint: setup
