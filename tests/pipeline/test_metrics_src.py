@@ -119,7 +119,8 @@ def _smooth(t, h, w, seed):
 def test_device_preprocessing_matches_the_processors(device_and_cpu):
     """Grounding DINO's and DINOv2's pixel values computed by ``device_preprocess`` from uint8 frames equal their
     processors' output: the same sizes, the same pixels where nothing is resized, and within two uint8 levels
-    (rarely one) where they are; a wrong filter, no antialiasing or another size rule fails this."""
+    (a PIL processor) or one (a torchvision one) where they are; a wrong filter, no antialiasing or another size
+    rule fails this."""
     import torch
     from PIL import Image
 
@@ -141,8 +142,11 @@ def test_device_preprocessing_matches_the_processors(device_and_cpu):
             got = device_preprocess(torch.from_numpy(frames), plan)
             assert got.shape == want.shape and got.dtype == torch.float32, (h, w)
             diff = (got - want).abs()
-            assert float(diff.max()) <= 2 * level + 1e-4, (h, w)
-            assert float((diff > 1e-4).float().mean()) < 0.2, (h, w)
+            # a PIL processor rounds each of its two passes (two levels at most); a torchvision one resizes uint8
+            # images in fixed point on the CPU, one level off the float resize on up to ~22% of the pixels where a
+            # tiny image is upsampled (7x90, 33x29 -> 224)
+            assert float(diff.max()) <= (2 if plan["two_pass"] else 1) * level + 1e-4, (h, w)
+            assert float((diff > 1e-4).float().mean()) < 0.25, (h, w)
             if got.shape[-2:] == (h, w):  # nothing resized: the same pixels
                 assert float(diff.max()) < 1e-5
 
