@@ -188,9 +188,10 @@ class _DecordImpl:
         # starts there (uniform sampling always does), so frame 0 is decoded once, not twice
         self._first = self._vr[0].asnumpy() if self.num_frames else None
         self.shape = self._first.shape[:2] if self._first is not None else (0, 0)
-        if self._first is not None and self._first.shape[2:] != (3,):
+        if self._first is not None and self._first.shape[2:] != (3,) and min(self.shape) >= MIN_SIDE:
             # decord 0.6 misreads frames of some widths (24, 48 px ...): 4 or 6 "channels" per pixel from padded
-            # rows, and get_batch fails (``Check failed: from_size == to_size``); ``auto`` reads them with PyAV
+            # rows, and get_batch fails (``Check failed: from_size == to_size``); ``auto`` reads them with PyAV.
+            # (A video under MIN_SIDE is refused as too small by the reader, whichever decoder opened it.)
             raise VideoError(f"decord decodes frames of shape {self._first.shape}, not (height, width, 3)")
         try:  # from the demuxer's index, no decoding
             self.keyframes = tuple(int(i) for i in self._vr.get_key_indices())
