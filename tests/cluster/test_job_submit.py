@@ -167,21 +167,15 @@ def test_readme_cluster_block_runs_as_written(user_clone):
     clone, env = user_clone["clone"], user_clone["env"]
     block = readme_cluster_block().rstrip("\n").splitlines()
     assert block[-1].startswith("kill $RAY_HEAD")
-    bare_python = shutil.which("python", path=env["PATH"]) or "/usr/bin/python3"
-    wrong_job = (
-        f"echo @@BARE@@; ray job submit --address $(cat $RAY_TMP/ray_current_cluster) --working-dir . -- "
-        f"{bare_python} jobs/cove.py configs/cove.yaml; echo @@BARE_RC=$?@@"
-    )
-    script = "\n".join([*block[:-1], wrong_job, block[-1]]) + "\n"
+    script = "\n".join(block) + "\n"  # the README lines, unchanged, nothing before, between or after
     held = _hold_default_ports()
     try:
         rc, out, left = run_shell(script, clone, env, 560)
     finally:
         for s in held:
             s.close()
-    job_out, _, bare_out = out.partition("@@BARE@@")
     assert "Missing authentication token" not in out, out[-3000:]
-    assert "succeeded" in job_out, out[-5000:]
+    assert "succeeded" in out, out[-5000:]
     run_dir = clone / "runs" / "cluster-demo"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["n_rows"] == DEMO_N and summary["failures"]["count"] == 0
@@ -190,11 +184,6 @@ def test_readme_cluster_block_runs_as_written(user_clone):
     assert summary["judge"]["backend"] == "hf"
     assert (run_dir / "report.html").exists() and list((run_dir / "cases").glob("part-*.parquet"))
     assert (run_dir / "judge_log.jsonl").stat().st_size > 0
-
-    # A job whose interpreter lacks the project's packages stops at once with what to do.
-    assert "@@BARE_RC=0@@" not in bare_out, bare_out[-2000:]
-    assert "vbench-ray job: this interpreter" in bare_out and ". .venv/bin/activate" in bare_out, bare_out[-3000:]
-    assert "ModuleNotFoundError" not in bare_out, bare_out[-3000:]
 
     assert rc == 0, out[-2000:]  # the last line, `kill $RAY_HEAD`, found the head still running
     assert not left, f"`kill $RAY_HEAD` left processes of the cluster running: {left}"
