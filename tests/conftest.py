@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(session, config, items):
 # Under pytest-xdist (make test: ``-n 2 --dist loadscope --no-loadscope-reorder``) each worker is a pytest session of
 # its own, with its own ``ray_local`` and its own session and module fixtures. A worker takes a unit of work at a time
 # (``pytest_xdist_make_scheduler``): a module (its module fixtures built once), the shared vLLM server's users (one
-# server; they are named ``test_real_vllm_server_*``, checked by tests/unit/test_xdist_units.py) or the Serve tests
+# server; they are named ``test_real_vllm_server_*``, checked by tests/e2e/test_xdist_units.py) or the Serve tests
 # (one Serve proxy on the host). The heavy units go first, so that the two workers start on them and share out the
 # light modules after; the shared server's users stay last.
 HEAVY_UNITS = ("test_multinode.py", "serve", "test_judge_vllm.py", "test_job_submit.py")
