@@ -2,7 +2,8 @@
 (``Benchmark.compare_units``, ``comparison_options``, ``analyses``) share: the error, a finished run as read from
 its folder, and the helpers that turn a run's config into comparable options and its rows into units.
 
-It imports nothing else of the package, so a benchmark's hook module may import it without an import circle.
+It imports nothing else of the package but the judge backends' registry (when it flattens options), so a
+benchmark's hook module may import it without an import circle.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports
 # config keys that do not change a score (where things run, how fast, where weights sit). ``seed`` is not one: a
 # metric's own seed picks what it samples (TQ's clip and fragment offsets), a judge's seed picks its tokens when it
 # samples (``sampling_seed``); ``run.seed``, which seeds the bootstrap CIs, is compared only where the benchmark
-# says it picks what is scored (``Benchmark.run_seed_scores``)
+# says it picks what is scored (``Benchmark.run_seed_scores``). A judge backend's own section (``judge.vllm``,
+# ``judge.http`` ...: how the judge is served) is one too, read from the backend registry (``runtime_keys``)
 RUNTIME_KEYS = {
     "device",
     "batch_size",
@@ -29,9 +31,6 @@ RUNTIME_KEYS = {
     "backend",
     "replay_path",
     "env_vars",
-    "vllm",
-    "http",
-    "hf",
     "concurrency",
     "dtype",
 }
@@ -67,17 +66,25 @@ def finite(x: Any) -> bool:
         return False
 
 
-def flatten_options(prefix: str, node: Any, out: dict) -> dict:
-    """``node``'s leaves into ``out`` as ``{"prefix.key": value}``, leaving out ``RUNTIME_KEYS``; a list of dicts
+def runtime_keys() -> set[str]:
+    """``RUNTIME_KEYS`` and every registered judge backend's config section name."""
+    from vbench_ray.judges.backends import BACKENDS  # the registry alone: no backend module is imported
+
+    return RUNTIME_KEYS | set(BACKENDS.config_classes())
+
+
+def flatten_options(prefix: str, node: Any, out: dict, skip: set[str] | None = None) -> dict:
+    """``node``'s leaves into ``out`` as ``{"prefix.key": value}``, leaving out ``runtime_keys()``; a list of dicts
     as ``prefix[i].key``; a model or weights path by its last part (the same model sits elsewhere per machine)."""
+    skip = runtime_keys() if skip is None else skip
     if isinstance(node, dict):
         for k, v in node.items():
-            if k in RUNTIME_KEYS:
+            if k in skip:
                 continue
-            flatten_options(f"{prefix}.{k}" if prefix else str(k), v, out)
+            flatten_options(f"{prefix}.{k}" if prefix else str(k), v, out, skip)
     elif isinstance(node, list) and node and all(isinstance(x, dict) for x in node):
         for i, v in enumerate(node):
-            flatten_options(f"{prefix}[{i}]", v, out)
+            flatten_options(f"{prefix}[{i}]", v, out, skip)
     else:
         if isinstance(node, str) and (prefix.endswith("_weights") or prefix.endswith(".model")) and "/" in node:
             node = node.rstrip("/").rsplit("/", 1)[-1]

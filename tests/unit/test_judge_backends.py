@@ -183,3 +183,15 @@ def test_a_backend_whose_section_would_shadow_a_judge_key_is_refused_and_not_reg
         BACKENDS["video"] = shadow
     assert "video" not in BACKENDS and [f.name for f in dataclasses.fields(JudgeConfig)] == before
     assert OmegaConf.structured(JudgeConfig).video.fps == 2.0
+
+
+def test_compare_leaves_out_a_registered_backends_section_as_a_runtime_setting(monkeypatch):
+    """How a judge is served (its backend's section) does not change a score, so runs that differ there compare;
+    a backend registered later (the toy, ``judge.toy``) counts as such too, while the judge's scoring keys stay."""
+    from vbench_ray.compare_base import flatten_options
+
+    judge = {"model": "/w/judge-7b", "temperature": 0.0, "toy": {"score": 7}, "http": {"base_url": "http://x"}}
+    with monkeypatch.context() as m:
+        m.setitem(BACKENDS, "toy", ToyScoreBackend)
+        assert flatten_options("judge", judge, {}) == {"judge.model": "judge-7b", "judge.temperature": 0.0}
+    assert flatten_options("judge", judge, {})["judge.toy.score"] == 7  # unregistered: an unknown key, compared
