@@ -41,7 +41,7 @@ def _schema_for(benchmark: Any) -> type:
 
 def _check_choices(cfg: DictConfig) -> None:
     choices = dict(CHOICES)
-    choices.update(getattr(BENCHMARKS[cfg.benchmark], "config_choices", {}))
+    choices.update(BENCHMARKS[cfg.benchmark].choices())  # a judge backend registered by now counts
     for key, allowed in choices.items():
         value = OmegaConf.select(cfg, key)
         if value is not None and value not in allowed:

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from helpers.common import REPO, cove_overrides
 from vbench_ray.config import bounded
 from vbench_ray.judges.backends import BACKENDS
-from vbench_ray.judges.base import JUDGE_CHOICES, JudgeBackend, JudgeConfig, JudgeResponse
+from vbench_ray.judges.base import JudgeBackend, JudgeConfig, JudgeResponse, judge_choices
 from vbench_ray.judges.engines import Engine, make_engine
 from vbench_ray.registry import UnknownName
 
@@ -53,7 +53,7 @@ def test_a_toy_backend_registered_alone_is_dispatched_everywhere(monkeypatch, tm
     monkeypatch.setitem(BACKENDS, "toy", ToyBackend)
     engine = make_engine(cfg(backend="toy", model="m"), str(tmp_path))
     assert isinstance(engine, ToyEngine) and engine.run_dir == str(tmp_path)
-    assert "toy" in JUDGE_CHOICES["judge.backend"] and "toy" in list(JUDGE_CHOICES["judge.backend"])
+    assert "toy" in judge_choices()["judge.backend"]
     assert _judge_problems(cfg(backend="toy"), "judges[1]") == [
         "`judges[1].model` is not set: the toy backend needs a name"
     ]
@@ -63,7 +63,7 @@ def test_a_toy_backend_registered_alone_is_dispatched_everywhere(monkeypatch, tm
 def test_an_unknown_backend_is_named_with_the_registered_ones():
     from vbench_ray.preflight import _judge_problems
 
-    assert "nope" not in JUDGE_CHOICES["judge.backend"]
+    assert "nope" not in judge_choices()["judge.backend"]
     with pytest.raises(UnknownName, match=r"unknown judge backend 'nope'; available: hf, http, replay, vllm"):
         make_engine(cfg(backend="nope"))
     assert _judge_problems(cfg(backend="nope"), "judge") == [
@@ -195,3 +195,38 @@ def test_compare_leaves_out_a_registered_backends_section_as_a_runtime_setting(m
         m.setitem(BACKENDS, "toy", ToyScoreBackend)
         assert flatten_options("judge", judge, {}) == {"judge.model": "judge-7b", "judge.temperature": 0.0}
     assert flatten_options("judge", judge, {})["judge.toy.score"] == 7  # unregistered: an unknown key, compared
+
+
+@dataclasses.dataclass
+class ToyModeConfig:
+    mode: str = "fast"  # how the toy answers
+
+    CHOICES = {"mode": ("fast", "careful")}  # allowed values, checked when a config is loaded
+
+
+class ToyModeBackend(ToyBackend):
+    config_class = ToyModeConfig  # its section, judge.toy
+
+
+def test_a_backend_registered_after_the_benchmarks_is_checked_in_every_judge_block(monkeypatch, tmp_path):
+    """The benchmarks are imported (and their configs' allowed values declared) before the toy is registered: its
+    name and its section's allowed values are still those every judge block is checked against when a config
+    loads (CoVEBench's ``judge`` and ``vqr``, ViDiC's ``model``, NRVBench's ``judge`` and ``judges`` entries)."""
+    from vbench_ray.benchmarks import bench_for
+    from vbench_ray.config import ConfigError
+    from vbench_ray.configure import load_config
+
+    import vbench_ray.benchmarks  # noqa: F401  (every benchmark imported first)
+
+    monkeypatch.setitem(BACKENDS, "toy", ToyModeBackend)
+    for bench, block in (("cove", "judge"), ("cove", "vqr"), ("vidic", "model"), ("nrv", "judge")):
+        path = REPO / "configs" / f"{bench}.yaml"
+        cfg = load_config(path, [f"{block}.backend=toy", f"{block}.toy.mode=careful"], require_all=False)
+        assert (cfg[block].backend, cfg[block].toy.mode) == ("toy", "careful")
+        with pytest.raises(ConfigError, match=rf"`{block}\.toy\.mode` = 'slow' is not one of \['fast', 'careful'\]"):
+            load_config(path, [f"{block}.backend=toy", f"{block}.toy.mode=slow"], require_all=False)
+    nrv = REPO / "configs" / "nrv.yaml"
+    entries = "judges=[{name: a, backend: toy, toy: {mode: careful}}, {name: b, backend: toy, toy: {mode: slow}}]"
+    cfg = load_config(nrv, ["metrics.enabled=[NRVE_Acc]", entries], require_all=False)
+    with pytest.raises(ConfigError, match=r"judges\[1\]\.toy\.mode = 'slow' is not one of \['fast', 'careful'\]"):
+        bench_for(cfg).judge_specs()

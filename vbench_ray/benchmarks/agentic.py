@@ -63,7 +63,7 @@ from vbench_ray.benchmarks.base import (
 )
 from vbench_ray.agents.loop import AgentConfig
 from vbench_ray.config import BaseConfig, bounded
-from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
+from vbench_ray.judges.base import JudgeConfig
 from vbench_ray.pipeline import Stage
 from vbench_ray.safepaths import unique_component
 
@@ -165,8 +165,8 @@ class AgenticBench(Benchmark):
     }
     config_class = AgenticConfig
     result_sections = ("assembly", "sequencing", "repair", "repurpose")  # verifier settings: changing them re-verifies
+    judge_blocks = {"judge": True}
     config_choices = {
-        **JUDGE_CHOICES,
         "data.agent": AGENTS,
         "sequencing.score": SEQUENCING_SCORES,
         "sequencing.names": SEQUENCING_NAMES,

@@ -69,7 +69,11 @@ class Benchmark:
     # name -> (paper section, scale), for `vbench-ray list metrics`
     scored_metrics: ClassVar[dict[str, tuple[str, str]]] = {}
     config_class: ClassVar[type] = object
+    # allowed values of string keys (checked when a config is loaded: ``choices``), beside its judge blocks'
     config_choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # its config's judge blocks (judge, vqr, model) -> whether the block's `parse` key is checked too: their allowed
+    # values (backend, a backend section's keys, parse) are the backend registry's when the config is checked
+    judge_blocks: ClassVar[dict[str, bool]] = {}
     # the frame metrics it uses, by registered name (vbench_ray.metrics): its `metrics` config section is
     # generated from them (vbench_ray.metrics.base.metrics_config), so a new metric is a name added here
     metric_names: ClassVar[tuple[str, ...]] = ()
@@ -90,6 +94,17 @@ class Benchmark:
         from vbench_ray.figures import breakdowns
 
         return breakdowns(summary, cls.figure_orders, cls.figure_notes)
+
+    @classmethod
+    def choices(cls) -> dict[str, tuple]:
+        """``{config key: allowed values}`` checked when a config is loaded (``configure.load_config``): each judge
+        block's (``judges.base.judge_choices``, read from the backend registry now), then ``config_choices``."""
+        from vbench_ray.judges.base import judge_choices
+
+        out: dict[str, tuple] = {}
+        for block, parse in cls.judge_blocks.items():
+            out.update(judge_choices(block, parse=parse))
+        return {**out, **cls.config_choices}
 
     def __init__(self, cfg: Any):
         self.cfg = cfg

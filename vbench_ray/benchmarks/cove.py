@@ -53,7 +53,7 @@ from vbench_ray.benchmarks.cove_data import (
 )
 from vbench_ray.config import BaseConfig
 from vbench_ray.editors import EDITORS, EditorConfig
-from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeRequest
+from vbench_ray.judges.base import JudgeConfig, JudgeRequest
 from vbench_ray.metrics import METRICS
 from vbench_ray.metrics.base import metric_choices, metrics_config
 from vbench_ray.metrics.stage import decode_stages
@@ -169,9 +169,8 @@ class CoveBench(Benchmark):
     # rows made by another editor (or another editor config) are another model's: never resumed into
     result_sections = ("editor.name", "editor.config_hash")
     metric_names = OBJECTIVE_METRICS  # config_class's metrics section is made from the same list
+    judge_blocks = {"judge": True, "vqr": False}  # VQR's answers are read by their own parser (cove_vqr)
     config_choices = {
-        **JUDGE_CHOICES,
-        **{"vqr." + k.split(".", 1)[1]: v for k, v in JUDGE_CHOICES.items() if k.split(".", 1)[1] != "parse"},
         "data.pair_mismatch": ("resample", "fail"),
         "score.aggregation": ("pooled", "per_task"),
         "score.uas_unit": ("group", "task"),

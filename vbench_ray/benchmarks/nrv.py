@@ -95,7 +95,7 @@ from vbench_ray.benchmarks.nrv_summary import (
 )
 from vbench_ray.cfgutil import get, plain
 from vbench_ray.config import ConfigError
-from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig
+from vbench_ray.judges.base import JudgeConfig, judge_choices
 from vbench_ray.metrics.base import METRICS, metric_choices
 from vbench_ray.metrics.stage import decode_stages
 from vbench_ray.pipeline import Stage
@@ -135,8 +135,8 @@ class NRVBench(Benchmark):
     }
     config_class = NRVConfig
     report_figures = classmethod(nrv_report_figures)  # categories in App. C's order; Fig. 6's method x category grid
+    judge_blocks = {"judge": True}  # `judges` entries are merged onto `judge` and checked alike (judge_specs)
     config_choices = {
-        **JUDGE_CHOICES,
         "data.pair_mismatch": ("resample", "fail"),
         "score.normalize": scoring.NORMALIZATIONS,
         "media.format": ("png", "jpg"),
@@ -178,10 +178,10 @@ class NRVBench(Benchmark):
                     merged = OmegaConf.merge(OmegaConf.structured(JudgeConfig), cfg.judge, entry)
                 except Exception as exc:
                     raise ConfigError(f"judges[{i}]: {exc}".split("\n")[0]) from None
-            if merged.backend not in JUDGE_CHOICES["judge.backend"]:
-                raise ConfigError(
-                    f"judges[{i}].backend = {merged.backend!r} is not one of {list(JUDGE_CHOICES['judge.backend'])}"
-                )
+            for key, allowed in judge_choices(f"judges[{i}]").items():  # what `judge` is checked against
+                value = OmegaConf.select(merged, key.split(".", 1)[1])
+                if value is not None and value not in allowed:
+                    raise ConfigError(f"{key} = {value!r} is not one of {list(allowed)}")
             raw = merged.name or (Path(merged.model).name if merged.model else f"{merged.backend}{i}")
             label = re.sub(r"[^A-Za-z0-9._-]+", "_", str(raw))
             if label in labels:

@@ -65,7 +65,7 @@ from vbench_ray.benchmarks.base import (
 from vbench_ray.benchmarks.cove_data import resolve_under
 from vbench_ray.cfgutil import get
 from vbench_ray.config import BaseConfig
-from vbench_ray.judges.base import JUDGE_CHOICES, JudgeConfig, JudgeVideoConfig
+from vbench_ray.judges.base import JudgeConfig, JudgeVideoConfig
 from vbench_ray.pipeline import Stage
 
 log = logging.getLogger(__name__)
@@ -104,9 +104,6 @@ class VidicConfig(BaseConfig):
     model: JudgeConfig = field(default_factory=_model_defaults)  # the model under test (writes the descriptions)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(temperature=0.0, max_tokens=1024))  # text-only
     error_analysis: VidicErrorAnalysisConfig = field(default_factory=VidicErrorAnalysisConfig)
-
-
-MODEL_CHOICES = {"model." + k[len("judge.") :]: v for k, v in JUDGE_CHOICES.items()}
 
 
 # ----------------------------------------------------------------------------- files
@@ -198,7 +195,7 @@ class VidicBench(Benchmark):
         "model": "any VLM under test, e.g. Qwen/Qwen2.5-VL-7B-Instruct (Hugging Face), or a served model's name",
     }
     config_class = VidicConfig
-    config_choices = {**JUDGE_CHOICES, **MODEL_CHOICES}
+    judge_blocks = {"judge": True, "model": True}
 
     def stages(self) -> list[Stage]:
         return []  # everything is judged (describe -> judge -> error analysis)

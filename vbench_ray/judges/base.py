@@ -19,12 +19,12 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from collections.abc import Sequence
 from typing import Any, Dict, Iterator, List, Optional
 
 from vbench_ray.cfgutil import get as cfg_get
 from vbench_ray.config import bounded
 from vbench_ray.judges.backends import BACKENDS
+from vbench_ray.judges.parsing import PARSE_MODES
 
 
 @dataclass
@@ -92,39 +92,18 @@ BACKENDS.on_change.append(compose_sections)
 compose_sections()
 
 
-def _section_choices() -> dict:
-    """``{"judge.<section>.<key>": allowed values}`` from the sections' ``CHOICES`` (e.g. ``judge.http.media``)."""
-    return {
-        f"judge.{name}.{key}": tuple(allowed)
-        for name, cls in BACKENDS.config_classes().items()
-        for key, allowed in getattr(cls, "CHOICES", {}).items()
-    }
-
-
-class _BackendNames(Sequence):
-    """The judge backends' names, read from their registry at each use (a backend registered later counts)."""
-
-    def _names(self) -> list:
-        return list(BACKENDS)
-
-    def __getitem__(self, i):
-        return self._names()[i]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names()
-
-    def __repr__(self) -> str:
-        return repr(tuple(self._names()))
-
-
-JUDGE_CHOICES = {
-    "judge.backend": _BackendNames(),
-    **_section_choices(),
-    "judge.parse": ("official", "lenient"),
-}
+def judge_choices(prefix: str = "judge", *, parse: bool = True) -> dict[str, tuple]:
+    """``{"<prefix>.<key>": allowed values}`` of one judge block (``judge``, CoVEBench's ``vqr``, ViDiC's ``model``):
+    ``backend`` (the registered backends), each backend section's string keys (its config class's ``CHOICES``, e.g.
+    ``judge.http.media``) and, with ``parse``, ``parse``. Read from the backend registry at each call, when a config
+    is checked, so a backend registered after the benchmarks were imported (a plugin, a test's toy) counts."""
+    choices: dict[str, tuple] = {f"{prefix}.backend": tuple(BACKENDS)}
+    for name, cls in BACKENDS.config_classes().items():
+        for key, allowed in getattr(cls, "CHOICES", {}).items():
+            choices[f"{prefix}.{name}.{key}"] = tuple(allowed)
+    if parse:
+        choices[f"{prefix}.parse"] = PARSE_MODES
+    return choices
 
 
 def model_problems(node: Any, key: str, backend: str, what: str, local: bool) -> List[str]:

@@ -23,5 +23,5 @@ class HTTPJudgeConfig:
     concurrency: int = bounded(4, ge=1)  # parallel HTTP workers
     media: str = "file"  # how videos reach the server: file (file:// URL, server on this machine) | base64
 
-    # allowed values of string keys, checked when the config is loaded (``judges.base.JUDGE_CHOICES``)
+    # allowed values of string keys, checked when the config is loaded (``judges.base.judge_choices``)
     CHOICES = {"media": ("file", "base64")}
