@@ -204,9 +204,10 @@ def _flatten(prefix: str, obj: Any, out: dict) -> dict:
 
 
 def wandb_summary(summary: dict) -> tuple[dict[str, float], dict[str, str]]:
-    """``summary.json``'s numbers as W&B keys: ``metrics`` and every ``by_*`` breakdown the summary has (found by
-    name, not listed per benchmark: ``by_method/<method>/<metric>/value``, ``by_method_category/<method>/<category>/
-    <metric>/ci_lo``, ``by_judge/<judge>/<metric>/n`` ...). A metric's stats (a dict with ``value`` or ``ci95``) give
+    """``summary.json``'s numbers as W&B keys: ``metrics``, every ``by_*`` breakdown the summary has (found by name,
+    not listed per benchmark: ``by_method/<method>/<metric>/value``, ``by_method_category/<method>/<category>/
+    <metric>/ci_lo``, ``by_judge/<judge>/<metric>/n`` ...) and NRVBench's ``cross_judge`` (``_cross_judge_keys``,
+    under ``cross_judge/``). A metric's stats (a dict with ``value`` or ``ci95``) give
     ``value``, ``ci_lo``, ``ci_hi``, ``n`` and their other numbers. Returns ``(numbers, reasons)``: ``reasons`` holds,
     for each metric without a value, its ``.../value`` key and why (``unavailable``, ``note``, the headline metric's
     reason where a breakdown only says ``unavailable: true``, or n=0): text for the W&B summary, never 0 or NaN."""
@@ -242,7 +243,38 @@ def wandb_summary(summary: dict) -> tuple[dict[str, float], dict[str, str]]:
     for key, block in summary.items():
         if (key == "metrics" or key.startswith("by_")) and isinstance(block, dict):
             walk(key, block, key)
+    _cross_judge_keys(summary.get("cross_judge"), headline, numbers, reasons)
     return numbers, reasons
+
+
+def _cross_judge_keys(block: Any, headline: dict, numbers: dict, reasons: dict) -> None:
+    """NRVBench's ``cross_judge`` block (Table 2: each judge's mean, the judges' mean and std, overall and
+    ``by_method``) as ``cross_judge/[by_method/<method>/]<metric>/mean|std|n_judges|per_judge/<judge>``; a mean,
+    std or judge's mean without a value is its reason, as in ``wandb_summary``."""
+
+    def stats(prefix: str, s: dict, metric: str) -> None:
+        unscored = "no value: no judge scored it" if s.get("n_judges") == 0 else "no value"
+        why = (headline.get(metric) or "unavailable") if s.get("unavailable") is True else unscored
+        for key in ("mean", "std", "n_judges"):
+            if _number(s.get(key)) is not None:
+                numbers[f"{prefix}/{key}"] = s[key]
+            elif key in s:
+                reasons[f"{prefix}/{key}"] = why
+        for judge, value in (s.get("per_judge") or {}).items():
+            if _number(value) is not None:
+                numbers[f"{prefix}/per_judge/{judge}"] = value
+            else:
+                reasons[f"{prefix}/per_judge/{judge}"] = "no value: this judge scored none of its instances"
+
+    if not isinstance(block, dict):
+        return
+    for metric, s in block.items():
+        if metric != "by_method" and isinstance(s, dict):
+            stats(f"cross_judge/{metric}", s, metric)
+    for method, per in (block.get("by_method") or {}).items():
+        for metric, s in (per or {}).items():
+            if isinstance(s, dict):
+                stats(f"cross_judge/by_method/{method}/{metric}", s, metric)
 
 
 def _number(v: Any) -> float | None:

@@ -1,6 +1,7 @@
 """Every breakdown of a summary reaches W&B (``sinks.log_to_wandb``): ``metrics`` and each ``by_*`` block, keyed
-``<block>/<group>[/<group>]/<metric>/value|ci_lo|ci_hi|n``; a metric without a value is its reason (text) in the
-run's summary, never a number. Real wandb offline runs, read back from their ``.wandb`` files."""
+``<block>/<group>[/<group>]/<metric>/value|ci_lo|ci_hi|n``, and NRVBench's ``cross_judge``; a metric without a value
+is its reason (text) in the run's summary, never a number. Real wandb offline runs, read back from their ``.wandb``
+files."""
 
 from __future__ import annotations
 
@@ -76,8 +77,10 @@ def test_nrv_breakdowns_method_difficulty_grid_and_judges(tmp_path: Path):
         "by_judge/judge-a/NRVE_Acc/ci_hi": 37.5,
         "by_judge/judge-a/NRVE_Acc/n": 4,
         "by_judge/judge-a/n_invalid": 3,
+        "cross_judge/NRVE_Acc/mean": 31.25,
+        "cross_judge/NRVE_Acc/std": 0.0,
     }
-    assert steps == expected  # nothing else: no number for a metric without one, no cross_judge or failures
+    assert steps == expected  # nothing else: no number for a metric without one, no failures
     for key, value in expected.items():
         assert run_summary[key] == value
     # the dead judge's metric: its reason, in the headline and in each breakdown that only says "unavailable"
@@ -124,3 +127,56 @@ def test_vidic_classes_and_a_metric_with_a_note(tmp_path: Path):
     assert steps == expected
     assert run_summary["metrics/Diff/value"] == "no valid judge answer: no number"
     assert run_summary["by_category/Subject/Sim/value"] == "no value: nothing scored (n=0)"
+
+
+def test_nrv_cross_judge_block(tmp_path: Path):
+    """Table 2's cross-judge block: each judge's mean, the judges' mean and (ddof=0) std, overall and per method.
+    Judges a = 30.0 and b = 40.0: mean 35.0, std 5.0; VM-Edit judged by a alone: mean 20.0, std 0.0, b's mean a
+    reason; TokenFlow's NRVE_Acc blanked (the headline's reason: the dead judge); S_phy scored by no judge."""
+    summary = {
+        "benchmark": "nrv",
+        "metrics": {
+            "NRVE_Acc": _m(None, n=4, unavailable=DEAD, scale="[0,100]"),
+            "S_phy": _m(None, n=0, scale="[0,100]"),
+        },
+        "cross_judge": {
+            "NRVE_Acc": {"per_judge": {"a": 30.0, "b": 40.0}, "n_judges": 2, "mean": 35.0, "std": 5.0},
+            "S_phy": {"per_judge": {"a": None, "b": None}, "n_judges": 0, "mean": None, "std": None},
+            "by_method": {
+                "VM-Edit": {"NRVE_Acc": {"per_judge": {"a": 20.0, "b": None}, "n_judges": 1, "mean": 20.0, "std": 0.0}},
+                "TokenFlow": {
+                    "NRVE_Acc": {
+                        "per_judge": {"a": 10.0, "b": 12.0},
+                        "n_judges": 2,
+                        "mean": None,
+                        "std": None,
+                        "unavailable": True,
+                    }
+                },
+            },
+        },
+    }
+    steps, run_summary = _logged(tmp_path, summary)
+    assert steps == {
+        "metrics/NRVE_Acc/n": 4,
+        "metrics/S_phy/n": 0,
+        "cross_judge/NRVE_Acc/mean": 35.0,
+        "cross_judge/NRVE_Acc/std": 5.0,
+        "cross_judge/NRVE_Acc/n_judges": 2,
+        "cross_judge/NRVE_Acc/per_judge/a": 30.0,
+        "cross_judge/NRVE_Acc/per_judge/b": 40.0,
+        "cross_judge/S_phy/n_judges": 0,
+        "cross_judge/by_method/VM-Edit/NRVE_Acc/mean": 20.0,
+        "cross_judge/by_method/VM-Edit/NRVE_Acc/std": 0.0,
+        "cross_judge/by_method/VM-Edit/NRVE_Acc/n_judges": 1,
+        "cross_judge/by_method/VM-Edit/NRVE_Acc/per_judge/a": 20.0,
+        "cross_judge/by_method/TokenFlow/NRVE_Acc/n_judges": 2,
+        "cross_judge/by_method/TokenFlow/NRVE_Acc/per_judge/a": 10.0,
+        "cross_judge/by_method/TokenFlow/NRVE_Acc/per_judge/b": 12.0,
+    }
+    no_judge = "no value: no judge scored it"
+    assert (run_summary["cross_judge/S_phy/mean"], run_summary["cross_judge/S_phy/std"]) == (no_judge, no_judge)
+    assert run_summary["cross_judge/S_phy/per_judge/a"] == "no value: this judge scored none of its instances"
+    assert run_summary["cross_judge/by_method/VM-Edit/NRVE_Acc/per_judge/b"].startswith("no value: this judge")
+    assert run_summary["cross_judge/by_method/TokenFlow/NRVE_Acc/mean"] == DEAD
+    assert run_summary["cross_judge/by_method/TokenFlow/NRVE_Acc/std"] == DEAD
