@@ -38,8 +38,14 @@ from vbench_ray.config import ConfigError, check_bounds
 Problems = list[str]
 
 
-def check(cfg: DictConfig) -> None:
-    """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later."""
+def check(cfg: DictConfig, bench: Any = None) -> None:
+    """Raise ``ConfigError`` naming every problem of ``cfg`` that would stop or falsify the run later. ``bench``: the
+    benchmark the run bound to ``cfg`` (``bench_for(cfg)``), whose judges and own checks are asked; bound here if
+    not given."""
+    if bench is None:
+        from vbench_ray.benchmarks import bench_for
+
+        bench = bench_for(cfg)
     problems: Problems = []
     for step in (
         _check_bounds,
@@ -47,8 +53,8 @@ def check(cfg: DictConfig) -> None:
         _check_something_to_compute,
         _check_metrics,
         _check_editor,
-        _check_judges,
-        _check_benchmark,
+        lambda cfg: _check_judges(cfg, bench),
+        lambda cfg: bench.check_config(),  # the benchmark's own checks (``Benchmark.check_config``)
     ):
         try:
             problems += step(cfg)
@@ -256,10 +262,13 @@ def _judge_problems(node: Any, key: str) -> Problems:
     return out
 
 
-def _check_judges(cfg: DictConfig) -> Problems:
-    from vbench_ray.benchmarks import bench_for
+def _check_judges(cfg: DictConfig, bench: Any = None) -> Problems:
+    """Each judge the run will call (its judge phases'), checked once; ``bench``: ``cfg``'s benchmark, bound here if
+    not given."""
+    if bench is None:
+        from vbench_ray.benchmarks import bench_for
 
-    bench = bench_for(cfg)
+        bench = bench_for(cfg)
     try:
         phases = bench.judge_phases()
     except ConfigError as exc:
@@ -278,12 +287,3 @@ def _check_judges(cfg: DictConfig) -> Problems:
     gpu = [p.split(":", 1)[1] for p in out if p.startswith("__gpu__:")]
     return [p for p in out if not p.startswith("__gpu__:")] + _check_gpu(cfg, gpu)
 
-
-# ----------------------------------------------------------------------------- per benchmark
-
-
-def _check_benchmark(cfg: DictConfig) -> Problems:
-    """The benchmark's own checks (``Benchmark.check_config``)."""
-    from vbench_ray.benchmarks import bench_for
-
-    return bench_for(cfg).check_config()

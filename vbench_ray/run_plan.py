@@ -168,8 +168,8 @@ def dry_run(cfg: DictConfig) -> list[str]:
     from vbench_ray.pipeline import cluster_capacity
     from vbench_ray.ray_start import ensure_ray
 
-    preflight.check(cfg)
     bench = bench_for(cfg)
+    preflight.check(cfg, bench)
     bench.check_data()
     plan = RunPlan.build(bench)
     rows = list(bench.iter_cases())
