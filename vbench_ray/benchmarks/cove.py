@@ -41,6 +41,7 @@ from vbench_ray.benchmarks.base import (
 )
 from vbench_ray.benchmarks.cove_data import (
     PROBE_CHUNK,
+    ParsedRows,
     SourceIndex,
     case_row,
     exclusion_rule,
@@ -216,26 +217,48 @@ class CoveBench(Benchmark):
 
     # -- loading
     def check_data(self) -> None:
-        """The checklist and the source folder exist, and no task id repeats (the checklist streamed, ids kept)."""
+        """The checklist and the source folder exist, and no task id repeats. The checklist is parsed here, a task at
+        a time, and its case rows (the edited videos not yet opened) kept on this bound benchmark, compressed, for
+        ``iter_cases``: a run parses the file once."""
         cfg = self.cfg
         checklist = Path(cfg.data.checklist)
         if not checklist.exists():
             raise DataError(f"data.checklist not found: {checklist}")
         if not Path(cfg.data.source_dir).is_dir():
             raise DataError(f"data.source_dir is not a directory: {cfg.data.source_dir}")
-        duplicate_ids(
-            [task_id_of(task, i) for i, task in enumerate(read_checklist(checklist))],
-            "task ids",
-            f"data.checklist {checklist}",
-        )
+        self._parsed = ParsedRows(self._checklist_rows())
 
     def load_cases(self) -> list[dict]:
         return list(self.iter_cases())
 
     def iter_cases(self) -> Iterator[dict]:
-        """The case rows one at a time: the checklist is parsed a task at a time, so memory holds the
-        rows already made, never the parsed file. A checklist-wide problem (invalid JSON, duplicate ids) is
-        raised once the file has been read, before the caller has computed anything."""
+        """The case rows one at a time: the checklist is parsed a task at a time (or its rows taken from
+        ``check_data``'s parse, the first time after it), so memory holds the rows already made, never the parsed
+        file. A checklist-wide problem (invalid JSON, duplicate ids) is raised once the file has been read, before
+        the caller has computed anything."""
+        cfg = self.cfg
+        parsed, self._parsed = getattr(self, "_parsed", None), None
+        rows = parsed.take() if parsed is not None else self._checklist_rows()
+        metrics = self.enabled_metrics()
+        # with VQR, the decode stage opens every edited video (error_frames: unusable_edited)
+        probe = self.checklist_metrics() and not self.vqr_enabled()
+        pending = []
+        for row in rows:
+            if not probe:
+                yield row
+                continue
+            pending.append(row)
+            if len(pending) >= PROBE_CHUNK:  # probed a chunk at a time (probe_edited's thread pool)
+                probe_edited(pending, metrics, cfg.video.backend)
+                yield from pending
+                pending = []
+        if pending:
+            probe_edited(pending, metrics, cfg.video.backend)
+            yield from pending
+
+    def _checklist_rows(self) -> Iterator[dict]:
+        """The checklist's case rows, read a task at a time (``cove_data.read_checklist``), the edited videos not
+        opened; past ``run.limit`` only the ids are kept, and every id is checked for repeats at the end."""
         cfg = self.cfg
         checklist = Path(cfg.data.checklist)
         if not checklist.exists():
@@ -254,29 +277,15 @@ class CoveBench(Benchmark):
             edited = (edited_root, edited, by_name)
         else:  # the editor stage makes them; the row's edited_path is filled in the stream
             edited, ambiguous = None, {}
-        metrics = self.enabled_metrics()
-        rules = {m: exclusion_rule(m, getattr(cfg.metrics.exclude, m)) for m in metrics}
+        rules = {m: exclusion_rule(m, getattr(cfg.metrics.exclude, m)) for m in self.enabled_metrics()}
         sources = SourceIndex(source_root)
-        # with VQR, the decode stage opens every edited video (error_frames: unusable_edited)
-        probe = self.checklist_metrics() and not self.vqr_enabled()
         limit = cfg.run.limit
-        ids, pending = [], []
+        ids = []
         for i, task in enumerate(read_checklist(checklist)):
             ids.append(task_id_of(task, i))
             if limit is not None and i >= limit:  # past the limit only the ids are kept (duplicates are checked)
                 continue
-            row = case_row(i, task, checklist, sources, edited, ambiguous, rules)
-            if not probe:
-                yield row
-                continue
-            pending.append(row)
-            if len(pending) >= PROBE_CHUNK:  # probed a chunk at a time (probe_edited's thread pool)
-                probe_edited(pending, metrics, cfg.video.backend)
-                yield from pending
-                pending = []
-        if pending:
-            probe_edited(pending, metrics, cfg.video.backend)
-            yield from pending
+            yield case_row(i, task, checklist, sources, edited, ambiguous, rules)
         duplicate_ids(ids, "task ids", f"data.checklist {checklist}")
 
     # -- checklist judging (paper §3.1, App. F.1, F.3)

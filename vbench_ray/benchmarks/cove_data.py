@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import re
+import zlib
+from collections import deque
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -216,6 +220,22 @@ def read_checklist(path: Path) -> Iterator[Any]:
         raise DataError(f"data.checklist {path} is not valid JSON: {exc}") from exc
     except NotAnArray as exc:
         raise DataError(f"data.checklist {path}: expected a JSON list of tasks, got {exc.type_name}") from None
+
+
+class ParsedRows:
+    """Case rows made once (``CoveBench.check_data``'s parse of the checklist) and handed on once (``take``, the
+    run's ``iter_cases``): pickled and zlib-compressed ``PROBE_CHUNK`` rows at a time, each chunk dropped as it is
+    taken, so holding them costs a fraction of the parsed file (mostly each task's JSON, which compresses well)."""
+
+    def __init__(self, rows: Iterator[dict]):
+        self._chunks: deque[bytes] = deque()
+        rows = iter(rows)
+        while batch := list(islice(rows, PROBE_CHUNK)):
+            self._chunks.append(zlib.compress(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL), 1))
+
+    def take(self) -> Iterator[dict]:
+        while self._chunks:
+            yield from pickle.loads(zlib.decompress(self._chunks.popleft()))
 
 
 def _edited_path(case_id: str, root: Path, index: dict[str, Path], by_name: dict[str, Path]) -> Path:
