@@ -10,7 +10,8 @@ per pair, shaded by how good its value is: darker is better, by the metric's ``h
 
 Line points: ``(x, value, lo, hi, n)``; bar rows: ``(label, value, lo, hi, n)``; heat ``cells[i][j]``:
 ``(value, lo, hi, n)`` of ``rows[i]`` x ``cols[j]``; ``None`` where missing. A breakdown figure names the report
-``section`` it belongs to and may carry a ``note`` (the paper's table or figure it follows).
+``section`` it belongs to and may carry a ``note`` (the paper's table or figure it follows). A figure's ``scale`` (its
+metric's, from summary.json) says how its values are written: as the report's tables write them (``report_style``).
 PNGs are drawn with Pillow (no browser, no plotting library): the same geometry as the SVG.
 """
 
@@ -21,6 +22,8 @@ import io
 import math
 import re
 from typing import Any
+
+from vbench_ray.report_style import _fmt as value_text
 
 NUMERIC_AXES = {"fps": "frames per second", "resolution": "short side (px)"}
 NOISE_LEVELS = {"noise": "noise sigma", "blur": "blur kernel", "saturation": "saturation factor"}
@@ -56,10 +59,11 @@ def slug(text: str) -> str:
 # ----------------------------------------------------------------------------- figures from summary.json
 
 
-def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str]) -> list[dict]:
+def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str], scales: dict | None = None) -> list[dict]:
     """Per swept axis and metric: a line for fps, resolution and each noise kind (noise sigma, blur kernel,
     saturation; the base video is a point at the kind's neutral level: sigma 0, no blur, saturation 1), points in
-    numeric order; bars for input order and negative controls (categorical)."""
+    numeric order; bars for input order and negative controls (categorical). ``scales``: each metric's scale
+    (summary.json's), which its values are written by."""
     if not isinstance(sweep, dict) or not isinstance(by_variant, dict):
         return []
     series: dict[tuple[str, str], list[tuple[float | str, str]]] = {}
@@ -95,6 +99,7 @@ def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str]) -> list[dict]
                         "y_label": m,
                         "points": points,
                         "base": _entry(base.get(m))[0],
+                        "scale": (scales or {}).get(m),
                     }
                 )
             else:
@@ -109,6 +114,7 @@ def sweep_figures(sweep: Any, by_variant: Any, metrics: list[str]) -> list[dict]
                         "axis": axis,
                         "metric": m,
                         "rows": rows,
+                        "scale": (scales or {}).get(m),
                     }
                 )
     return out
@@ -201,6 +207,7 @@ def heat_figures(
                     "title": f"{m} by {row_name} and {col_name}",
                     "metric": m,
                     "higher_is_better": (higher or {}).get(m),
+                    "scale": scales.get(m),
                     "rows": rows,
                     "cols": columns,
                     "cells": cells,
@@ -248,7 +255,14 @@ def _line_geometry(fig: dict) -> dict:
 
 
 def _fmt(v: float) -> str:
+    """An axis tick or a sweep setting."""
     return f"{v:.4g}"
+
+
+def _value(v: float, fig: dict) -> str:
+    """A value of the figure's metric as every table and figure of the report writes it: ``report_style._fmt`` by
+    the metric's scale (4 significant digits on [0,1] or with no scale, 2 decimals otherwise)."""
+    return value_text(v, fig.get("scale"))
 
 
 # ----------------------------------------------------------------------------- SVG
@@ -282,7 +296,8 @@ def line_svg(fig: dict) -> str:
             f'<line class="base" x1="{LEFT}" x2="{W - RIGHT}" y1="{b}" y2="{b}"/>'
             # its legend above the plot, top right: a label on the line itself sat on the last point
             f'<line class="base" x1="{LEGEND_X}" x2="{LEGEND_X + 20}" y1="{LEGEND_Y}" y2="{LEGEND_Y}"/>'
-            f'<text class="base-label" x="{LEGEND_X + 24}" y="{LEGEND_Y}" dy="0.35em">base {_fmt(fig["base"])}</text>'
+            f'<text class="base-label" x="{LEGEND_X + 24}" y="{LEGEND_Y}" dy="0.35em">'
+            f"base {_value(fig['base'], fig)}</text>"
         )
     if pts:
         out.append('<polyline class="line" points="' + " ".join(f"{px(p[0])},{py(p[1])}" for p in pts) + '"/>')
@@ -291,8 +306,8 @@ def line_svg(fig: dict) -> str:
             out.append(f'<path class="whisker" d="M{px(x)},{py(lo)}V{py(hi)}"/>')
         out.append(
             f'<circle class="pt" data-x="{x}" data-value="{v}" cx="{px(x)}" cy="{py(v)}" r="3.5">'
-            f'<title>{_esc(fig["x_label"])} {_fmt(x)}: {_fmt(v)}'
-            + (f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None else "")
+            f'<title>{_esc(fig["x_label"])} {_fmt(x)}: {_value(v, fig)}'
+            + (f" [{_value(lo, fig)}, {_value(hi, fig)}]" if lo is not None and hi is not None else "")
             + f" n={_esc(n)}</title></circle>"
         )
     out.append("</svg>")
@@ -361,14 +376,16 @@ def heat_svg(fig: dict) -> str:
             f'text-anchor="end"><title>{_esc(row)}</title>{_esc(_short(row, 22))}</text>'
         )
     for i, j, (v, lo, hi, n), x, y, fill, ink in _heat_cells(fig):
-        ci = f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None else ""
-        tip = f"{fig['rows'][i]} × {fig['cols'][j]}: " + (_fmt(v) if v is not None else "no value") + f"{ci} n={n}"
+        ci = f" [{_value(lo, fig)}, {_value(hi, fig)}]" if lo is not None and hi is not None else ""
+        tip = (
+            f"{fig['rows'][i]} × {fig['cols'][j]}: " + (_value(v, fig) if v is not None else "no value") + f"{ci} n={n}"
+        )
         out.append(
             f'<rect class="cell" data-row="{_esc(fig["rows"][i])}" data-col="{_esc(fig["cols"][j])}" '
             f'data-value="{"" if v is None else v}" x="{x}" y="{y}" width="{HEAT_CELL_W - 2}" '
             f'height="{HEAT_CELL_H - 2}" fill="rgb{fill}"><title>{_esc(tip)}</title></rect>'
             f'<text class="cell-val" x="{x + (HEAT_CELL_W - 2) / 2}" y="{y + (HEAT_CELL_H - 2) / 2}" dy="0.35em" '
-            f'text-anchor="middle" fill="rgb{ink}">{_fmt(v) if v is not None else "–"}</text>'
+            f'text-anchor="middle" fill="rgb{ink}">{_value(v, fig) if v is not None else "–"}</text>'
         )
     lx, ly = _heat_legend_at(fig)
     out.append(
@@ -431,7 +448,9 @@ def _line_png(fig: dict, d, s: int, width: int, height: int) -> None:
             d.line([(x, b), (min(x + 5 * s, (W - RIGHT) * s), b)], fill="#888", width=s)
         for x in (LEGEND_X, LEGEND_X + 12):  # the legend, as on the page: above the plot, top right
             d.line([(x * s, LEGEND_Y * s), ((x + 6) * s, LEGEND_Y * s)], fill="#888", width=s)
-        d.text(((LEGEND_X + 24) * s, LEGEND_Y * s), f"base {_fmt(fig['base'])}", fill="#666", font=f, anchor="lm")
+        d.text(
+            ((LEGEND_X + 24) * s, LEGEND_Y * s), f"base {_value(fig['base'], fig)}", fill="#666", font=f, anchor="lm"
+        )
     if len(pts) >= 2:
         d.line([(px(p[0]) * s, py(p[1]) * s) for p in pts], fill="#1f5fa8", width=2 * s)
     for x, v, lo, hi, _ in pts:
@@ -468,7 +487,7 @@ def _bars_png(fig: dict, d, s: int, width: int, height: int) -> None:
             d.line([(x(clo), mid), (x(chi), mid)], fill="#222", width=s)
         d.text(
             ((label_w + plot_w + 8) * s, mid),
-            (_fmt(v) if v is not None else "n/a") + f"  n={n}",
+            (_value(v, fig) if v is not None else "n/a") + f"  n={n}",
             fill="#333",
             font=f,
             anchor="lm",
@@ -499,7 +518,7 @@ def _heat_png(fig: dict, d, s: int, width: int, height: int) -> None:
         y += dy
         d.rectangle([x * s, y * s, (x + HEAT_CELL_W - 2) * s, (y + HEAT_CELL_H - 2) * s], fill=fill)
         mid = ((x + (HEAT_CELL_W - 2) / 2) * s, (y + (HEAT_CELL_H - 2) / 2) * s)
-        d.text(mid, _fmt(v) if v is not None else "–", fill=ink, font=f, anchor="mm")
+        d.text(mid, _value(v, fig) if v is not None else "–", fill=ink, font=f, anchor="mm")
     lx, ly = _heat_legend_at(fig)
     ly += dy
     d.rectangle([lx * s, (ly - 6) * s, (lx + 12) * s, (ly + 6) * s], fill=_LIGHT, outline=(204, 204, 204))

@@ -43,7 +43,7 @@ def report_figures(summary: dict) -> list[dict]:
     by_variant = summary.get("by_variant")
     if isinstance(by_variant, dict):
         out += figures.sweep_figures(
-            summary.get("sweep"), by_variant, figures.metric_names(by_variant.values(), scales)
+            summary.get("sweep"), by_variant, figures.metric_names(by_variant.values(), scales), scales
         )
     return out
 
