@@ -257,6 +257,11 @@ class FrameMetric:
     # libraries its compute imports on first use (not at module import, so the driver, which only validates
     # configs, never loads them): the decode stage's workers import them before their first case (prewarm)
     imports: ClassVar[tuple[str, ...]] = ()
+    # keys of its config_class that do not change a case's score, beyond the ones every section shares
+    # (``compare_base.RUNTIME_KEYS``: device, batch_size, gpu_fraction ...): `vbench-ray compare` does not count runs
+    # that differ in them as scored differently. Declare a key only with a test that shows a case's score the same
+    # either way (``pool_batch``: tests/pipeline/test_metrics_runtime_keys.py scores cases in pool calls of 1 and 4)
+    runtime_keys: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, cfg: Any = None):
         self.cfg = cfg if cfg else self.default_config()
@@ -374,13 +379,11 @@ def register_metric(cls: type[FrameMetric]) -> type[FrameMetric]:
         raise TypeError(f"{cls.__name__} must set `name`")
     if cls.config_class is not None and not dataclasses.is_dataclass(cls.config_class):
         raise TypeError(f"{cls.__name__}.config_class must be a dataclass (the schema of metrics.{cls.name})")
-    unknown = (
-        set(cls.choices) - {f.name for f in dataclasses.fields(cls.config_class)}
-        if cls.config_class
-        else set(cls.choices)
-    )
-    if unknown:
-        raise TypeError(f"{cls.__name__}.choices names keys its config_class lacks: {sorted(unknown)}")
+    fields = {f.name for f in dataclasses.fields(cls.config_class)} if cls.config_class else set()
+    for trait in ("choices", "runtime_keys"):
+        unknown = set(getattr(cls, trait)) - fields
+        if unknown:
+            raise TypeError(f"{cls.__name__}.{trait} names keys its config_class lacks: {sorted(unknown)}")
     METRICS.add(cls.name, cls)
     return cls
 

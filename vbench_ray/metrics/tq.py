@@ -172,6 +172,8 @@ class TQ(FrameMetric):
     scale = "[0,100]"
     model_backed: ClassVar[bool] = True
     gpu_cost = 100.0  # ms per case in its pool actor, five-metric stream, one H200 (tests/perf/gpu_stream.py)
+    # a case's score does not depend on the cases scored with it (tests/pipeline/test_metrics_runtime_keys.py)
+    runtime_keys = frozenset({"pool_batch"})
 
     def sampling(self) -> Sampling:
         c = self.cfg

@@ -1,0 +1,79 @@
+"""A metric's ``runtime_keys`` (``FrameMetric``): the config keys it declares do not change a case's score, so
+`vbench-ray compare` does not count runs that differ in them as scored differently. ``pool_batch`` (cases one pool
+call scores together) is declared only where this file shows each case's score the same in pool calls of 1 and of
+4 cases: real videos written and decoded, the metric's own decode-stage inputs, its pool with the tiny models."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+from helpers.common import moving_square_video
+from helpers.tiny_metrics import TINY_TQ
+from vbench_ray.metrics.aes import AESConfig, save_tiny_aes
+from vbench_ray.metrics.base import METRICS
+from vbench_ray.metrics.pool import MetricPool, pack, payload_column, pool_batch
+from vbench_ray.metrics.tq import TQConfig
+from vbench_ray.metrics.tq_net import save_tiny_dover
+from vbench_ray.video.encode import write_video
+from vbench_ray.video.io import VideoReader
+
+# metric -> its config with the tiny model (tolerance: the cases share forward passes, so float sums may reorder)
+BATCH_INDEPENDENT = {
+    "AES": (lambda w: asdict(AESConfig(**w["aes"], batch_size=4)), 1e-5),
+    "TQ": (lambda w: asdict(TQConfig(weights=w["tq"], **TINY_TQ, batch_size=3)), 1e-5),
+}
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runtime_keys_weights")
+    return {"aes": save_tiny_aes(d / "aes"), "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth"))}
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    """Four real videos of different sizes and motions, written as h264 and decoded by the metrics."""
+    d = tmp_path_factory.mktemp("runtime_keys_videos")
+    shapes = [(16, 48, 64, 2), (20, 32, 48, -1), (18, 64, 48, 1), (16, 48, 64, 3)]
+    return [
+        str(write_video(d / f"v{k}.mp4", moving_square_video(t=t, h=h, w=w, step=step, seed=k)))
+        for k, (t, h, w, step) in enumerate(shapes)
+    ]
+
+
+def scores_in_pool_calls_of(name: str, cfg: dict, videos: list[str], batch: int) -> list[float]:
+    """Each video's score when the pool scores ``metrics.<name>.pool_batch = batch`` cases per call, from the rows
+    the decode stage hands it (its sampled frames through ``pool_inputs``)."""
+    pool = MetricPool(name, {**cfg, "pool_batch": batch})
+    metric = pool.metric
+    assert pool_batch(metric, ray_cfg=None) == batch
+    rows = []
+    for k, path in enumerate(videos):
+        reader = VideoReader(path)
+        frames = reader.read(metric.sampling().indices(reader.info))
+        rows.append({"case_id": str(k), payload_column(name): pack(*metric.pool_inputs(frames, None, {}))})
+    out = []
+    for i in range(0, len(rows), batch):
+        out += pool(rows[i : i + batch])
+    assert all(set(o) == {name} for o in out), out
+    return [o[name] for o in out]
+
+
+@pytest.mark.parametrize("name", sorted(BATCH_INDEPENDENT))
+def test_a_cases_score_is_the_same_in_pool_calls_of_1_and_4(name, weights, videos):
+    config, atol = BATCH_INDEPENDENT[name]
+    cfg = config(weights)
+    alone = scores_in_pool_calls_of(name, cfg, videos, 1)
+    together = scores_in_pool_calls_of(name, cfg, videos, 4)
+    assert np.allclose(together, alone, rtol=0, atol=atol), (alone, together)
+    assert len(set(np.round(alone, 6))) == len(alone)  # the cases score apart: a mix-up between them would show
+
+
+def test_pool_batch_is_declared_runtime_exactly_where_this_file_shows_it():
+    import vbench_ray.metrics  # noqa: F401  (registers every metric)
+
+    declared = {name for name in METRICS if "pool_batch" in METRICS[name].runtime_keys}
+    assert declared == set(BATCH_INDEPENDENT)
