@@ -16,7 +16,8 @@ For every metric (see :mod:`vbench_ray.paired` for the statistics):
 
 Runs scored with different options (``score.*``, the judge's identity, sampling and parse mode, metric
 formulas and exclusion rules: :func:`scoring_options`) are refused unless ``allow_mixed``; the leaderboard
-then lists the options that differ, per run, and tags the metric cells they affect.
+then lists the options that differ, per run, and tags the metric cells they affect. A judge answered through
+different backends in different runs is no refusal but a line under ``checks`` (:func:`backend_notes`).
 
 Outputs in ``--out``: ``leaderboard.json``, ``leaderboard.csv``, ``leaderboard.html`` (one self-contained
 page: a sortable table, forest plots of each run minus the reference, rank intervals, the pair table) and
@@ -54,6 +55,7 @@ from vbench_ray.board_outputs import (  # noqa: F401  (the outputs: JSON, CSV, H
 from vbench_ray.board_text import format_board  # noqa: F401  (the terminal table; re-exported)
 from vbench_ray.compare_base import RUNTIME_KEYS, CompareError, Run  # noqa: F401  (re-exported)
 from vbench_ray.compare_runs import (  # noqa: F401  (reading runs, their units and options; re-exported)
+    backend_notes,
     benchmark_class,
     extract_units,
     load_run,
@@ -168,7 +170,7 @@ def compare(
     rank_by = rank_by or _default_rank_by(runs, names, benchmark)
     if rank_by not in names:
         raise CompareError(f"--rank-by {rank_by!r} is not among the compared metrics {names}")
-    checks: list[str] = []
+    checks: list[str] = backend_notes(runs)
     stats_args = dict(seed=seed, n_resamples=n_resamples, confidence=confidence)
 
     per_model: dict[str, dict[str, dict]] = {r.label: {} for r in runs}

@@ -2,8 +2,8 @@
 (``Benchmark.compare_units``, ``comparison_options``, ``analyses``) share: the error, a finished run as read from
 its folder, and the helpers that turn a run's config into comparable options and its rows into units.
 
-It imports nothing else of the package but the judge backends' registry (when it flattens options), so a
-benchmark's hook module may import it without an import circle.
+It imports nothing else of the package but the registries it reads (judge backends, metrics), inside the functions
+that read them, so a benchmark's hook module may import it without an import circle.
 """
 
 from __future__ import annotations
@@ -16,11 +16,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports this module and needs none of it
     import pandas as pd
 
-# config keys that do not change a score (where things run, how fast, where weights sit). ``seed`` is not one: a
-# metric's own seed picks what it samples (TQ's clip and fragment offsets), a judge's seed picks its tokens when it
-# samples (``sampling_seed``); ``run.seed``, which seeds the bootstrap CIs, is compared only where the benchmark
-# says it picks what is scored (``Benchmark.run_seed_scores``). A judge backend's own section (``judge.vllm``,
-# ``judge.http`` ...: how the judge is served) is one too, read from the backend registry (``runtime_keys``)
+# config keys, in any section, that do not change a score (where things run, how fast, where weights sit). ``seed``
+# is not one: a metric's own seed picks what it samples (TQ's clip and fragment offsets), a judge's seed picks its
+# tokens when it samples (``decoding_options``); ``run.seed``, which seeds the bootstrap CIs, is compared only where
+# the benchmark says it picks what is scored (``Benchmark.run_seed_scores``). ``dtype`` is not one either: a metric's
+# weights in bfloat16 score other values than in float32. A judge backend's own section (``judge.vllm``,
+# ``judge.http`` ...: how the judge is served) is one, read from the backend registry, and so are the keys a metric
+# declares on its class (``FrameMetric.runtime_keys``, e.g. TQ's ``pool_batch``): ``runtime_keys``. ``backend``
+# (the judge's) is no scoring option but a note in the leaderboard (``served_by``): the same model served another
+# way decodes with other kernels and video loaders, so its answers can move, yet a replayed judge log gives exactly
+# the answers of the backend that wrote it
 RUNTIME_KEYS = {
     "device",
     "batch_size",
@@ -32,8 +37,15 @@ RUNTIME_KEYS = {
     "replay_path",
     "env_vars",
     "concurrency",
-    "dtype",
 }
+# the decoding keys of a judge-like section (``judge``, a ``judges`` entry, CoVEBench's ``vqr``, ViDiC's ``model``,
+# AgenticVBench's ``agent``) that decide its answers at any temperature, and those that pick tokens only when it
+# samples: at temperature 0 vLLM decodes greedily and resets top_p to 1 and top_k to 0 (vllm 0.29
+# ``vllm/sampling_params.py``, ``SamplingParams.__post_init__``), the hf backend calls ``generate`` without
+# ``do_sample`` and with ``top_p=top_k=None`` (``backends/hf_worker.py``), so neither they nor the seed change an
+# answer there
+DECODING_KEYS = ("temperature", "max_tokens", "max_retries")
+SAMPLED_KEYS = ("top_p", "top_k", "seed")
 
 
 class CompareError(ValueError):
@@ -55,6 +67,7 @@ class Run:
     units: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # metric -> case -> (num, den)
     binary: dict[str, dict[tuple, bool]] = field(default_factory=dict)  # metric -> unit key -> correct
     options: dict[str, Any] = field(default_factory=dict)
+    served: dict[str, str] = field(default_factory=dict)  # judge-like section -> the backend that answered for it
     variant: str = "base"  # the variant compared (a sweep's or NRVBench's control variant: its rows alone)
 
 
@@ -66,11 +79,19 @@ def finite(x: Any) -> bool:
         return False
 
 
-def runtime_keys() -> set[str]:
-    """``RUNTIME_KEYS`` and every registered judge backend's config section name."""
+def runtime_keys(metric: str | None = None) -> set[str]:
+    """``RUNTIME_KEYS``, every registered judge backend's config section name and, with ``metric``, the keys of
+    ``metrics.<metric>`` that its class declares do not change its score (``FrameMetric.runtime_keys``; a metric
+    not registered in this installation declares none)."""
     from vbench_ray.judges.backends import BACKENDS  # the registry alone: no backend module is imported
 
-    return RUNTIME_KEYS | set(BACKENDS.config_classes())
+    keys = RUNTIME_KEYS | set(BACKENDS.config_classes())
+    if metric is not None:
+        import vbench_ray.metrics  # noqa: F401  (importing the package registers every metric module)
+        from vbench_ray.metrics.base import METRICS
+
+        keys |= set(METRICS[metric].runtime_keys) if metric in METRICS else set()
+    return keys
 
 
 def flatten_options(prefix: str, node: Any, out: dict, skip: set[str] | None = None) -> dict:
@@ -94,11 +115,51 @@ def flatten_options(prefix: str, node: Any, out: dict, skip: set[str] | None = N
 
 def sampling_seed(section: Any, base: Any = None) -> tuple[bool, Any]:
     """``(samples, seed)`` of a judge-like section (``judge``, a ``judges`` entry over ``base``, CoVEBench's
-    ``vqr``, ViDiC's ``model``): it samples where its ``temperature`` is above 0, and only then does its ``seed``
-    change the answers (vLLM's per-request ``seed``, ``torch.manual_seed`` before ``generate`` with ``do_sample``);
-    at temperature 0 decoding is greedy and the seed picks nothing. A key the section lacks comes from ``base``."""
+    ``vqr``, ViDiC's ``model``, AgenticVBench's ``agent``): it samples where its ``temperature`` is above 0, or
+    unset (an agent's ``null``: the provider's default, which samples unless the provider says otherwise), and
+    only then does its ``seed`` change the answers (vLLM's per-request ``seed``, ``torch.manual_seed`` before
+    ``generate`` with ``do_sample``); at temperature 0 decoding is greedy and the seed picks nothing. A key the
+    section lacks comes from ``base``."""
     section = section if isinstance(section, dict) else {}
     base = base if isinstance(base, dict) else {}
     temperature = section.get("temperature", base.get("temperature"))
-    samples = isinstance(temperature, (int, float)) and temperature > 0
+    samples = temperature is None or (isinstance(temperature, (int, float)) and temperature > 0)
     return samples, section.get("seed", base.get("seed"))
+
+
+def decoding_options(prefix: str, section: Any, base: Any = None, keys: tuple = DECODING_KEYS) -> dict[str, Any]:
+    """``{"prefix.key": value}`` of how a judge-like section decodes: ``keys`` (``DECODING_KEYS``) at any
+    temperature and ``SAMPLED_KEYS`` (top_p, top_k, seed) only where it samples (``sampling_seed``); a key the
+    section lacks comes from ``base``, one neither has is left out. The one rule for every judge, judged model
+    and agent that compare reads."""
+    section = section if isinstance(section, dict) else {}
+    base = base if isinstance(base, dict) else {}
+    wanted = keys + (SAMPLED_KEYS if sampling_seed(section, base)[0] else ())
+    return {f"{prefix}.{k}": section.get(k, base.get(k)) for k in wanted if k in section or k in base}
+
+
+def judge_identity(section: Any, summary_judge: Any = None) -> str | None:
+    """Who a judge-like section is: its ``name``, else its model's basename (the same model sits elsewhere per
+    machine), else the model the run's summary.json names."""
+    section = section if isinstance(section, dict) else {}
+    if section.get("name"):
+        return str(section["name"])
+    if section.get("model"):
+        return str(section["model"]).rstrip("/").rsplit("/", 1)[-1]
+    if isinstance(summary_judge, dict):
+        return summary_judge.get("model")
+    return None
+
+
+def served_by(section: Any, base: Any = None) -> str | None:
+    """The backend that answered for a judge-like section (a key it lacks from ``base``), or None for a section
+    without one and for a backend that asks no model (``JudgeBackend.asks_a_model``: ``replay``, whose answers are
+    those of whichever backend wrote its log)."""
+    from vbench_ray.judges.backends import BACKENDS
+
+    section = section if isinstance(section, dict) else {}
+    base = base if isinstance(base, dict) else {}
+    backend = section.get("backend", base.get("backend"))
+    if backend is None or (backend in BACKENDS and not getattr(BACKENDS[backend], "asks_a_model", True)):
+        return None
+    return str(backend)

@@ -16,7 +16,17 @@ from typing import Any
 import pandas as pd
 
 from vbench_ray import cfgutil
-from vbench_ray.compare_base import CompareError, Run, finite, flatten_options, sampling_seed
+from vbench_ray.compare_base import (
+    SAMPLED_KEYS,
+    CompareError,
+    Run,
+    decoding_options,
+    finite,
+    flatten_options,
+    judge_identity,
+    runtime_keys,
+    served_by,
+)
 
 
 def benchmark_class(name: str) -> type:
@@ -68,6 +78,7 @@ def load_run(path: str | Path, variant: str = "base") -> Run:
     )
     run.units, run.binary = extract_units(run)
     run.options = scoring_options(run)
+    run.served = served_sections(run)
     return run
 
 
@@ -92,35 +103,22 @@ def extract_units(run: Run) -> tuple[dict, dict]:
 # ----------------------------------------------------------------------------- scoring options
 
 
-def _judge_identity(judge: dict | None, summary_judge: Any) -> str | None:
-    judge = judge or {}
-    if judge.get("name"):
-        return str(judge["name"])
-    if judge.get("model"):
-        return str(judge["model"]).rstrip("/").rsplit("/", 1)[-1]
-    if isinstance(summary_judge, dict):
-        return summary_judge.get("model")
-    return None
-
-
 def scoring_options(run: Run) -> dict[str, Any]:
-    """The options that decide a run's scores: ``score.*``, the judge (identity, sampling, its seed where it
-    samples, parse mode, video sampling where the benchmark's judge reads video), each metric's own settings (its
-    seed among them) and exclusion rules, the CI level, ``run.seed`` where the benchmark says it picks what is
-    scored (``Benchmark.run_seed_scores``), and the benchmark's own (``Benchmark.comparison_options``)."""
+    """The options that decide a run's scores: ``score.*``; each judge-like section's identity and decoding through
+    ``decoding_options`` (the judge, each ``judges`` entry over it, and the benchmark's own: CoVEBench's ``vqr``,
+    ViDiC's ``model``, AgenticVBench's ``agent``), the judge's parse mode and, where the benchmark's judge reads
+    video, its video sampling; the editor's seed where its editor draws from one (``editor_seed``); each metric's
+    own settings (its seed among them, less its class's ``runtime_keys``) and exclusion rules; the CI level;
+    ``run.seed`` where the benchmark says it picks what is scored (``Benchmark.run_seed_scores``); and the rest of
+    the benchmark's own (``Benchmark.comparison_options``)."""
     cfg = run.config
     bench = benchmark_class(run.benchmark)
     out: dict[str, Any] = {}
     flatten_options("score", cfg.get("score") or {}, out)
     judge = cfg.get("judge")
     if isinstance(judge, dict):
-        out["judge"] = _judge_identity(judge, run.summary.get("judge"))
-        for key in ("temperature", "top_p", "max_tokens", "max_retries"):
-            if key in judge:
-                out[f"judge.{key}"] = judge[key]
-        samples, seed = sampling_seed(judge)
-        if samples:
-            out["judge.seed"] = seed
+        out["judge"] = judge_identity(judge, run.summary.get("judge"))
+        out.update(decoding_options("judge", judge))
         for key, value in judge.items():
             if "parse" in key:
                 flatten_options(f"judge.{key}", value, out)
@@ -128,22 +126,20 @@ def scoring_options(run: Run) -> dict[str, Any]:
             flatten_options("judge.video", judge.get("video") or {}, out)
     if isinstance(cfg.get("judges"), list):  # several judges, one block each, each over `judge`
         entries = [j for j in cfg["judges"] if isinstance(j, dict)]
-        out["judges"] = ", ".join(sorted(str(_judge_identity(j, None)) for j in entries))
-        for key, value in flatten_options(
-            "", [{k: v for k, v in j.items() if k not in ("name", "model", "seed")} for j in entries], {}
-        ).items():
+        out["judges"] = ", ".join(sorted(str(judge_identity(j)) for j in entries))
+        own = [{k: v for k, v in j.items() if k not in ("name", "model", *SAMPLED_KEYS)} for j in entries]
+        for key, value in flatten_options("", own, {}).items():
             out[f"judges{key}"] = value
-        for i, entry in enumerate(entries):
-            samples, seed = sampling_seed(entry, judge)
-            if samples:
-                out[f"judges[{i}].seed"] = seed
+        for i, entry in enumerate(entries):  # its top_p, top_k and seed (its own or `judge`'s) where it samples
+            out.update(decoding_options(f"judges[{i}]", entry, judge, keys=()))
+    out.update(editor_seed(cfg.get("editor")))
     out.update(bench.comparison_options(cfg))
     if bench.run_seed_scores(cfg, run.variant):
         out["run.seed"] = cfgutil.get(cfg, "run.seed")
     metrics_cfg = cfg.get("metrics") or {}
     for m in run.summary.get("metrics") or {}:
         if isinstance(metrics_cfg.get(m), dict):
-            flatten_options(f"metrics.{m}", metrics_cfg[m], out)
+            flatten_options(f"metrics.{m}", metrics_cfg[m], out, runtime_keys(m))
         exclude = (metrics_cfg.get("exclude") or {}).get(m)
         if isinstance(exclude, dict):
             flatten_options(f"metrics.exclude.{m}", exclude, out)
@@ -151,13 +147,64 @@ def scoring_options(run: Run) -> dict[str, Any]:
     return out
 
 
+def editor_seed(editor: Any) -> dict[str, Any]:
+    """``{"editor.seed": seed}`` where the run's editor made the edited videos from it (the diffusers backend's
+    initial noise, the command backend's ``{seed}``); nothing where no editor ran (``precomputed``: the videos
+    were made elsewhere) or the editor draws nothing (``Editor.keeps_source``: ``identity`` copies the source)."""
+    from vbench_ray.editors import EDITORS
+
+    if not isinstance(editor, dict) or editor.get("name") in (None, "precomputed"):
+        return {}
+    name = editor["name"]
+    if name in EDITORS and getattr(EDITORS[name], "keeps_source", False):
+        return {}
+    return {"editor.seed": editor.get("seed")}
+
+
+def served_sections(run: Run) -> dict[str, str]:
+    """``{section: backend}`` of the run's judge-like sections whose options it compares (a top-level section with
+    a ``backend``: ``judge``, ``vqr``, ViDiC's ``model``; each ``judges`` entry over ``judge``), by ``served_by``
+    (a replayed log has none)."""
+    cfg = run.config
+    sections = {k: (v, None) for k, v in cfg.items() if isinstance(v, dict) and "backend" in v}
+    if "judges" in run.options:
+        judges = [j for j in cfg.get("judges") or [] if isinstance(j, dict)]
+        sections.update({f"judges[{i}]": (entry, cfg.get("judge")) for i, entry in enumerate(judges)})
+    out = {}
+    for name, (section, base) in sections.items():
+        compared = name.startswith("judges[") or any(k == name or k.startswith(f"{name}.") for k in run.options)
+        backend = served_by(section, base) if compared else None
+        if backend is not None:
+            out[name] = backend
+    return out
+
+
+def backend_notes(runs: list[Run]) -> list[str]:
+    """One line per judge-like section that answered through different backends in different runs: no scoring
+    option (the same model, the same decoding), but kernels, attention implementations and video loaders differ
+    between vLLM, transformers and a server, so answers can move; the leaderboard says so instead of refusing."""
+    notes = []
+    for name in sorted({k for r in runs for k in r.served}):
+        served = {r.label: r.served[name] for r in runs if name in r.served}
+        if len(set(served.values())) > 1:
+            notes.append(
+                f"{name}.backend differs ("
+                + ", ".join(f"{label}={backend}" for label, backend in served.items())
+                + "): the same model served by another backend decodes with other kernels and video loaders, "
+                "so its answers can differ (compared anyway)"
+            )
+    return notes
+
+
 def mixed_options(runs: list[Run]) -> dict[str, dict[str, Any]]:
-    """``{option: {run label: value}}`` for the options whose values differ between runs."""
+    """``{option: {run label: value}}`` for the options whose values differ between the runs that have them (one a
+    run lacks does not apply to it: its editor draws no seed, it does not score that metric); a run without it is
+    listed as None."""
     keys = sorted({k for r in runs for k in r.options})
     out = {}
     for k in keys:
         values = {r.label: r.options.get(k) for r in runs}
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values.values()}) > 1:
+        if len({json.dumps(r.options[k], sort_keys=True, default=str) for r in runs if k in r.options}) > 1:
             out[k] = values
     return out
 

@@ -1,9 +1,12 @@
 """`vbench-ray compare` and seeds: a seed that changes what is scored makes runs that differ in it mixed (refused
 unless --allow-mixed, then tagged on the metrics it moves): a metric's own seed (TQ's clip and fragment offsets), a
 judge's seed where it samples (temperature > 0: the checklist judge, a `judges` entry, CoVEBench's VQR judge, ViDiC's
-model under test), `run.seed` where it draws the scored videos or answers (NRVBench's seeded controls, the random and
-heuristic AgenticVBench baselines). A seed that cannot change a value stays a runtime setting: a judge's at
-temperature 0, `run.seed` where it seeds only the bootstrap CIs."""
+model under test, an LLM agent), `run.seed` where it draws the scored videos or answers (NRVBench's seeded controls,
+the random and heuristic AgenticVBench baselines), the editor's where an editor makes the videos from it. A seed that
+cannot change a value stays a runtime setting: a judge's at temperature 0, `run.seed` where it seeds only the
+bootstrap CIs. Beyond seeds: every judge-like section decodes by one rule (top_p, top_k and seed only where it
+samples), a metric's declared runtime keys do not count but its dtype does, and a judge served by another backend is
+a note, not a refusal."""
 
 from __future__ import annotations
 
@@ -49,12 +52,26 @@ def cove_config(**changes) -> dict:
         "run": {"seed": 0},
         "stats": {"confidence": 0.95},
         "score": {"aggregation": "pooled"},
-        "judge": {"model": "/models/judge-x", "temperature": 0.0, "top_p": 1.0, "max_tokens": 100, "seed": 0},
-        "vqr": {"model": "/models/vqr", "temperature": 1.0, "top_k": 50, "seed": 0},
+        "judge": {
+            "model": "/models/judge-x",
+            "temperature": 0.0,
+            "top_p": 1.0,
+            "top_k": None,
+            "max_tokens": 100,
+            "seed": 0,
+        },
+        "vqr": {"model": "/models/vqr", "temperature": 1.0, "top_p": 1.0, "top_k": 50, "max_tokens": 512, "seed": 0},
         "metrics": {
             "enabled": ["SSIM", "TQ"],
             "SSIM": {"frames": 10, "device": "cpu"},
-            "TQ": {"clip_len": 32, "seed": 0, "device": "cpu", "gpu_fraction": 0.1},
+            "TQ": {
+                "clip_len": 32,
+                "seed": 0,
+                "dtype": "float32",
+                "pool_batch": 4,
+                "device": "cpu",
+                "gpu_fraction": 0.1,
+            },
         },
     }
     for key, value in changes.items():
@@ -187,3 +204,176 @@ def test_run_seed_is_mixed_only_where_it_draws_what_is_scored(tmp_path):
             compare(runs, analyses=False)
         assert mixed(runs) == expected
     assert mixed(pair(tmp_path / "oracle", agentic("oracle", 0), agentic("oracle", 9), metrics=("overall",))) == {}
+
+
+# ----------------------------------------------------------------------------- sampling, judge-like sections
+
+
+def test_top_p_top_k_and_seed_count_only_where_the_judge_samples(tmp_path):
+    # temperature 0: vLLM resets top_p and top_k for greedy decoding, hf generates without do_sample
+    greedy = pair(tmp_path / "greedy", cove_config(), cove_config(**{"judge.top_p": 0.5, "judge.top_k": 20}))
+    assert mixed(greedy) == {}
+    hot = {"judge.temperature": 0.7}
+    sampled = pair(tmp_path / "sampled", cove_config(**hot), cove_config(**hot, **{"judge.top_k": 20}))
+    with pytest.raises(CompareError, match=r"judge\.top_k: A=null, B=20"):
+        compare(sampled, analyses=False)
+    assert mixed(sampled) == {"judge.top_k": {"A": None, "B": 20}}
+    # a `judges` entry samples with its own temperature, over `judge`'s top_k
+    a = {**cove_config(**hot), "judges": [{"model": "/m/j2"}]}
+    b = {**cove_config(**hot, **{"judge.top_k": 5}), "judges": [{"model": "/m/j2", "top_k": 7}]}
+    assert mixed(pair(tmp_path / "entries", a, b)) == {
+        "judge.top_k": {"A": None, "B": 5},
+        "judges[0].top_k": {"A": None, "B": 7},
+    }
+
+
+def test_vqrs_judge_is_compared_as_the_judge_is_and_tags_vqr_alone(tmp_path):
+    def vqr(**changes) -> dict:
+        config = cove_config(**changes)
+        config["metrics"]["enabled"] = ["SSIM", "VQR"]
+        return config
+
+    for change, expected in (
+        ({"vqr.model": "/other/VisualQuality-R1-b"}, {"vqr": {"A": "vqr", "B": "VisualQuality-R1-b"}}),
+        ({"vqr.top_k": 20}, {"vqr.top_k": {"A": 50, "B": 20}}),
+        ({"vqr.max_tokens": 64}, {"vqr.max_tokens": {"A": 512, "B": 64}}),
+        ({"vqr.temperature": 0.5}, {"vqr.temperature": {"A": 1.0, "B": 0.5}}),
+    ):
+        key = next(iter(expected))
+        runs = pair(tmp_path / key, vqr(), vqr(**change), metrics=("SSIM", "VQR"))
+        board = compare(runs, allow_mixed=True, n_resamples=20, n_permutations=50, analyses=False)
+        assert board["mixed_options"] == expected, change
+        rows = {r["label"]: r for r in board["rows"]}
+        assert rows["B"]["metrics"]["VQR"]["options"] == {key: expected[key]["B"]}
+        assert rows["B"]["metrics"]["SSIM"]["options"] == {}
+    # greedy VQR: its top_k picks nothing
+    greedy = pair(tmp_path / "greedy", vqr(**{"vqr.temperature": 0.0}), vqr(**{"vqr.temperature": 0.0, "vqr.top_k": 1}))
+    assert mixed(greedy) == {}
+
+
+def vidic(**model) -> dict:
+    return {
+        "benchmark": "vidic",
+        "run": {"seed": 0},
+        "stats": {"confidence": 0.95},
+        "judge": {"model": "/m/judge", "temperature": 0.0, "seed": 0},
+        "model": {
+            "model": "/m/qwen",
+            "temperature": 0.7,
+            "top_p": 0.9,
+            "top_k": None,
+            "seed": 0,
+            "max_tokens": 2048,
+            "video": {},
+        }
+        | model,
+    }
+
+
+def test_vidics_model_under_test_decodes_by_the_judges_rules(tmp_path):
+    runs = pair(tmp_path / "sampled", vidic(), vidic(top_k=20, max_tokens=512), metrics=("Avg",))
+    assert mixed(runs) == {"model.max_tokens": {"A": 2048, "B": 512}, "model.top_k": {"A": None, "B": 20}}
+    greedy = pair(tmp_path / "greedy", vidic(temperature=0.0), vidic(temperature=0.0, top_p=0.5), metrics=("Avg",))
+    assert mixed(greedy) == {}
+    # the model under test is what the leaderboard compares: its identity is no option
+    assert mixed(pair(tmp_path / "models", vidic(), vidic(model="/m/other"), metrics=("Avg",))) == {}
+
+
+def test_the_editors_seed_counts_where_the_editor_draws_from_it(tmp_path):
+    def edited(name: str, seed: int) -> dict:
+        return cove_config() | {"editor": {"name": name, "seed": seed, "num_gpus": 1.0}}
+
+    runs = pair(tmp_path / "command", edited("command", 0), edited("command", 1))
+    with pytest.raises(CompareError, match=r"editor\.seed: A=0, B=1"):
+        compare(runs, analyses=False)
+    # precomputed videos (made elsewhere) and the identity control (a copy of the source) draw nothing
+    for name in ("precomputed", "identity"):
+        assert mixed(pair(tmp_path / name, edited(name, 0), edited("command", 1))) == {}
+        assert mixed(pair(tmp_path / f"{name}2", edited(name, 0), edited(name, 1))) == {}
+
+
+def test_an_llm_agents_decoding_and_seed_count_where_it_made_the_submissions(tmp_path):
+    def agentic(agent: dict, data_agent=None) -> dict:
+        return {
+            "benchmark": "agentic",
+            "run": {"seed": 0},
+            "stats": {"confidence": 0.95},
+            "data": {"agent": data_agent},
+            "agent": {"model": "qwen", "temperature": None, "top_p": None, "max_tokens": None, "seed": None} | agent,
+        }
+
+    # a null temperature is the provider's default, which samples: the seed picks the rollouts
+    runs = pair(tmp_path / "default", agentic({"seed": 1}), agentic({"seed": 2}), metrics=("overall",))
+    with pytest.raises(CompareError, match=r"agent\.seed: A=1, B=2"):
+        compare(runs, analyses=False)
+    greedy = pair(
+        tmp_path / "greedy",
+        agentic({"temperature": 0.0, "seed": 1}),
+        agentic({"temperature": 0.0, "seed": 2}),
+        metrics=("overall",),
+    )
+    assert mixed(greedy) == {}
+    hot = pair(tmp_path / "hot", agentic({"max_tokens": 100}), agentic({"max_tokens": 200}), metrics=("overall",))
+    assert mixed(hot) == {"agent.max_tokens": {"A": 100, "B": 200}}
+    # a baseline agent made them: the LLM agent's settings are unused; another model is what is compared
+    oracle = pair(
+        tmp_path / "oracle", agentic({"seed": 1}, "oracle"), agentic({"seed": 2}, "oracle"), metrics=("overall",)
+    )
+    assert mixed(oracle) == {}
+    assert mixed(pair(tmp_path / "models", agentic({}), agentic({"model": "gpt"}), metrics=("overall",))) == {}
+
+
+# ----------------------------------------------------------------------------- runtime keys, dtype, backend
+
+
+def test_a_metrics_declared_runtime_keys_do_not_count_but_its_dtype_does(tmp_path):
+    # TQ declares pool_batch runtime (its cases score the same in pool calls of 1 and 4); SRC does not
+    config = cove_config()
+    config["metrics"]["SRC"] = {"pool_batch": 4, "device": "cpu"}
+    changed = copy.deepcopy(config)
+    changed["metrics"]["TQ"]["pool_batch"] = 1
+    changed["metrics"]["SRC"]["pool_batch"] = 1
+    assert mixed(pair(tmp_path / "pool", config, changed, metrics=("SSIM", "TQ", "SRC"))) == {
+        "metrics.SRC.pool_batch": {"A": 4, "B": 1}
+    }
+    # weights in bfloat16 score other values than in float32
+    runs = pair(tmp_path / "dtype", cove_config(), cove_config(**{"metrics.TQ.dtype": "bfloat16"}))
+    with pytest.raises(CompareError, match=r"metrics\.TQ\.dtype: A=\"float32\", B=\"bfloat16\""):
+        compare(runs, analyses=False)
+
+
+def test_a_runtime_key_a_metric_config_lacks_is_refused_at_registration():
+    from dataclasses import dataclass
+
+    from vbench_ray.metrics.base import METRICS, FrameMetric, register_metric
+
+    @dataclass
+    class ToyConfig:
+        frames: int = 4
+
+    class Toy(FrameMetric):
+        name = "toy_runtime_keys"
+        config_class = ToyConfig
+        runtime_keys = frozenset({"pool_batch"})
+
+    try:
+        with pytest.raises(TypeError, match=r"Toy\.runtime_keys names keys its config_class lacks: \['pool_batch'\]"):
+            register_metric(Toy)
+    finally:
+        if Toy.name in METRICS:
+            del METRICS[Toy.name]
+
+
+def test_a_judge_served_by_another_backend_is_a_note_not_a_refusal(tmp_path):
+    runs = pair(tmp_path / "hf", cove_config(**{"judge.backend": "vllm"}), cove_config(**{"judge.backend": "hf"}))
+    board = compare(runs, n_resamples=20, n_permutations=50, analyses=False)
+    assert board["mixed_options"] == {}
+    assert [c for c in board["checks"] if "backend" in c] == [
+        "judge.backend differs (A=vllm, B=hf): the same model served by another backend decodes with other kernels "
+        "and video loaders, so its answers can differ (compared anyway)"
+    ]
+    # a replayed judge log answers as the backend that wrote it did
+    replayed = pair(
+        tmp_path / "replay", cove_config(**{"judge.backend": "vllm"}), cove_config(**{"judge.backend": "replay"})
+    )
+    assert compare(replayed, n_resamples=20, n_permutations=50, analyses=False)["checks"] == []

@@ -183,6 +183,19 @@ class AgenticBench(Benchmark):
         (``agentic.baselines.agent_rng``); the oracle, an LLM agent's rollouts and given submissions do not."""
         return (config.get("data") or {}).get("agent") in ("random", "heuristic")
 
+    @staticmethod
+    def comparison_options(config: dict) -> dict:
+        """Where an LLM agent made the submissions (``agent.model`` set, no ``data.agent``), its decoding as App.
+        A.3 holds it (``compare_base.decoding_options``): ``agent.temperature`` and ``agent.max_tokens``, and its
+        ``top_p`` and ``seed`` where it samples (a ``null`` temperature is the provider's default, which samples),
+        since they pick the rollouts the verifiers score. Its model is what the leaderboard compares."""
+        from vbench_ray.compare_base import decoding_options
+
+        agent = config.get("agent")
+        if (config.get("data") or {}).get("agent") is not None or not isinstance(agent, dict) or not agent.get("model"):
+            return {}
+        return decoding_options("agent", agent, keys=("temperature", "max_tokens"))
+
     def case_fields(self) -> list[pa.Field]:
         return [pa.field(n, pa.string()) for n in ("task_id", "family", "subtype", "rep", "task_dir", "submission_dir")]
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports
     import pandas as pd
 
 from vbench_ray import cfgutil
-from vbench_ray.compare_base import finite, sampling_seed
+from vbench_ray.compare_base import decoding_options, finite, judge_identity
 
 # the metrics the checklist judge scores (the leaderboard's judged columns)
 CHECKLIST = ("UAS", "IFS", "VRS", "SEM")
@@ -66,13 +66,14 @@ def compare_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
 
 
 def comparison_options(config: dict) -> dict:
-    """VQR's judge (``vqr``, VisualQuality-R1) samples as the official script does (``do_sample=True``, seeded;
-    temperature 1 in the shipped config): where VQR is scored and ``vqr.temperature`` is above 0, ``vqr.seed``
-    picks its answers."""
+    """Where VQR is scored, its judge (``vqr``: VisualQuality-R1) as the checklist judge is compared: its identity
+    (``vqr``) and decoding (``compare_base.decoding_options``: temperature, max_tokens, max_retries, and top_p,
+    top_k and seed where it samples, as the official script does: ``do_sample=True, top_k=50``, seeded). Its
+    frames (10 per video) and parser are fixed, so its video and parse keys decide nothing."""
     if "VQR" not in (cfgutil.get(config, "metrics.enabled") or []):
         return {}
-    samples, seed = sampling_seed(config.get("vqr"))
-    return {"vqr.seed": seed} if samples else {}
+    vqr = config.get("vqr")
+    return {"vqr": judge_identity(vqr), **decoding_options("vqr", vqr)} if isinstance(vqr, dict) else {}
 
 
 def analyses(

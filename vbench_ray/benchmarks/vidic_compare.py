@@ -12,7 +12,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports this module and needs none of it
     import pandas as pd
 
-from vbench_ray.compare_base import CompareError, flatten_options, sampling_seed
+from vbench_ray.compare_base import CompareError, decoding_options, flatten_options
 
 # leaderboard metric -> the checklist section it is accuracy over (None: all questions)
 SECTIONS = {"Sim": "Similarities", "Diff": "Differences", "Avg": None}
@@ -39,17 +39,14 @@ def compare_units(j: pd.DataFrame, config: dict, binary: dict) -> dict:
 
 
 def comparison_options(config: dict) -> dict:
-    """The model under test's sampling (``model.temperature``, ``model.top_p``, ``model.seed`` where it samples:
-    App. E's temperature 0.7) and video sampling (``model.video.*``): they decide the descriptions the judge
-    scores."""
+    """The model under test's decoding (``compare_base.decoding_options``: ``model.temperature``, ``max_tokens``,
+    ``max_retries``, and ``top_p``, ``top_k`` and ``seed`` where it samples: App. E's temperature 0.7, top_p 0.9)
+    and video sampling (``model.video.*``): they decide the descriptions the judge scores. Its identity is what
+    the leaderboard compares, so it is none of these."""
     model = config.get("model")
     if not isinstance(model, dict):
         return {}
-    out = {f"model.{key}": model.get(key) for key in ("temperature", "top_p")}
-    samples, seed = sampling_seed(model)
-    if samples:
-        out["model.seed"] = seed
-    return flatten_options("model.video", model.get("video") or {}, out)
+    return flatten_options("model.video", model.get("video") or {}, decoding_options("model", model))
 
 
 def analyses(
