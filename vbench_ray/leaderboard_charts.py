@@ -10,7 +10,7 @@ import html
 import math
 from typing import Any
 
-from vbench_ray.figures import _ticks
+from vbench_ray.figure_draw import _ticks
 
 NA = "–"
 

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from vbench_ray.figures import _ticks
+from vbench_ray.figure_draw import _ticks
 from vbench_ray.report_style import _esc, _fmt, _fmt_int, _num, _scale_bounds, _section
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ def report_figures(summary: dict) -> list[dict]:
 
 def write_figure_pngs(summary: dict, folder: Path) -> list[Path]:
     """Each report figure as ``folder/<id>.png`` (for papers and slides)."""
-    from vbench_ray.figures import slug, to_png
+    from vbench_ray.figure_draw import to_png
+    from vbench_ray.figures import slug
 
     paths = []
     for fig in report_figures(summary):
@@ -98,7 +99,7 @@ def sweep_section(sweep: Any, figs: list[dict], scales: dict) -> str:
 
 
 def _figure(fig: dict, scales: dict, caption: str) -> str:
-    from vbench_ray.figures import heat_svg, line_svg
+    from vbench_ray.figure_draw import heat_svg, line_svg
 
     if fig["kind"] == "line":
         svg = line_svg(fig)

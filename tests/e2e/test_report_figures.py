@@ -241,7 +241,7 @@ def test_a_bar_png_draws_the_metric_on_its_own_scale(tmp_path: Path):
 def test_the_base_line_label_sits_above_the_plot_not_on_its_points(sweep_run: Path):
     """The dashed base line's value is a legend above the plot area (it was drawn on the line at the right end, over
     the last point when that point is near the base)."""
-    from vbench_ray.figures import TOP
+    from vbench_ray.figure_draw import TOP
 
     page = write_report(sweep_run).read_text()
     labels = re.findall(r'<text class="base-label" x="[^"]+" y="([^"]+)"', page)

@@ -7,7 +7,7 @@ import io
 import re
 
 from vbench_ray.benchmarks.nrv import NRVBench
-from vbench_ray.figures import heat_svg, to_png
+from vbench_ray.figure_draw import heat_svg, to_png
 
 LIGHT, MID, DARK = (238, 244, 251), (134, 170, 210), (31, 95, 168)  # MID: round(238 + (31 - 238) / 2) ...
 
