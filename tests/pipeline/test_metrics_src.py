@@ -261,8 +261,9 @@ def test_bf16_encoders_option(tiny_src, device_and_cpu):
 
 
 def test_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_src):
-    """Shared Grounding DINO / SAM2 / DINOv2 passes over several cases (frames of two sizes, prompts of different
-    lengths, a pass of 4 images mixing cases) give each case what it gets alone; failures stay per case."""
+    """Grounding DINO / SAM2 passes shared by several videos (``ground_many`` / ``segment_many`` without groups:
+    frames of two sizes, prompts of different lengths, a pass of 4 images mixing cases) give each video what it gets
+    alone, up to rounding; a pool call's cases score as alone; failures stay per case."""
     from dataclasses import asdict
 
     from vbench_ray.metrics.pool import MetricPool, pack, payload_column
@@ -309,6 +310,62 @@ def test_cases_batched_score_as_one_by_one_and_a_bad_case_fails_alone(tiny_src):
         else:
             assert set(got) == {"SRC"} and got["SRC"] == pytest.approx(alone, abs=1e-5)
     assert "no concrete entity" in out[2]["error_SRC"] and sum("SRC" in o for o in out) == 3
+
+
+def _record_passes(m) -> tuple[list, list]:
+    """Each forward pass of Grounding DINO, SAM2's image encoder and DINOv2 as ``(model, digest of its inputs)``."""
+    import hashlib
+
+    import torch
+
+    seen: list[tuple[str, str]] = []
+
+    def hook(name):
+        def record(module, args, kwargs):
+            digest = hashlib.sha256()
+            for x in [*args, *kwargs.values()]:
+                if isinstance(x, torch.Tensor):
+                    digest.update(str((x.dtype, tuple(x.shape))).encode() + x.detach().contiguous().numpy().tobytes())
+            seen.append((name, digest.hexdigest()))
+
+        return record
+
+    models = (("grounding_dino", m.gd_model), ("sam2", m.sam.vision_encoder), ("dinov2", m.dino))
+    return seen, [model.register_forward_pre_hook(hook(name), with_kwargs=True) for name, model in models]
+
+
+def test_a_case_scores_the_same_whatever_shares_its_pool_call(tiny_src):
+    """By default each Grounding DINO, SAM2 and DINOv2 pass holds one case's images only, so a case's SRC is the
+    same to the last bit alone and at any place in a pool call (the official code scores one task at a time): every
+    pass of the call is a pass the case has alone. Here passes of 4 images and 5-frame videos (10 crops a case) would
+    mix cases, whose different shapes round differently in the CPU kernels; with ``mix_cases`` they do (and the scores
+    then differ from alone by rounding only)."""
+    m = SRC(src_cfg(**tiny_src, **ACCEPT_ALL, batch_size=4))
+    m.setup()
+    assert m.cfg.mix_cases is False
+    items = [
+        (random_frames(5, 48, 64, 2), random_frames(5, 48, 64, 1), {"entities": ["red square"]}),
+        (random_frames(5, 40, 56, 4), random_frames(5, 40, 56, 3), {"entities": ["blue circle", "the green cube"]}),
+        (random_frames(5, 48, 64, 6), random_frames(5, 48, 64, 5), {"entities": ["the small green cube"]}),
+        (random_frames(4, 48, 64, 8), random_frames(5, 48, 64, 7), {"entities": ["triangle", "dog"]}),
+    ]
+    seen, hooks = _record_passes(m)
+    try:
+        alone = [m.compute_many([item])[0] for item in items]
+        own_passes = set(seen)
+        seen.clear()
+        together, turned = m.compute_many(items), m.compute_many(items[::-1])[::-1]
+        assert all(isinstance(v, float) for v in alone)
+        assert together == alone and turned == alone  # bit-identical
+        assert set(seen) <= own_passes
+        m.cfg.mix_cases = True
+        seen.clear()
+        mixed = m.compute_many(items)
+        assert not set(seen) <= own_passes  # passes holding several cases' images
+        assert mixed == pytest.approx(alone, abs=1e-5)
+    finally:
+        for h in hooks:
+            h.remove()
 
 
 # ----------------------------------------------------------------------------- end to end

@@ -28,17 +28,20 @@ For one case, with the entities the task says must stay unchanged (see "Entities
 Undefined cases are recorded failures (``error_SRC``), never a silent zero, as the official CSV's ``error``:
 no entity to keep, no entity grounded in the source or in the edited video, or no frame with a source mask.
 
-**How it runs** (the results of the processors and of one call per image, up to float rounding). Grounding
-DINO, SAM2 and DINOv2 passes are shared across the cases of a pool call (``pool_batch``), ``batch_size`` images
-a pass, each model's results read back once per call. With ``gpu_preprocess`` (default) Grounding DINO's and
-DINOv2's image processing runs on the model's device: each distinct probe frame and each crop goes there once
-as uint8, and is resized, centre-cropped and normalised there as the loaded processor does it (``image_plan``
-reads its size rule, filter, crop, mean and std; torch's antialiased resize is what torchvision's processors
-run; a processor it cannot reproduce runs itself); the Swin backbone then runs once per distinct probe frame
-though each frame is prompted once per entity (``ImageEncoder.unique``). Masked crops are OpenCV's masked copy.
-``bf16`` (default): SAM2 and Grounding DINO under bf16 autocast on CUDA, as the official SAM2 runs;
-``bf16_encoders`` (off by default: not the official numerics) holds the two image encoders' weights in bf16 and
-runs them without autocast's per-op casts.
+**How it runs** (the results of the processors and of one call per image, up to float rounding). A pool call scores
+``pool_batch`` cases; each Grounding DINO, SAM2 and DINOv2 pass holds one case's images only (at most
+``batch_size``), so a case's score is the same whichever cases share its call, as when the official code scores one
+task at a time (a pass of another shape runs other kernels, whose rounding differs: near a detection's or a mask
+pixel's threshold, that changes the score); each model's results are read back once per call. ``mix_cases`` lets the
+cases of a call share passes instead: fewer, fuller passes, but scores that depend on the call's composition. With
+``gpu_preprocess`` (default) Grounding DINO's and DINOv2's image processing runs on the model's device: each
+distinct probe frame and each crop goes there once as uint8, and is resized, centre-cropped and normalised there as
+the loaded processor does it (``image_plan`` reads its size rule, filter, crop, mean and std; torch's antialiased
+resize is what torchvision's processors run; a processor it cannot reproduce runs itself); the Swin backbone then
+runs once per distinct probe frame though each frame is prompted once per entity (``ImageEncoder.unique``). Masked
+crops are OpenCV's masked copy. ``bf16`` (default): SAM2 and Grounding DINO under bf16 autocast on CUDA, as the
+official SAM2 runs; ``bf16_encoders`` (off by default: not the official numerics) holds the two image encoders'
+weights in bf16 and runs them without autocast's per-op casts.
 
 **Entities.** The official pipeline asks an LLM (``--allow-llm``) to turn the task's *Semantic Preservation*
 checklist questions into short noun phrases, dropping abstract targets (camera, framing, lighting, mood,
@@ -100,8 +103,11 @@ class SRCConfig:
     # in bf16 without autocast: no per-op casts, but LayerNorms and softmax in bf16 too (not the official numerics)
     gpu_preprocess: bool = True  # Grounding DINO's and DINOv2's resize / crop / normalise on the model's device, as
     # their processors do them (same size rule, interpolation, antialias, rounding); False: the processors, on the CPU
-    batch_size: int = 16  # images per forward pass (Grounding DINO probes, SAM2 frames, DINOv2 crops), across cases
+    batch_size: int = 16  # images per forward pass (Grounding DINO probes, SAM2 frames, DINOv2 crops)
     pool_batch: int = 4  # cases one pool call scores together (each holds both videos' frames at native size)
+    mix_cases: bool = False  # True: the cases of a pool call share forward passes (fewer, fuller passes), and a
+    # case's score then depends on which cases share its call (a pass of another shape rounds differently); False:
+    # every pass holds one case's images only, so a case scores the same whatever arrives with it
 
 
 # ----------------------------------------------------------------------------- metric
@@ -215,23 +221,26 @@ class SRC(FrameMetric):
         """The accepted box ``[x0, y0, x1, y1]`` (pixels) of each entity found on the probe frames."""
         return self.ground_many([(frames, entities)])[0]
 
-    def ground_many(self, jobs: Sequence[tuple[np.ndarray, Sequence[str]]]) -> list[list[list[float]]]:
+    def ground_many(
+        self, jobs: Sequence[tuple[np.ndarray, Sequence[str]]], groups: Sequence | None = None
+    ) -> list[list[list[float]]]:
         """``ground`` of several videos (``(frames, entities)`` each, e.g. of several cases) in shared Grounding
         DINO passes: every (video, entity) is one prompt on the video's probe frames; prompts on frames of one
-        size go through the model together, at most ``batch_size`` images per pass, a video's prompts in one pass
-        where they fit (so that its frames are preprocessed and go through the backbone once: ``_ground_pass``);
-        frames of different sizes would be padded, which would change the detections, so they never share a pass;
-        prompts of different lengths are padded, which the text encoder masks out."""
-        units, by_size = [], {}  # a unit: (job, entity, probe frames, (h, w)); units grouped by frame size
+        size and of one group (``groups[j]``, e.g. the job's case; None: one group) go through the model together,
+        at most ``batch_size`` images per pass, a video's prompts in one pass where they fit (so that its frames
+        are preprocessed and go through the backbone once: ``_ground_pass``); frames of different sizes would be
+        padded, which would change the detections, so they never share a pass; prompts of different lengths are
+        padded, which the text encoder masks out."""
+        units, by_size = [], {}  # a unit: (job, entity, probe frames, (h, w)); units grouped by group, frame size
         for j, (frames, entities) in enumerate(jobs):
             probes = frames[: max(1, int(self.cfg.probe_frames))]
             for entity in entities:
                 hw = tuple(frames.shape[1:3])
-                by_size.setdefault(hw, []).append(len(units))
+                by_size.setdefault((None if groups is None else groups[j], hw), []).append(len(units))
                 units.append((j, entity.strip().lower().rstrip(".") + ".", probes, hw))
         cap = max(1, int(self.cfg.batch_size))
         order, found = [], []  # units in pass order; per pass, the top detection of each (prompt, probe) image
-        for hw, members in by_size.items():
+        for (_, hw), members in by_size.items():
             for chunk in pack_runs(members, [len(units[u][2]) for u in members], [units[u][0] for u in members], cap):
                 found.append(self._ground_pass([units[u] for u in chunk], hw))
                 order += chunk
@@ -295,11 +304,14 @@ class SRC(FrameMetric):
         """``(T, H, W)`` bool: per frame, the union of SAM2's masks for ``boxes``."""
         return self.segment_many([(frames, boxes)])[0]
 
-    def segment_many(self, jobs: Sequence[tuple[np.ndarray, list[list[float]]]]) -> list[np.ndarray]:
+    def segment_many(
+        self, jobs: Sequence[tuple[np.ndarray, list[list[float]]]], groups: Sequence | None = None
+    ) -> list[np.ndarray]:
         """``segment`` of several videos (``(frames, boxes)`` each): SAM2's image encoder runs on the frames of all
-        of them, ``batch_size`` frames per pass (each frame is resized to SAM2's square input on its own; a pass's
-        frames go to the device in one uint8 copy), and the mask decoder then prompts each video's frames with that
-        video's boxes; the masks come back to the host once per pass."""
+        of them, ``batch_size`` frames per pass, a pass holding the frames of one group of consecutive jobs only
+        (``groups[j]``, e.g. the job's case; None: one group) (each frame is resized to SAM2's square input on its
+        own; a pass's frames go to the device in one uint8 copy), and the mask decoder then prompts each video's
+        frames with that video's boxes; the masks come back to the host once, after every pass."""
         torch = self.torch
         import torch.nn.functional as F
 
@@ -318,8 +330,8 @@ class SRC(FrameMetric):
                 prompts[j] = (torch.tensor(boxes, dtype=torch.float32) * scale).to(self.device)
         bs = max(1, int(self.cfg.batch_size))
         masks, where = [], []  # per run of a pass: its masks on the device, and (job, first frame, frames)
-        for start in range(0, len(flat), bs):
-            chunk = flat[start : start + bs]
+        keys = [0 if groups is None else groups[j] for j, _ in flat]
+        for chunk in (flat[a:b][i : i + bs] for _, a, b in key_runs(keys) for i in range(0, b - a, bs)):
             runs = key_runs([j for j, _ in chunk])  # (job, first, end) of the chunk's consecutive frames per video
             frames = self._upload([jobs[j][0][chunk[a][1] : chunk[b - 1][1] + 1] for j, a, b in runs])
             x = torch.cat([self._sam_input(f, s) for f in frames])
@@ -353,15 +365,17 @@ class SRC(FrameMetric):
         x = x.to(self.device).permute(0, 3, 1, 2).float() / 255.0
         return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
 
-    def embed(self, crops: list[np.ndarray]) -> np.ndarray:
-        """L2-normalised DINOv2 CLS embeddings ``(N, D)`` of the crops (official: ``/ (|f| + 1e-6)``). With
+    def embed(self, crops: list[np.ndarray], groups: Sequence | None = None) -> np.ndarray:
+        """L2-normalised DINOv2 CLS embeddings ``(N, D)`` of the crops (official: ``/ (|f| + 1e-6)``), ``batch_size``
+        crops a pass, a pass holding one run of equal ``groups[i]`` only (e.g. the crop's case; None: one run). With
         ``gpu_preprocess`` the crops go to the device in one uint8 copy and are resized, centre-cropped and
         normalised there as DINOv2's processor does (``device_preprocess``); else the processor runs on the CPU."""
         torch = self.torch
         feats = []
         bs = max(2, int(self.cfg.batch_size))
-        for start in range(0, len(crops), bs):
-            part = list(crops[start : start + bs])
+        runs = key_runs([0] * len(crops) if groups is None else list(groups))
+        for start, stop in ((a + i, min(b, a + i + bs)) for _, a, b in runs for i in range(0, b - a, bs)):
+            part = list(crops[start:stop])
             if self.dino_plan is None:
                 inputs = self.dino_processor(images=part, return_tensors="pt").to(self.device)
             else:
@@ -394,9 +408,10 @@ class SRC(FrameMetric):
                 live[k] = self._case(edited, source, (kwargs or {}).get("entities"))
             except Exception as exc:
                 results[k] = exc
+        mix = bool(self.cfg.mix_cases)  # else a pass holds one case's images only (``groups``: the case of each job)
         boxes: dict[str, dict[int, list]] = {}
         for which, pos in (("source", 0), ("edited video", 1)):  # the edit is grounded only if the source was
-            found = self.ground_many([(case[pos], case[2]) for case in live.values()])
+            found = self.ground_many([(case[pos], case[2]) for case in live.values()], None if mix else list(live))
             boxes[which] = dict(zip(live, found))
             for k in [k for k in live if not boxes[which][k]]:
                 results[k] = SRCUndefined(
@@ -410,18 +425,20 @@ class SRC(FrameMetric):
                 job
                 for k, (src, edit, _) in live.items()
                 for job in ((src, boxes["source"][k]), (edit, boxes["edited video"][k]))
-            ]
+            ],
+            None if mix else [k for k in live for _ in range(2)],
         )
         clock("segment")
-        prepared, crops = {}, []
+        prepared, crops, owner = {}, [], []
         for n, (k, (src, edit, _)) in enumerate(live.items()):
             per_frame, pairs, missing = frame_pairs(
                 src, edit, masks[2 * n], masks[2 * n + 1], int(self.cfg.min_mask_pixels), float(self.cfg.bbox_expand)
             )
             prepared[k] = (per_frame, pairs, missing, len(crops))
             crops += pair_crops(pairs)
+            owner += [k] * (len(crops) - len(owner))
         clock("pairs")
-        feats = self.embed(crops) if crops else None
+        feats = self.embed(crops, None if mix else owner) if crops else None
         clock("embed")
         for k, (per_frame, pairs, missing, at) in prepared.items():
             score, _ = score_pairs(per_frame, pairs, feats[at : at + 2 * len(pairs)] if pairs else None, missing)
