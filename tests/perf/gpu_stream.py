@@ -14,8 +14,8 @@ per GPU and per pool process, each metric's mean, the projection to CoVEBench's 
 remaining cases at the last stage's first-to-last-row rate) and, per metric, how far apart its values are over the
 copies of one input pair (case ``i`` reuses pair ``i % --unique``: 0 for a metric that depends on its inputs only);
 between runs, how many cases' values differ. ``--src-probe`` then runs SRC in this process on fixed inputs, a case
-alone twice and inside a pool call of four, with its default passes (one case's images each) and with ``mix_cases``:
-whether a case's SRC depends on the cases sharing its pool call, and each layout's throughput (``--probe-cases``).
+alone twice and inside a pool call of four: whether a case's SRC depends on the cases sharing its pool call; and
+SRC's throughput there (``--probe-cases``).
 ``--work DIR`` keeps the models and videos between calls (a warm GPU machine keeps /tmp). No assert: timings
 belong in the note, not in CI.
 """
@@ -295,7 +295,7 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/gpu_stream", help="models and videos, kept between calls")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more run overrides")
     ap.add_argument("--src-probe", action="store_true", help="then SRC on fixed inputs, alone and batched")
-    ap.add_argument("--probe-cases", type=int, default=32, help="--src-probe's throughput: cases per pass layout")
+    ap.add_argument("--probe-cases", type=int, default=32, help="--src-probe's throughput: cases")
     ap.add_argument("--json", default=None, help="append each run's result here (one JSON per line)")
     args = ap.parse_args()
     device = "cpu" if args.tiny else "cuda"
@@ -343,12 +343,11 @@ def main() -> None:
 
 
 def src_probe(d: dict, models: dict, device: str, unique: int, cases: int) -> None:
-    """SRC on fixed inputs in this process, outside Ray, with the default passes (each holds one case's images) and
-    with ``mix_cases`` (the cases of a pool call share passes). Per mode: case 0 alone twice (are the kernels
-    deterministic for one pass layout?), first and last in a call of four, and the other cases alone vs in the call
-    (equal to the last bit where a case's score depends on that case alone); then each mode's throughput on
-    ``cases`` cases (copies of the distinct pairs) in calls of ``pool_batch``, after one warm-up call, best of two,
-    with its phases' seconds. Prints the scores to 8 decimals and PyTorch's numerics flags."""
+    """SRC on fixed inputs in this process, outside Ray: case 0 alone twice (are the kernels deterministic for one
+    pass layout?), first and last in a pool call of four, and the other cases alone vs in the call (equal to the last
+    bit where a case's score depends on that case alone); then the throughput on ``cases`` cases (copies of the
+    distinct pairs) in calls of ``pool_batch``, after one warm-up call, best of two, with its phases' seconds.
+    Prints the scores to 8 decimals and PyTorch's numerics flags."""
     from dataclasses import asdict
 
     import torch
@@ -373,45 +372,37 @@ def src_probe(d: dict, models: dict, device: str, unique: int, cases: int) -> No
     ]
     items = [(e, s, {"entities": ENTITIES}) for e, s in items]
     first = items[:4]
+    alone = [metric.compute_many(it) for it in ([first[0]], [first[0]], *[[it] for it in first[1:]])]
+    batch, turned = metric.compute_many(first), metric.compute_many(first[1:] + first[:1])
+    own = [alone[0][0]] + [a[0] for a in alone[2:]]
+    same = sum(x == y for x, y in zip(own, batch)) + (turned[-1] == own[0])
     print(
-        f"\nSRC probe: {len(items)} distinct cases, {len(items[0][0])} sampled frames a video; "
-        f"cudnn.benchmark {torch.backends.cudnn.benchmark}, cudnn.allow_tf32 {torch.backends.cudnn.allow_tf32}, "
-        f"matmul.allow_tf32 {torch.backends.cuda.matmul.allow_tf32}, bf16 {cfg.bf16}",
+        f"\nSRC probe ({len(items)} distinct cases, {len(items[0][0])} sampled frames a video): case 0 alone "
+        f"{f8(alone[0][0])}, alone again {f8(alone[1][0])}; first of a call of {len(first)} {f8(batch[0])}; last of "
+        f"it {f8(turned[-1])}; the other cases alone vs in the call: "
+        + ", ".join(f"{f8(a)} vs {f8(b)}" for a, b in zip(own[1:], batch[1:]))
+        + f"; bit-identical to alone: {same} of {len(first) + 1}; cudnn.benchmark {torch.backends.cudnn.benchmark}, "
+        f"cudnn.allow_tf32 {torch.backends.cudnn.allow_tf32}, matmul.allow_tf32 {torch.backends.cuda.matmul.allow_tf32}"
+        f", bf16 {cfg.bf16}",
         flush=True,
     )
-    rates = {}
-    for mix in (False, True):
-        cfg.mix_cases = mix
-        alone = [metric.compute_many(it) for it in ([first[0]], [first[0]], *[[it] for it in first[1:]])]
-        batch, turned = metric.compute_many(first), metric.compute_many(first[1:] + first[:1])
-        own = [alone[0][0]] + [a[0] for a in alone[2:]]
-        same = sum(x == y for x, y in zip(own, batch)) + (turned[-1] == own[0])
-        print(
-            f"   mix_cases={mix}: case 0 alone {f8(alone[0][0])}, alone again {f8(alone[1][0])}; first of a call of "
-            f"{len(first)} {f8(batch[0])}; last of it {f8(turned[-1])}; the other cases alone vs in the call: "
-            + ", ".join(f"{f8(a)} vs {f8(b)}" for a, b in zip(own[1:], batch[1:]))
-            + f"; bit-identical to alone: {same} of {len(first) + 1}",
-            flush=True,
-        )
-        work = [items[i % len(items)] for i in range(cases)]
-        step = int(cfg.pool_batch)
-        metric.compute_many(work[:step])  # warm-up: this layout's kernels
-        best, phases = float("inf"), {}
-        for _ in range(2):
-            metric.phase_seconds = {}
-            began = time.perf_counter()
-            for at in range(0, len(work), step):
-                metric.compute_many(work[at : at + step])
-            took = time.perf_counter() - began
-            if took < best:
-                best, phases = took, {k: round(v, 2) for k, v in metric.phase_seconds.items()}
-        rates[mix] = len(work) / best
-        print(
-            f"   mix_cases={mix}: {len(work)} cases in calls of {step}: {best:.2f} s, {rates[mix]:.3f} cases/s "
-            f"({1000 * best / len(work):.0f} ms a case); phases s {phases}",
-            flush=True,
-        )
-    print(f"   throughput, one case a pass vs mixed passes: x{rates[False] / rates[True]:.3f}", flush=True)
+    work = [items[i % len(items)] for i in range(cases)]
+    step = int(cfg.pool_batch)
+    metric.compute_many(work[:step])  # warm-up
+    best, phases = float("inf"), {}
+    for _ in range(2):
+        metric.phase_seconds = {}
+        began = time.perf_counter()
+        for at in range(0, len(work), step):
+            metric.compute_many(work[at : at + step])
+        took = time.perf_counter() - began
+        if took < best:
+            best, phases = took, {k: round(v, 2) for k, v in metric.phase_seconds.items()}
+    print(
+        f"   {len(work)} cases in calls of {step}: {best:.2f} s, {len(work) / best:.3f} cases/s "
+        f"({1000 * best / len(work):.0f} ms a case); phases s {phases}",
+        flush=True,
+    )
 
 
 def f8(x) -> str:

@@ -32,16 +32,16 @@ no entity to keep, no entity grounded in the source or in the edited video, or n
 ``pool_batch`` cases; each Grounding DINO, SAM2 and DINOv2 pass holds one case's images only (at most
 ``batch_size``), so a case's score is the same whichever cases share its call, as when the official code scores one
 task at a time (a pass of another shape runs other kernels, whose rounding differs: near a detection's or a mask
-pixel's threshold, that changes the score); each model's results are read back once per call. ``mix_cases`` lets the
-cases of a call share passes instead: fewer, fuller passes, but scores that depend on the call's composition. With
-``gpu_preprocess`` (default) Grounding DINO's and DINOv2's image processing runs on the model's device: each
-distinct probe frame and each crop goes there once as uint8, and is resized, centre-cropped and normalised there as
-the loaded processor does it (``image_plan`` reads its size rule, filter, crop, mean and std; torch's antialiased
-resize is what torchvision's processors run; a processor it cannot reproduce runs itself); the Swin backbone then
-runs once per distinct probe frame though each frame is prompted once per entity (``ImageEncoder.unique``). Masked
-crops are OpenCV's masked copy. ``bf16`` (default): SAM2 and Grounding DINO under bf16 autocast on CUDA, as the
-official SAM2 runs; ``bf16_encoders`` (off by default: not the official numerics) holds the two image encoders'
-weights in bf16 and runs them without autocast's per-op casts.
+pixel's threshold, that changes the score); each model's results are read back once per call (passes shared across
+the cases of a call saved 2.5 % of SRC's time on one H100, ``docs/performance.md``: too little for scores that
+depend on which rows arrive together). With ``gpu_preprocess`` (default) Grounding DINO's and DINOv2's image
+processing runs on the model's device: each distinct probe frame and each crop goes there once as uint8, and is
+resized, centre-cropped and normalised there as the loaded processor does it (``image_plan`` reads its size rule,
+filter, crop, mean and std; torch's antialiased resize is what torchvision's processors run; a processor it cannot
+reproduce runs itself); the Swin backbone then runs once per distinct probe frame though each frame is prompted once
+per entity (``ImageEncoder.unique``). Masked crops are OpenCV's masked copy. ``bf16`` (default): SAM2 and Grounding
+DINO under bf16 autocast on CUDA, as the official SAM2 runs; ``bf16_encoders`` (off by default: not the official
+numerics) holds the two image encoders' weights in bf16 and runs them without autocast's per-op casts.
 
 **Entities.** The official pipeline asks an LLM (``--allow-llm``) to turn the task's *Semantic Preservation*
 checklist questions into short noun phrases, dropping abstract targets (camera, framing, lighting, mood,
@@ -105,9 +105,6 @@ class SRCConfig:
     # their processors do them (same size rule, interpolation, antialias, rounding); False: the processors, on the CPU
     batch_size: int = 16  # images per forward pass (Grounding DINO probes, SAM2 frames, DINOv2 crops)
     pool_batch: int = 4  # cases one pool call scores together (each holds both videos' frames at native size)
-    mix_cases: bool = False  # True: the cases of a pool call share forward passes (fewer, fuller passes), and a
-    # case's score then depends on which cases share its call (a pass of another shape rounds differently); False:
-    # every pass holds one case's images only, so a case scores the same whatever arrives with it
 
 
 # ----------------------------------------------------------------------------- metric
@@ -408,10 +405,9 @@ class SRC(FrameMetric):
                 live[k] = self._case(edited, source, (kwargs or {}).get("entities"))
             except Exception as exc:
                 results[k] = exc
-        mix = bool(self.cfg.mix_cases)  # else a pass holds one case's images only (``groups``: the case of each job)
         boxes: dict[str, dict[int, list]] = {}
         for which, pos in (("source", 0), ("edited video", 1)):  # the edit is grounded only if the source was
-            found = self.ground_many([(case[pos], case[2]) for case in live.values()], None if mix else list(live))
+            found = self.ground_many([(case[pos], case[2]) for case in live.values()], list(live))  # per case
             boxes[which] = dict(zip(live, found))
             for k in [k for k in live if not boxes[which][k]]:
                 results[k] = SRCUndefined(
@@ -426,7 +422,7 @@ class SRC(FrameMetric):
                 for k, (src, edit, _) in live.items()
                 for job in ((src, boxes["source"][k]), (edit, boxes["edited video"][k]))
             ],
-            None if mix else [k for k in live for _ in range(2)],
+            [k for k in live for _ in range(2)],  # a pass: one case's frames
         )
         clock("segment")
         prepared, crops, owner = {}, [], []
@@ -438,7 +434,7 @@ class SRC(FrameMetric):
             crops += pair_crops(pairs)
             owner += [k] * (len(crops) - len(owner))
         clock("pairs")
-        feats = self.embed(crops, None if mix else owner) if crops else None
+        feats = self.embed(crops, owner) if crops else None  # a pass: one case's crops
         clock("embed")
         for k, (per_frame, pairs, missing, at) in prepared.items():
             score, _ = score_pairs(per_frame, pairs, feats[at : at + 2 * len(pairs)] if pairs else None, missing)
