@@ -8,14 +8,18 @@ the first actor, the first row out of a one-stage Ray Data pipeline, and the thr
 importing the decode stage's libraries (a BLAS or OpenCV pool sized to the machine, not to the task's one CPU,
 is contention the official one-process scripts do not have). No assert: numbers for the note.
 
-    python tests/perf/startup.py --cli 5 [--before REV] [--attach] [--cpus 2]
+    python tests/perf/startup.py --cli 5 [--before REV] [--attach] [--cpus 2] [--trace]
 
 ``--cli N``: a real ``vbench-ray run`` (CoVEBench, SSIM + MF, 8 tiny synthetic cases) N times, timed from the
 command to the first row in ``RUN_DIR/cases/`` (polled every 20 ms) and to its exit, with the run's own milestones
-(``summary.json`` ``timing``); with ``--before REV`` the same runs of the code at git revision ``REV`` (extracted
+(``summary.json`` ``timing``, seconds from the run's start: ``run start`` after the command, once the interpreter
+and the CLI's imports are done); with ``--before REV`` the same runs of the code at git revision ``REV`` (extracted
 with ``git archive`` into a temporary folder, nothing in the checkout changes) alternate with this tree's, and the
 medians are printed side by side. ``--attach`` runs them against a cluster started beforehand (``ray start --head``
 in a session of its own, ended by pid afterwards): the ``ray job submit`` path, where the run starts no Ray.
+``--trace``: every Python process of each run (driver, Ray's workers and daemons) writes its own timeline
+(``start_trace/sitecustomize.py``: interpreter up, watched imports, the first prewarm and decode task, the driver's
+steps and first shard), printed after each run in seconds from the command.
 """
 
 from __future__ import annotations
@@ -96,10 +100,53 @@ def probe(cpus: int) -> dict:
 
 
 RUN_ENV: dict[str, str] = {}  # the attached runs' Ray token (``head``)
+TRACE = REPO / "tests" / "perf" / "start_trace"  # its sitecustomize writes each process's timeline (``--trace``)
 
 
-def cli_run(code: Path, data: Path, out: Path, cpus: int, address: str | None) -> dict:
-    """One ``vbench-ray run`` of the code in ``code``: seconds from the command to the first row file and to exit."""
+def trace_env(trace_dir: Path | None, pythonpath: str) -> dict[str, str]:
+    """The environment that has every Python process of a run write its start timeline to ``trace_dir``."""
+    if trace_dir is None:
+        return {"PYTHONPATH": pythonpath}
+    return {"PYTHONPATH": os.pathsep.join([str(TRACE), pythonpath]), "VBENCH_START_TRACE": str(trace_dir)}
+
+
+def timeline(trace_dir: Path, start: float, end: float) -> str:
+    """One line per process that marked something between ``start`` and ``end``: seconds from ``start``."""
+    lines = []
+    for f in sorted(trace_dir.glob("*.jsonl")):
+        head_, marks = {}, []
+        for line in f.read_text().splitlines():
+            rec = json.loads(line)
+            if "mark" in rec:
+                marks.append((rec["mark"], rec["t"]))
+            elif "argv" in rec:
+                head_ = rec
+        marks = [(m, t) for m, t in marks if start - 0.5 <= t <= end]
+        if not any(m not in ("created", "site") for m, _ in marks) and not any(
+            m == "created" and t >= start for m, t in marks
+        ):
+            continue
+        cmd = " ".join(head_.get("orig_argv") or head_.get("argv") or [])
+        role = "worker" if "default_worker" in cmd else "driver" if "vbench_ray.cli" in cmd else cmd[-60:]
+        spans, opened = [], {}
+        for m, t in marks:
+            if m.endswith(" start"):
+                opened[m[: -len(" start")]] = t
+            elif m.endswith(" end") and m[: -len(" end")] in opened:
+                key = m[: -len(" end")]
+                began = opened.pop(key)
+                spans.append((began, f"{key} {began - start:.2f}-{t - start:.2f}"))
+            else:
+                spans.append((t, f"{m} {t - start:.2f}"))
+        spans += [(t, f"{k} {t - start:.2f}-?") for k, t in opened.items()]
+        first = min((t for t, _ in spans), default=end)
+        lines.append((first, f"  {f.stem:>7} {role}: " + ", ".join(text for _, text in sorted(spans))))
+    return "\n".join(text for _, text in sorted(lines))
+
+
+def cli_run(code: Path, data: Path, out: Path, cpus: int, address: str | None, trace_dir: Path | None = None) -> dict:
+    """One ``vbench-ray run`` of the code in ``code``: seconds from the command to the first row file and to exit
+    (with ``trace_dir``: and each of its processes' timeline, ``timeline``)."""
     import shutil
 
     shutil.rmtree(out, ignore_errors=True)
@@ -110,7 +157,7 @@ def cli_run(code: Path, data: Path, out: Path, cpus: int, address: str | None) -
     args += ["metrics.exclude.MF.categories=[]", "wandb.mode=disabled", "report.enabled=false"]
     args += [f"ray.address={address}"] if address else [f"ray.num_cpus={cpus}"]
     path = os.pathsep.join([str(code)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env = {**os.environ, "PYTHONPATH": path, "RAY_ADDRESS": "", **RUN_ENV}
+    env = {**os.environ, "RAY_ADDRESS": "", **RUN_ENV, **trace_env(trace_dir, path)}
     start = time.time()
     proc = subprocess.Popen(args, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = None
@@ -125,7 +172,13 @@ def cli_run(code: Path, data: Path, out: Path, cpus: int, address: str | None) -
     if first is None:  # written between two polls, just before the exit
         first = min(f.stat().st_mtime for f in (out / "cases").glob("*.parquet")) - start
     timing = json.loads((out / "summary.json").read_text()).get("timing") or {}
-    return {"first_row": first, "wall": wall, **{k: v for k, v in timing.items() if isinstance(v, (int, float))}}
+    # the run's own milestones count from its start (``runner.run``: after the interpreter and the CLI's imports)
+    result = {"first_row": first, "wall": wall}
+    result.update({f"run {k}": v for k, v in timing.items() if isinstance(v, (int, float)) and k != "wall_start"})
+    result["run start"] = timing["wall_start"] - start
+    if trace_dir is not None:
+        result["timeline"] = timeline(trace_dir, start, start + wall)
+    return result
 
 
 def free_port() -> int:
@@ -136,7 +189,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def head(cpus: int, token: Path):
+def head(cpus: int, token: Path, trace_dir: Path | None = None):
     """``ray start --head --block`` in a session of its own, with a token of its own (Ray 2.60 turns token
     authentication on; ``~/.ray/auth_token`` is shared by every user of the host) and free ports; returns
     (process, GCS address) once it answers. The runs get the same token through ``RUN_ENV``."""
@@ -150,6 +203,7 @@ def head(cpus: int, token: Path):
     ray_cli += [f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1", "--include-dashboard=false"]
     ray_cli += [f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}"]
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **RUN_ENV}
+    env.update(trace_env(trace_dir, env.get("PYTHONPATH", "")))
     proc = subprocess.Popen(ray_cli, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     address = f"127.0.0.1:{port}"
     deadline = time.time() + 120
@@ -210,20 +264,27 @@ def cli_main(args) -> None:
             codes["before"].mkdir()
             archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before], capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", str(codes["before"])], input=archive.stdout, check=True)
-        cluster = head(cpus, tmp / "auth_token") if args.attach else None
+        trace_dir = tmp / "trace" if args.trace else None
+        if trace_dir:
+            trace_dir.mkdir()
+        cluster = head(cpus, tmp / "auth_token", trace_dir) if args.attach else None
         try:
             results: dict[str, list[dict]] = {k: [] for k in codes}
             for i in range(args.cli):
                 for name, code in codes.items():  # alternating: the machine's load falls on both alike
-                    r = cli_run(code, tmp / "cove", tmp / f"run_{name}", cpus, cluster[1] if cluster else None)
+                    address = cluster[1] if cluster else None
+                    r = cli_run(code, tmp / "cove", tmp / f"run_{name}", cpus, address, trace_dir)
                     results[name].append(r)
                     print(f"  {name} #{i + 1}: first row {r['first_row']:.2f} s, exit {r['wall']:.2f} s", flush=True)
+                    if trace_dir:
+                        print(r["timeline"], flush=True)
         finally:
             if cluster:
                 end_session(cluster[0])
     where = f"attached to a running {cpus}-CPU cluster" if args.attach else f"a fresh local Ray of {cpus} CPUs"
     print(f"\n{where}: medians of {args.cli} runs (seconds from the command)")
-    keys = ["first_row", "wall", "ray_start", "cases_loaded", "ray_ready", "stream_planned"]
+    keys = ["first_row", "wall", "run start", "run ray_start", "run cases_loaded", "run ray_ready"]
+    keys += ["run stream_planned", "run first_row"]
     print("| " + " | ".join(["", *codes]) + " |")
     print("|---" * (len(codes) + 1) + "|")
     for k in keys:
@@ -231,7 +292,7 @@ def cli_main(args) -> None:
         for name in codes:
             vals = [r[k] for r in results[name] if k in r]
             cells.append(f"{statistics.median(vals):.2f} ({min(vals):.2f}-{max(vals):.2f})" if vals else "-")
-        label = k if k in ("first_row", "wall") else f"{k} (run's clock)"
+        label = k[len("run ") :] + " (run's clock)" if k.startswith("run ") and k != "run start" else k
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
@@ -242,6 +303,7 @@ def main() -> None:
     ap.add_argument("--cli", type=int, default=0, metavar="N", help="time N real runs to their first row")
     ap.add_argument("--before", default=None, metavar="REV", help="with --cli: also git REV or folder REV")
     ap.add_argument("--attach", action="store_true", help="with --cli: against a cluster started beforehand")
+    ap.add_argument("--trace", action="store_true", help="with --cli: print each run's per-process start timeline")
     args = ap.parse_args()
     if args.cli:
         cli_main(args)
