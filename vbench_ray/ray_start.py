@@ -5,8 +5,8 @@ agents); then Ray Data's first execution starts an actor of its own and reads a 
 worker process imports the project and its libraries on its first task. Everything here moves one of those
 waits off the first case's path: ``start_ray`` starts Ray (and imports Ray Data) in a background thread while
 the runner loads the cases; ``start_data_actors`` starts Ray Data's autoscaling coordinator and has each stream
-start with the budget it reserved; ``prewarm`` has the workers import the CPU stages' modules while the stream
-is planned.
+start with the budget it reserved; ``prewarm`` has the workers import the CPU stages' modules (and Ray Data's)
+as soon as Ray is up, while the driver imports Ray Data and plans the stream.
 ``ensure_ray`` is the one call everything else makes before it needs Ray.
 """
 
@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from vbench_ray.pipeline import Stage
@@ -29,7 +29,7 @@ _ray_start: dict[str, Any] = {}  # the background start in flight: {"done": Even
 _PARK = threading.Event()  # never set: the starting thread waits on it for good (start_ray)
 
 
-def start_ray(cfg: Any) -> bool:
+def start_ray(cfg: Any, warm: Sequence[Stage] = ()) -> bool:
     """Begin starting (or connecting to) Ray in a background thread and return at once (True: begun; False: Ray
     is up or starting already); ``ensure_ray`` waits for it.
 
@@ -37,6 +37,9 @@ def start_ray(cfg: Any) -> bool:
     (GCS, dashboard head, raylet, agents). The runner calls this as soon as the config has passed its checks, so
     the driver loads the cases, builds the case table and plans the stream meanwhile instead of before.
 
+    As soon as Ray is up, the same thread has the workers import the CPU stages of ``warm`` (``prewarm``): a
+    worker's imports are the longest part of the first row's path, and they start here, before the driver's own
+    import of Ray Data and the stream's planning, not after them.
     The same thread then imports Ray Data (``import_ray_data``), which the driver needs as soon as Ray is up: Ray's
     modules are imported by this one thread until ``ensure_ray`` returns, never by two threads at once.
 
@@ -54,6 +57,7 @@ def start_ray(cfg: Any) -> bool:
         except BaseException as exc:  # noqa: BLE001  (handed to the main thread by ensure_ray)
             box["error"] = exc
         else:
+            prewarm(warm)
             import_ray_data()
         box["done"].set()
         _PARK.wait()  # never set: see the docstring
@@ -235,38 +239,58 @@ def _first_budget_read(executor, wait_s: float = FIRST_BUDGET_WAIT_S) -> None:
         log.debug("could not read Ray Data's first budget early: %s", exc)
 
 
-def prewarm(stages: list[Stage], capacity: dict[str, float]) -> list:
+_WARMED: set[str] = set()  # tokens of the stages whose workers were asked to import their modules (prewarm)
+RAY_DATA_TASK_MODULES = ("ray.data",)  # what a worker imports to run its first Ray Data map task (its package)
+
+
+def prewarm(stages: Sequence[Stage], capacity: dict[str, float] | None = None) -> list:
     """Have the worker processes import the CPU stages' modules now, while the driver plans the stream.
 
     A fresh worker pays for importing the project and its libraries (OpenCV, SciPy, scikit-image: 1-3 s)
-    on its first task: the stage's module, and what its class declares in ``warm_modules(init_kwargs)`` (the
-    decode stage: its metrics' ``imports`` and the video reader); Ray reuses the same processes for Ray Data's
-    tasks, so doing it here overlaps that cost with the dataset's planning and start instead of adding it before
-    the first row. Fire and forget:
-    nothing waits for these tasks (their refs are returned), and a failure only means the stream's first task
-    imports the module."""
+    on its first task: the stage's module, what its class declares in ``warm_modules(init_kwargs)`` (the
+    decode stage: its metrics' ``imports`` and the video reader), and Ray Data itself (its map task's module
+    imports the ``ray.data`` package, pandas included: 0.8-1.1 s on a cloud VM); Ray reuses the same processes
+    for Ray Data's tasks, so doing it here overlaps that cost with the driver's import of Ray Data and the
+    dataset's planning and start instead of adding it before the first row. One task per CPU of ``capacity``
+    (default: the cluster's). A stage is warmed once per process (``start_ray`` warms it as soon as Ray is up;
+    the runner's later call does nothing more). Fire and forget: nothing waits for these tasks (their refs are
+    returned), and a failure only means the stream's first task imports the module."""
     import ray
 
+    todo = [s for s in stages if s.kind == "cpu" and getattr(s.fn, "__module__", None) and s.token not in _WARMED]
     modules: list[str] = []
-    for stage in (s for s in stages if s.kind == "cpu" and getattr(s.fn, "__module__", None)):
+    for stage in todo:
         declared = getattr(stage.fn, "warm_modules", None)  # e.g. the decode stage's metric libraries
         modules += [stage.fn.__module__] + (list(declared(stage.init_kwargs)) if declared else [])
-    modules = list(dict.fromkeys(modules))
+    modules = list(dict.fromkeys(modules + list(RAY_DATA_TASK_MODULES) if modules else []))
     if not modules:
         return []
-    warm = ray.remote(num_cpus=1, max_retries=0)(_import_modules)
-    return [warm.remote(modules) for _ in range(max(1, min(int(capacity["CPU"]), 256)))]
+    try:
+        cpus = capacity["CPU"] if capacity is not None else ray.cluster_resources().get("CPU", 1.0)
+        warm = ray.remote(num_cpus=1, max_retries=0)(_import_modules)
+        refs = [warm.remote(modules) for _ in range(max(1, min(int(cpus), 256)))]
+    except Exception as exc:  # noqa: BLE001  (an optimisation only: the stream's first tasks import them)
+        log.debug("could not start the workers' imports early: %s", exc)
+        return []
+    _WARMED.update(s.token for s in todo)
+    return refs
 
 
 def _import_modules(modules: list[str]) -> tuple[int, list[str]]:
-    """Import ``modules`` here (one that is missing is skipped: the stage reports it on its own); return this
-    process's pid and which of them it now holds."""
+    """Import ``modules`` here (``module:attribute`` also reads the attribute: a lazily loading package then
+    imports its module; one that is missing is skipped: the stage reports it on its own); return this process's
+    pid and which of them it now holds."""
     import importlib
     import os
 
+    held = []
     for name in modules:
+        module, _, attribute = name.partition(":")
         try:
-            importlib.import_module(name)
-        except ImportError:
+            loaded = importlib.import_module(module)
+            if attribute:
+                getattr(loaded, attribute)
+        except (ImportError, AttributeError):
             continue
-    return os.getpid(), [m for m in modules if m in sys.modules]
+        held.append(name)
+    return os.getpid(), held

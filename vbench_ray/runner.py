@@ -107,8 +107,9 @@ def _locked_run(plan: RunPlan, variants: list | None, run_dir: Path, start: floa
 
     driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (driver_memory says why)
     sink = CaseSink(run_dir, plan.schema, retry_failed=cfg.output.retry_failed)
-    # a fresh run (nothing to resume) that needs Ray: Ray starts while the cases load
-    if not sink.done_keys and plan.needs_ray and start_ray(cfg):
+    # a fresh run (nothing to resume) that needs Ray: Ray starts while the cases load, its workers then import
+    # the CPU stages' modules while the driver imports Ray Data and plans the stream
+    if not sink.done_keys and plan.needs_ray and start_ray(cfg, warm=plan.stages):
         timing["ray_start"] = time.perf_counter() - start
     try:
         return _run(plan, variants, run_dir, sink, Milestones(start, timing))

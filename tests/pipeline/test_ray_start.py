@@ -37,12 +37,17 @@ except RuntimeError as exc:
 ray_start._init_ray = real_init
 
 import ray
+from vbench_ray.metrics.stage import FrameMetricsStage
+from vbench_ray.pipeline import Stage
+stage = Stage("frames", FrameMetricsStage, {"SSIM": "float"}, init_kwargs={"metrics": {"SSIM": {}}})
 out["ray_data_before"] = "ray.data" in sys.modules
-out["began"] = ray_start.start_ray(cfg)
+out["began"] = ray_start.start_ray(cfg, warm=[stage])
 out["up_at_return"] = ray.is_initialized()  # start_ray returned before ray.init finished
 out["began_twice"] = ray_start.start_ray(cfg)  # a second call while the first is under way starts nothing
 ray_start.ensure_ray(cfg)
 out["ray_data_after"] = "ray.data" in sys.modules  # imported by the starting thread, not the main one
+out["warmed"] = stage.token in ray_start._WARMED  # the starting thread had the workers import the stage's modules
+out["warmed_again"] = ray_start.prewarm([stage], {"CPU": 2.0, "GPU": 0.0})  # the runner's own call: nothing twice
 out["up"] = ray.is_initialized()
 out["cpus"] = ray.cluster_resources().get("CPU")
 handler = signal.getsignal(signal.SIGTERM)
@@ -90,6 +95,7 @@ def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp
     assert out["began_broken"] is True and out["broken_raised"] == "no Ray today"
     assert out["began"] is True and out["up_at_return"] is False and out["began_twice"] is False
     assert out["ray_data_before"] is False and out["ray_data_after"] is True
+    assert out["warmed"] is True and out["warmed_again"] == []
     assert out["up"] is True and out["cpus"] == 2.0
     assert out["sigterm_handler"] is True  # set from the main thread, as ray.init would have
     assert out["task"] == 49

@@ -230,7 +230,7 @@ def test_the_driver_validates_configs_without_the_metrics_compute_libraries(cove
     # ... and the decode stage names them for its workers: each metric's own, the reader of its backend
     assert FrameMetricsStage.warm_modules(
         {"metrics": {"SSIM": {}, "BG_SSIM": {}, "NIQE": {}, "MSM": {}}, "video_backend": "pyav"}
-    ) == ["skimage.metrics", "scipy.special", "av"]
+    ) == ["skimage.metrics:structural_similarity", "scipy.special", "av"]
     assert FrameMetricsStage.warm_modules({"metrics": {"MF": {}}, "video_backend": "auto"}) == [
         "scipy.optimize",
         "decord",

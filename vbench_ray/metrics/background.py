@@ -184,7 +184,7 @@ class BackgroundSSIM(BackgroundMetric):
     name = "BG_SSIM"
     paper = "NRVBench App. E.5 (background SSIM x 100)"
     scale = "[0,100]"
-    imports = ("skimage.metrics",)
+    imports = ("skimage.metrics:structural_similarity",)  # scikit-image loads it lazily: the attribute loads it
 
     def compute(self, edited, source, mask=None) -> float:
         edited, source = _pair(edited, source)

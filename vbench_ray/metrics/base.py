@@ -255,7 +255,8 @@ class FrameMetric:
     # GPU pools get parts of the GPUs in proportion to it (vbench_ray.pool_plan), the slowest the most
     gpu_cost: ClassVar[float] = 100.0
     # libraries its compute imports on first use (not at module import, so the driver, which only validates
-    # configs, never loads them): the decode stage's workers import them before their first case (prewarm)
+    # configs, never loads them): the decode stage's workers import them before their first case (prewarm);
+    # ``module:attribute`` where a package loads an attribute's module only when it is first read (scikit-image)
     imports: ClassVar[tuple[str, ...]] = ()
     # keys of its config_class that do not change a case's score, beyond the ones every section shares
     # (``compare_base.RUNTIME_KEYS``: device, batch_size, gpu_fraction ...): `vbench-ray compare` does not count runs

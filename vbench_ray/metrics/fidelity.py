@@ -54,7 +54,7 @@ class SSIM(FrameMetric):
     config_class = SSIMConfig
     needs_source = True
     scale = "[0,1]"
-    imports = ("skimage.metrics",)
+    imports = ("skimage.metrics:structural_similarity",)  # scikit-image loads it lazily: the attribute loads it
 
     def frame_view(self) -> FrameView:
         """Grayscale, then ``INTER_AREA`` to size x size: the official preprocessing, in its order."""
