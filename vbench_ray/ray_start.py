@@ -258,14 +258,14 @@ def prewarm(stages: Sequence[Stage], capacity: dict[str, float] | None = None) -
     import ray
 
     todo = [s for s in stages if s.kind == "cpu" and getattr(s.fn, "__module__", None) and s.token not in _WARMED]
-    modules: list[str] = []
-    for stage in todo:
-        declared = getattr(stage.fn, "warm_modules", None)  # e.g. the decode stage's metric libraries
-        modules += [stage.fn.__module__] + (list(declared(stage.init_kwargs)) if declared else [])
-    modules = list(dict.fromkeys(modules + list(RAY_DATA_TASK_MODULES) if modules else []))
-    if not modules:
-        return []
-    try:
+    try:  # never raises: it runs in the thread that starts Ray, whose end ensure_ray waits for
+        modules: list[str] = []
+        for stage in todo:
+            declared = getattr(stage.fn, "warm_modules", None)  # e.g. the decode stage's metric libraries
+            modules += [stage.fn.__module__] + (list(declared(stage.init_kwargs)) if declared else [])
+        modules = list(dict.fromkeys(modules + list(RAY_DATA_TASK_MODULES) if modules else []))
+        if not modules:
+            return []
         cpus = capacity["CPU"] if capacity is not None else ray.cluster_resources().get("CPU", 1.0)
         warm = ray.remote(num_cpus=1, max_retries=0)(_import_modules)
         refs = [warm.remote(modules) for _ in range(max(1, min(int(cpus), 256)))]

@@ -58,3 +58,24 @@ def test_the_first_decode_after_the_prewarm_imports_nothing(ray_local, tmp_path)
     assert got["held"] == modules
     assert got["SSIM"] is not None and got["MF"] is not None
     assert got["new"] == []
+
+
+class _Undeclarable:
+    """A CPU stage whose declared modules cannot be listed."""
+
+    @staticmethod
+    def warm_modules(init_kwargs: dict) -> list[str]:
+        raise KeyError("metrics")
+
+    def __call__(self, row: dict) -> dict:
+        return {}
+
+
+@pytest.mark.ray
+def test_a_prewarm_that_cannot_list_its_modules_raises_nothing(ray_local):
+    """The prewarm runs in the thread that starts Ray, whose end ``ensure_ray`` waits for: a stage whose modules
+    cannot be listed leaves the workers cold (its first task imports them), and never ends that thread."""
+    from vbench_ray.pipeline import Stage
+    from vbench_ray.ray_start import prewarm
+
+    assert prewarm([Stage("odd", _Undeclarable, {"x": "float"})], {"CPU": 2.0, "GPU": 0.0}) == []
