@@ -1,6 +1,7 @@
 """A run binds its benchmark to its config once (preflight, the data check, the plan and the loader all ask that one
-instance) and parses CoVEBench's checklist once: ``check_data``'s parse is what ``iter_cases`` then hands on. Runs
-in the driver alone: a judge backend defined here answers without a model, so no Ray starts."""
+instance) and parses its data once: ``check_data``'s parse is what the loader then hands on (CoVEBench's checklist,
+ViDiC's checklist, NRVBench's annotations). Runs in the driver alone: a judge backend defined here answers without a
+model, so no Ray starts."""
 
 from __future__ import annotations
 
@@ -100,3 +101,40 @@ def test_rows_handed_on_from_the_data_check_are_the_rows_a_fresh_read_makes(coun
     assert counted["read"] == 2
     assert bench.load_cases() == fresh and len(fresh) == 5 and counted["read"] == 2
     assert bench.load_cases() == fresh and counted["read"] == 3
+
+
+def test_vidic_and_nrv_load_cases_take_the_data_checks_parse(monkeypatch, tmp_path):
+    """ViDiC's checklist and NRVBench's annotations are parsed once when the data check ran first (the runner's
+    order), the same rows either way."""
+    from helpers.configs import nrv_cfg, vidic_cfg
+    from vbench_ray.benchmarks import nrv, vidic
+    from vbench_ray.benchmarks.nrv import NRVBench
+    from vbench_ray.benchmarks.vidic import VidicBench
+    from vbench_ray.synth.nrv import synth_nrv
+    from vbench_ray.synth.vidic import synth_vidic
+
+    reads = {"vidic": 0, "nrv": 0}
+    read_checklist, read_annotations = vidic.read_checklist, nrv.read_annotations
+
+    def counting_checklist(path):
+        reads["vidic"] += 1
+        return read_checklist(path)
+
+    def counting_annotations(path):
+        reads["nrv"] += 1
+        return read_annotations(path)
+
+    monkeypatch.setattr(vidic, "read_checklist", counting_checklist)
+    monkeypatch.setattr(nrv, "read_annotations", counting_annotations)
+    data = synth_vidic(tmp_path / "vidic", n=3, frames=4, size=(32, 32))
+    cfg = vidic_cfg(data["checklist"], tmp_path / "v", f"data.responses={data['responses']}")
+    fresh = VidicBench(cfg).load_cases()
+    bench = VidicBench(cfg)
+    bench.check_data()
+    assert bench.load_cases() == fresh and len(fresh) == 3 and reads["vidic"] == 2
+    data = synth_nrv(tmp_path / "nrv", n=2, seed=0)
+    cfg = nrv_cfg(data, tmp_path / "n", "metrics.enabled=[BG_PSNR]")
+    fresh = NRVBench(cfg).load_cases()
+    bench = NRVBench(cfg)
+    bench.check_data()
+    assert bench.load_cases() == fresh and len(fresh) > 0 and reads["nrv"] == 2

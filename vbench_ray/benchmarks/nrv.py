@@ -271,7 +271,8 @@ class NRVBench(Benchmark):
 
     # -- loading
     def check_data(self) -> None:
-        """The annotations file exists and parses, and no instance id repeats."""
+        """The annotations file exists and parses, and no instance id repeats. The parsed records are kept on this
+        bound benchmark for ``load_cases``: a run parses the file once."""
         cfg = self.cfg
         path = Path(cfg.data.annotations)
         records = read_annotations(path)
@@ -280,6 +281,7 @@ class NRVBench(Benchmark):
             "instance ids",
             f"data.annotations {path}",
         )
+        self._records = records
 
     def load_cases(self) -> list[dict]:
         cfg = self.cfg
@@ -290,7 +292,9 @@ class NRVBench(Benchmark):
         scoring.weights_of(cfg.score)
         self.variants()
         path = Path(cfg.data.annotations)
-        records = read_annotations(path)
+        records, self._records = getattr(self, "_records", None), None  # check_data's parse, taken once
+        if records is None:
+            records = read_annotations(path)
         if cfg.run.limit is not None:
             records = records[: cfg.run.limit]
         root = Path(cfg.data.root) if cfg.data.root else path.parent

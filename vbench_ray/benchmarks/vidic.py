@@ -206,18 +206,22 @@ class VidicBench(Benchmark):
 
     # -- loading
     def check_data(self) -> None:
-        """``data.questions`` is known, the checklist exists and is a list, and no index repeats."""
+        """``data.questions`` is known, the checklist exists and is a list, and no index repeats. The parsed checklist
+        is kept on this bound benchmark for ``load_cases``: a run parses the file once."""
         cfg = self.cfg
         if cfg.data.questions not in vq.QUESTION_RULES:
             raise DataError(f"data.questions must be one of {list(vq.QUESTION_RULES)}, got {cfg.data.questions!r}")
         checklist = Path(cfg.data.checklist)
         items = read_checklist(checklist)
         duplicate_ids([_index_id(item, i) for i, item in enumerate(items)], "indexes", f"data.checklist {checklist}")
+        self._items = items
 
     def load_cases(self) -> list[dict]:
         cfg = self.cfg
         checklist = Path(cfg.data.checklist)
-        items = read_checklist(checklist)
+        items, self._items = getattr(self, "_items", None), None  # check_data's parse, taken once
+        if items is None:
+            items = read_checklist(checklist)
         precomputed = cfg.data.responses is not None
         if precomputed:
             read_responses(Path(cfg.data.responses))  # whole-file problems surface before anything runs
