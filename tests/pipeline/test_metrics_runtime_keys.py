@@ -1,20 +1,23 @@
 """A metric's ``runtime_keys`` (``FrameMetric``): the config keys it declares do not change a case's score, so
 `vbench-ray compare` does not count runs that differ in them as scored differently. ``pool_batch`` (cases one pool
 call scores together) is declared only where this file shows each case's score the same in pool calls of 1 and of
-4 cases: real videos written and decoded, the metric's own decode-stage inputs, its pool with the tiny models."""
+4 cases: real videos written and decoded, the metric's own decode-stage inputs (the next video as the source where
+the metric compares against one; SRC's entities from a task's ``preserved_entities``), its pool with the tiny models."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 
 import numpy as np
 import pytest
 
 from helpers.common import moving_square_video
-from helpers.tiny_metrics import TINY_TQ
+from helpers.tiny_metrics import TINY_TQ, build_tiny_src_models
 from vbench_ray.metrics.aes import AESConfig, save_tiny_aes
 from vbench_ray.metrics.base import METRICS
 from vbench_ray.metrics.pool import MetricPool, pack, payload_column, pool_batch
+from vbench_ray.metrics.src import SRCConfig
 from vbench_ray.metrics.tq import TQConfig
 from vbench_ray.metrics.tq_net import save_tiny_dover
 from vbench_ray.video.encode import write_video
@@ -24,13 +27,26 @@ from vbench_ray.video.io import VideoReader
 BATCH_INDEPENDENT = {
     "AES": (lambda w: asdict(AESConfig(**w["aes"], batch_size=4)), 1e-5),
     "TQ": (lambda w: asdict(TQConfig(weights=w["tq"], **TINY_TQ, batch_size=3)), 1e-5),
+    # every box and mask of the random models accepted, so each case runs every model; 3 images a pass (a case's 4
+    # SAM2 frames and 4 DINOv2 crops would straddle passes shared by cases); each pass holds one case's images, so
+    # the score is the same to the last bit
+    "SRC": (
+        lambda w: asdict(
+            SRCConfig(**w["src"], box_threshold=0.0, min_score=0.0, max_box_area=1.0, min_mask_pixels=1, batch_size=3)
+        ),
+        0.0,
+    ),
 }
 
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
     d = tmp_path_factory.mktemp("runtime_keys_weights")
-    return {"aes": save_tiny_aes(d / "aes"), "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth"))}
+    return {
+        "aes": save_tiny_aes(d / "aes"),
+        "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth")),
+        "src": build_tiny_src_models(d / "src"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +66,17 @@ def scores_in_pool_calls_of(name: str, cfg: dict, videos: list[str], batch: int)
     pool = MetricPool(name, {**cfg, "pool_batch": batch})
     metric = pool.metric
     assert pool_batch(metric, ray_cfg=None) == batch
+
+    def frames(path: str):
+        reader = VideoReader(path)
+        return reader.read(metric.sampling().indices(reader.info))
+
     rows = []
     for k, path in enumerate(videos):
-        reader = VideoReader(path)
-        frames = reader.read(metric.sampling().indices(reader.info))
-        rows.append({"case_id": str(k), payload_column(name): pack(*metric.pool_inputs(frames, None, {}))})
+        source = frames(videos[(k + 1) % len(videos)]) if metric.needs_source else None
+        task = {"preserved_entities": ["the moving square", "background"][: 1 + k % 2]}
+        extra = metric.extra_inputs({"case_id": str(k), "annotations": json.dumps(task)})
+        rows.append({"case_id": str(k), payload_column(name): pack(*metric.pool_inputs(frames(path), source, extra))})
     out = []
     for i in range(0, len(rows), batch):
         out += pool(rows[i : i + batch])

@@ -327,14 +327,16 @@ def test_an_llm_agents_decoding_and_seed_count_where_it_made_the_submissions(tmp
 
 
 def test_a_metrics_declared_runtime_keys_do_not_count_but_its_dtype_does(tmp_path):
-    # TQ declares pool_batch runtime (its cases score the same in pool calls of 1 and 4); SRC does not
+    # TQ and SRC declare pool_batch runtime (their cases score the same in pool calls of 1 and 4); MF does not
     config = cove_config()
     config["metrics"]["SRC"] = {"pool_batch": 4, "device": "cpu"}
+    config["metrics"]["MF"] = {"pool_batch": 8, "device": "cpu"}
     changed = copy.deepcopy(config)
     changed["metrics"]["TQ"]["pool_batch"] = 1
     changed["metrics"]["SRC"]["pool_batch"] = 1
-    assert mixed(pair(tmp_path / "pool", config, changed, metrics=("SSIM", "TQ", "SRC"))) == {
-        "metrics.SRC.pool_batch": {"A": 4, "B": 1}
+    changed["metrics"]["MF"]["pool_batch"] = 1
+    assert mixed(pair(tmp_path / "pool", config, changed, metrics=("SSIM", "TQ", "SRC", "MF"))) == {
+        "metrics.MF.pool_batch": {"A": 8, "B": 1}
     }
     # weights in bfloat16 score other values than in float32
     runs = pair(tmp_path / "dtype", cove_config(), cove_config(**{"metrics.TQ.dtype": "bfloat16"}))

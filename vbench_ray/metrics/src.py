@@ -132,6 +132,9 @@ class SRC(FrameMetric):
     scale = "[0,1]"
     model_backed = True
     gpu_cost = 930.0  # ms per case in its pool actor, five-metric stream, one H200 (tests/perf/gpu_stream.py)
+    # each model pass holds one case's images (module docstring, "How it runs"), so a case's score does not depend on
+    # the cases scored with it (tests/pipeline/test_metrics_runtime_keys.py)
+    runtime_keys = frozenset({"pool_batch"})
 
     def sampling(self) -> Sampling:
         return Sampling(n=None, fps=float(self.cfg.fps), max_frames=self.cfg.max_frames)
