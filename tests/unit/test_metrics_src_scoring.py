@@ -128,15 +128,17 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
     m = SRC(src_cfg())
     t, h, w = 3, 20, 30
     src, edit = random_frames(t, h, w, 1), random_frames(t, h, w, 2)
-    calls = []
+    calls, groups = [], []  # groups: each pass layout's case of each job / crop (a pass holds one case's)
 
-    def ground_many(jobs):
+    def ground_many(jobs, of=None):
         calls.append(("ground", [list(entities) for _, entities in jobs]))
+        groups.append(("ground", of))
         return [
             [] if np.array_equal(frames, edit) and "gone" in entities else [[0, 0, 10, 10]] for frames, entities in jobs
         ]
 
-    def segment_many(jobs):
+    def segment_many(jobs, of=None):
+        groups.append(("segment", of))
         out = [np.zeros(frames.shape[:3], bool) for frames, _ in jobs]
         for o in out:
             o[:, 0:10, 0:10] = True
@@ -144,7 +146,11 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
 
     monkeypatch.setattr(m, "ground_many", ground_many)
     monkeypatch.setattr(m, "segment_many", segment_many)
-    monkeypatch.setattr(m, "embed", lambda crops: np.tile([[1.0, 0.0], [0.0, 1.0]], (len(crops) // 2, 1)))
+    monkeypatch.setattr(
+        m,
+        "embed",
+        lambda crops, of=None: groups.append(("embed", of)) or np.tile([[1.0, 0.0], [0.0, 1.0]], (len(crops) // 2, 1)),
+    )
     assert m.compute(edit, src, entities=["red square"]) == pytest.approx(0.5)  # cos 0 on every frame
     assert calls == [("ground", [["red square"]]), ("ground", [["red square"]])]  # the source, then the edit
     with pytest.raises(SRCUndefined, match="no concrete entity"):
@@ -153,6 +159,7 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
         m.compute(edit, src, entities=["gone"])
     # several cases: one grounding call per side for all of them; the edit only of cases found in the source
     calls.clear()
+    groups.clear()
     out = m.compute_many(
         [
             (edit, src, {"entities": ["red square"]}),
@@ -165,10 +172,11 @@ def test_compute_uses_grounding_masks_and_embeddings(monkeypatch):
     assert isinstance(out[1], SRCUndefined) and "edited video" in str(out[1])
     assert isinstance(out[2], ValueError) and "no source frames" in str(out[2])
     assert calls == [("ground", [["red square"], ["gone"], ["red square"]])] * 2
+    assert groups == [("ground", [0, 1, 3])] * 2 + [("segment", [0, 0, 3, 3]), ("embed", [0] * 2 * t + [3] * 2 * t)]
     # the wall time of each phase adds up on the metric (tests/perf reads it)
     assert set(m.phase_seconds) == {"ground", "segment", "pairs", "embed"} and m.phase_cases == 3 + 4
     assert all(v >= 0 for v in m.phase_seconds.values())
-    monkeypatch.setattr(m, "ground_many", lambda jobs: [[] for _ in jobs])
+    monkeypatch.setattr(m, "ground_many", lambda jobs, of=None: [[] for _ in jobs])
     with pytest.raises(SRCUndefined, match="source"):
         m.compute(edit, src, entities=["red square"])
 
