@@ -8,11 +8,12 @@ it puts the metric's own frames (and its extra inputs: masks, texts) in a transi
 computes the score from that column and drops it, so frames are decoded once and never on a GPU worker.
 
 **Batching across cases.** A pool stage is a *batched* stage: one call gets the rows of a Ray Data batch
-(``metrics.<M>.pool_batch`` cases, else ``ray.batch_size``) and hands them to ``FrameMetric.compute_many``,
-so a metric whose model batches (AES, TQ, SRC) runs the frames of several cases in one forward pass. A case
-that fails is that row's ``error_<M>``; if the batched call itself raises (a bad case breaking the shared
-forward pass, an out-of-memory on the combined batch), the pool computes each row alone, so one bad case
-never fails the others.
+(``metrics.<M>.pool_batch`` cases, else ``ray.batch_size``) and hands them to ``FrameMetric.compute_many``, so a
+metric whose model batches (AES, TQ) runs the frames of several cases in one forward pass (SRC keeps each pass to
+one case's images: its Grounding DINO and SAM2 decisions would turn on the rounding of the pass's shape). A case
+that fails is that row's ``error_<M>``; if the batched call itself raises (a bad case breaking the shared forward
+pass, an out-of-memory on the combined batch), the pool computes each row alone, so one bad case never fails the
+others.
 """
 
 from __future__ import annotations
