@@ -4,6 +4,7 @@ CPU or GPU that another pool holds. Expected values are worked out by hand in th
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -310,12 +311,29 @@ def test_two_gpu_pools_share_the_one_gpu_at_once(ray_local, tmp_path):
 
 
 class _Slow(_Stamp):
-    """A pool actor taking ``sleep`` s per row, noting when it was ready (one value per actor)."""
+    """A pool actor taking ``sleep`` s per row, noting when it was ready (one value per actor). With
+    ``actors_dir``: each actor leaves a file there once ready, and its first row waits (up to ``WAIT_S``) until
+    ``actors`` actors have left theirs: the pool's queue is held until it grew or the wait ran out, so whether it
+    grows is decided by events, not by how fast a loaded machine starts a second actor."""
+
+    def __init__(self, column: str, sleep: float = 0.0, actors_dir: str | None = None, actors: int = 1):
+        super().__init__(column, sleep)
+        self.actors_dir, self.actors, self.waited = actors_dir, actors, False
+        if actors_dir:
+            (Path(actors_dir) / str(os.getpid())).touch()
+
+    def __call__(self, row):
+        if self.actors_dir and not self.waited:
+            self.waited = True
+            deadline = time.monotonic() + WAIT_S
+            while len(list(Path(self.actors_dir).iterdir())) < self.actors and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return super().__call__(row)
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_pool_that_is_done_leaves_its_gpu_share_to_the_pool_still_working(ray_local):
+def test_a_pool_that_is_done_leaves_its_gpu_share_to_the_pool_still_working(ray_local, tmp_path):
     """On the session's one fake GPU, a fast pool (A) and a slow one after it (B), half a GPU each, one actor each to
     start. Once A's input is exhausted Ray Data removes A's actor; B, with a queue, may grow into the half A held
     (its max counts every actor it fits on the GPUs alone): a second B actor starts after A's last row. With the max
@@ -336,7 +354,7 @@ def test_a_pool_that_is_done_leaves_its_gpu_share_to_the_pool_still_working(ray_
         kind="pool",
         num_gpus=0.5,
         batch_size=1,
-        init_kwargs={"column": "t_B", "sleep": 0.6},
+        init_kwargs={"column": "t_B", "sleep": 0.6, "actors_dir": str(tmp_path), "actors": 2},
     )
     plans = plan_stages([_decode(0.0), fast, slow], {"CPU": 4, "GPU": 1})
     assert (plans["B"].min_size, plans["B"].max_size) == (1, 2)
