@@ -432,15 +432,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _start_ray_early(args: argparse.Namespace) -> bool:
+    """``run`` (not ``--dry-run``): begin Ray's start now, before the project's imports, the config's load and
+    checks and the plan (``ray_start.start_ray_early``), with the settings ``quick_ray_settings`` reads."""
+    if args.command != "run" or args.dry_run:
+        return False
+    from vbench_ray.ray_start import quick_ray_settings, ray_imported, start_ray_early
+
+    settings = quick_ray_settings(args.config, args.overrides)
+    if settings is None or not start_ray_early(*settings):
+        return False
+    # Ray's import first, alone: the driver's imports beside it would share the interpreter's lock and delay the
+    # connection (the job's workers start when the driver registers); the project's imports, the config and the
+    # plan then overlap ray.init, which mostly waits (a connection, Ray's own processes)
+    ray_imported()
+    return True
+
+
+def main(argv: list[str] | None = None, *, start_ray_early: bool | None = None) -> int:
+    """The command line (``argv``: default ``sys.argv``). ``start_ray_early`` (default: when ``argv`` is the
+    process's own command line, as for ``vbench-ray`` and the job scripts) begins Ray's start as the first step
+    (``_start_ray_early``); a command that stops before its run takes that start over shuts it down."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    early = _start_ray_early(args) if (argv is None if start_ray_early is None else start_ray_early) else False
+    try:
+        return _main(args)
+    finally:
+        if early:
+            from vbench_ray.ray_start import end_unused_start
+
+            end_unused_start()
+
+
+def _main(args: argparse.Namespace) -> int:
     from vbench_ray.benchmarks.base import DataError
     from vbench_ray.config import ConfigError
     from vbench_ray.interrupt import ctrl_c_guard, exit_interrupted
     from vbench_ray.judges.base import JudgeUnavailable
     from vbench_ray.registry import UnknownName
 
-    args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
     try:
         with ctrl_c_guard():  # Ctrl-C: a clean stop within seconds, a second one at once (vbench_ray.interrupt)
             try:

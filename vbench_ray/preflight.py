@@ -174,9 +174,12 @@ def _check_gpu(cfg: DictConfig, keys: list[str]) -> Problems:
     """``keys`` ask for CUDA: there must be a GPU here, or in the Ray cluster the run is attached to."""
     if not keys:
         return []
+    from vbench_ray.ray_start import early_start_in_flight, ray_imported
+
+    ray_imported()  # the command's early start imports Ray: never two threads at once
     import ray
 
-    if ray.is_initialized():
+    if ray.is_initialized() and not early_start_in_flight():  # attached by the caller (not this command's start)
         if ray.cluster_resources().get("GPU", 0) >= 1:
             return []
         where = "the attached Ray cluster has no GPU"

@@ -7,6 +7,8 @@ waits off the first case's path: ``start_ray`` starts Ray (and imports Ray Data)
 the runner loads the cases; ``start_data_actors`` starts Ray Data's autoscaling coordinator and has each stream
 start with the budget it reserved; ``prewarm`` has the workers import the CPU stages' modules (and Ray Data's)
 as soon as Ray is up, while the driver imports Ray Data and plans the stream.
+``start_ray_early`` begins Ray's start as a command's very first step, before the driver imports the project and
+loads its config; the run takes it over (``start_ray``) once its config has passed its checks.
 ``ensure_ray`` is the one call everything else makes before it needs Ray.
 """
 
@@ -25,17 +27,89 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-_ray_start: dict[str, Any] = {}  # the background start in flight: {"done": Event, "error": exception or None}
+_ray_start: dict[str, Any] = {}  # the background start in flight (``_begin``): its events, settings and outcome
 _PARK = threading.Event()  # never set: the starting thread waits on it for good (start_ray)
 
 
+def start_ray_early(address: str | None, num_cpus: int | None) -> bool:
+    """The command's first step (``vbench-ray run``, the job scripts): begin starting (or connecting to) Ray with
+    the settings the command line and the YAML give (``ray.address``, ``ray.num_cpus``), before the driver
+    imports the project, loads and checks the config and plans the run; return True when begun.
+
+    Only Ray's own start: nothing runs on its workers until the run, its config checked (``preflight``, the
+    data's checks) and its plan built, hands over with ``start_ray`` (or ``ensure_ray``), which also checks that
+    the config asks Ray for the same (else this start is shut down and Ray starts again as the config says).
+    A command that stops before that (a config error) ends this start with ``end_unused_start``: the local Ray
+    it started is shut down, never left behind. Ray is imported by the starting thread only: the driver's own
+    first import of Ray waits for it (``ray_imported``)."""
+    ray = sys.modules.get("ray")
+    if _ray_start or (ray is not None and ray.is_initialized()):
+        return False
+    _begin(_RayCfg(address, num_cpus), warm=None)
+    return True
+
+
+def quick_ray_settings(config: str, overrides: list[str]) -> tuple[str | None, int | None] | None:
+    """``(ray.address, ray.num_cpus)`` as the overrides, else the YAML's own ``ray`` section, give them (null when
+    neither does): a quick read, before the config is loaded; the run compares them with the loaded config and
+    starts Ray again if they differ (a ``ray`` section in a file the YAML ``extends``). None when there is nothing
+    quick to read (an included ``ray`` section, a YAML that does not parse, a value of the wrong type): no early
+    start; the config's own load reports what is wrong."""
+    from pathlib import Path
+
+    import yaml
+
+    try:
+        node = yaml.safe_load(Path(config).read_text())
+    except Exception:  # noqa: BLE001  (load_config says what is wrong with it)
+        return None
+    section = node.get("ray") if isinstance(node, dict) else None
+    got = dict(section) if isinstance(section, dict) else {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key in ("ray.address", "ray.num_cpus"):
+            try:
+                got[key[len("ray.") :]] = yaml.safe_load(value) if value else None
+            except yaml.YAMLError:
+                return None
+        elif key == "ray" or key.startswith("ray.include"):
+            got["include"] = value
+    address, num_cpus = got.get("address"), got.get("num_cpus")
+    if "include" in got or not isinstance(address, (str, type(None))) or "${" in str(address):
+        return None
+    if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int) or num_cpus < 1):
+        return None
+    return address or None, num_cpus
+
+
+class _RayCfg:
+    """The ``ray`` section's start settings as a config node, for ``_init_ray`` / ``ray_settings``."""
+
+    def __init__(self, address: str | None, num_cpus: int | None):
+        self.ray = self
+        self.address, self.num_cpus = address, num_cpus
+
+
+def ray_settings(cfg: Any) -> tuple[str | None, int | None]:
+    """What ``ray.init`` is called with for ``cfg``: the address to attach to, else the local runtime's CPUs
+    (at least 4, so a stage's actors never starve the tasks feeding them: docs/stack.md)."""
+    import os
+
+    address = cfg.ray.address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        return address, None
+    return None, cfg.ray.num_cpus or max(4, os.cpu_count() or 1)
+
+
 def start_ray(cfg: Any, warm: Sequence[Stage] = ()) -> bool:
-    """Begin starting (or connecting to) Ray in a background thread and return at once (True: begun; False: Ray
-    is up or starting already); ``ensure_ray`` waits for it.
+    """Begin starting (or connecting to) Ray in a background thread and return at once (True: begun, or the
+    command's early start taken over; False: Ray is up or starting already); ``ensure_ray`` waits for it.
 
     A fresh local Ray takes seconds (docs/performance.md), nearly all of it waiting for Ray's own processes
     (GCS, dashboard head, raylet, agents). The runner calls this as soon as the config has passed its checks, so
-    the driver loads the cases, builds the case table and plans the stream meanwhile instead of before.
+    the driver loads the cases, builds the case table and plans the stream meanwhile instead of before; when the
+    command began Ray's start already (``start_ray_early``) and the config asks for the same, this hands it the
+    stages to warm.
 
     As soon as Ray is up, the same thread has the workers import the CPU stages of ``warm`` (``prewarm``): a
     worker's imports are the longest part of the first row's path, and they start here, before the driver's own
@@ -45,45 +119,120 @@ def start_ray(cfg: Any, warm: Sequence[Stage] = ()) -> bool:
 
     The thread stays parked after ``ray.init`` until the process exits: Ray starts its GCS and raylet with
     ``PR_SET_PDEATHSIG``, which Linux ties to the parent *thread*, so they would be killed when it ended."""
+    if _early_unused() and _take_over(cfg, warm):
+        return True
     import ray
 
     if ray.is_initialized() or _ray_start:
         return False
-    _ray_start.update(done=threading.Event(), error=None)
+    _begin(cfg, warm)
+    return True
+
+
+def start_began() -> float | None:
+    """When (``time.perf_counter``) the start in flight began: before the run's own start for an early one."""
+    return _ray_start.get("began")
+
+
+def _begin(cfg: Any, warm: Sequence[Stage] | None) -> None:
+    """Start the thread that runs ``ray.init`` for ``cfg``; it then waits for the go-ahead (at once when ``warm``
+    is given; an early start's from ``_take_over``) before it warms the workers and imports Ray Data."""
+    box = dict(done=threading.Event(), imported=threading.Event(), go=threading.Event(), error=None)
+    box.update(cfg=cfg, settings=ray_settings(cfg), began=time.perf_counter(), early=warm is None, warm=warm)
+    _ray_start.update(box)
+    if warm is not None:
+        box["go"].set()
 
     def work(box: dict) -> None:
         try:
-            _init_ray(cfg)
+            try:
+                import ray  # noqa: F401  (here first: the main thread's imports of Ray wait for it)
+            finally:
+                box["imported"].set()
+            if box["go"].is_set() and box["warm"] is None:
+                raise _Ended()  # ended before ray.init began (end_unused_start): nothing started, nothing to stop
+            _init_ray(box["cfg"])
         except BaseException as exc:  # noqa: BLE001  (handed to the main thread by ensure_ray)
             box["error"] = exc
         else:
-            prewarm(warm)
-            import_ray_data()
+            box["go"].wait()
+            if box["warm"] is not None:  # None: the start is being ended, nothing to warm
+                prewarm(box["warm"])
+                import_ray_data()
         box["done"].set()
-        _PARK.wait()  # never set: see the docstring
+        _PARK.wait()  # never set: see start_ray's docstring
 
     _quiet_sigterm_warning()
     threading.Thread(target=work, args=(_ray_start,), name="vbench-ray-start", daemon=True).start()
-    return True
+
+
+def _early_unused() -> bool:
+    return bool(_ray_start) and _ray_start["early"] and not _ray_start["go"].is_set()
+
+
+def _take_over(cfg: Any, warm: Sequence[Stage]) -> bool:
+    """The run takes the command's early start over (True), or ends it when the config asks Ray for other settings
+    (``ray.address`` / ``ray.num_cpus`` set where the command's quick read did not see them)."""
+    if ray_settings(cfg) == _ray_start["settings"]:
+        _ray_start["warm"] = list(warm)
+        _ray_start["go"].set()
+        return True
+    log.info("Ray: the config asks for %s, not %s: starting it again", ray_settings(cfg), _ray_start["settings"])
+    end_unused_start()
+    return False
+
+
+def end_unused_start() -> None:
+    """An early start no run took over (the command stopped first, e.g. on a config error): wait for it and shut
+    down what it started (the local runtime: its own handle, ``ray.shutdown``; attached: the connection)."""
+    if not _early_unused():
+        return
+    _ray_start["warm"] = None
+    _ray_start["go"].set()
+    error = settle_ray_start()
+    ray = sys.modules.get("ray")
+    if error is None and ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+class _Ended(Exception):
+    """An early start ended before ``ray.init`` began."""
+
+
+def ray_imported() -> None:
+    """Wait until a background start's thread has imported Ray (if one is in flight): one thread imports it."""
+    if _ray_start:
+        _ray_start["imported"].wait()
+
+
+def early_start_in_flight() -> bool:
+    """Whether this command's own early start (``start_ray_early``) is under way: Ray being up then says nothing
+    about a cluster the run was attached to beforehand."""
+    return bool(_ray_start) and _ray_start["early"]
 
 
 def ensure_ray(cfg: Any) -> None:
     """Connect to ``ray.address`` / ``RAY_ADDRESS`` (a cluster, or inside ``ray job submit``), else start locally;
     when ``start_ray`` began that already, wait for it (and raise what it raised)."""
-    import ray
-
+    if _early_unused():
+        _take_over(cfg, ())
     error = settle_ray_start()
     if error is not None:
         raise error
+    import ray
+
     if not ray.is_initialized():
         _init_ray(cfg)
 
 
 def settle_ray_start() -> BaseException | None:
     """Wait for a background start (if any) to end and forget it; return its exception. A run calls this before
-    it ends, so it never exits while ``ray.init`` is half done."""
+    it ends, so it never exits while ``ray.init`` is half done. An early start no run took over warms nothing."""
     if not _ray_start:
         return None
+    if not _ray_start["go"].is_set():
+        _ray_start["warm"] = None
+        _ray_start["go"].set()
     _ray_start["done"].wait()
     error = _ray_start["error"]
     _ray_start.clear()
@@ -116,16 +265,12 @@ def import_ray_data() -> None:
 
 
 def _init_ray(cfg: Any) -> None:
-    import os
-
     import ray
 
-    address = cfg.ray.address or os.environ.get("RAY_ADDRESS")
+    address, num_cpus = ray_settings(cfg)
     if address:
         ray.init(address=address, log_to_driver=True)
     else:
-        # Logical CPUs: at least 4, so a stage's actors never starve the tasks feeding them (docs/stack.md)
-        num_cpus = cfg.ray.num_cpus or max(4, os.cpu_count() or 1)
         # address="local": a fresh runtime, never silently attaching to a cluster someone else started
         ray.init(
             address="local",

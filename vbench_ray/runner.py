@@ -26,7 +26,7 @@ from vbench_ray.judges.backends import BACKENDS
 from vbench_ray.judges.engines import EngineSet
 from vbench_ray.pipeline import build_dataset, cluster_capacity, iter_blocks
 from vbench_ray.run_plan import RunPlan
-from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_data_actors, start_ray
+from vbench_ray.ray_start import ensure_ray, prewarm, settle_ray_start, start_began, start_data_actors, start_ray
 from vbench_ray.run_lock import RunLock
 from vbench_ray import live
 from vbench_ray.figures import sweep_figures
@@ -107,10 +107,10 @@ def _locked_run(plan: RunPlan, variants: list | None, run_dir: Path, start: floa
 
     driver_memory.use_c_allocator()  # the driver's Arrow memory from the C allocator (driver_memory says why)
     sink = CaseSink(run_dir, plan.schema, retry_failed=cfg.output.retry_failed)
-    # a fresh run (nothing to resume) that needs Ray: Ray starts while the cases load, its workers then import
-    # the CPU stages' modules while the driver imports Ray Data and plans the stream
+    # a fresh run (nothing to resume) that needs Ray: Ray starts (or the command's early start goes on) while the
+    # cases load, its workers then import the CPU stages' modules while the driver imports Ray Data and plans
     if not sink.done_keys and plan.needs_ray and start_ray(cfg, warm=plan.stages):
-        timing["ray_start"] = time.perf_counter() - start
+        timing["ray_start"] = start_began() - start  # < 0: the command began it before the run (start_ray_early)
     try:
         return _run(plan, variants, run_dir, sink, Milestones(start, timing))
     finally:
