@@ -183,17 +183,21 @@ def test_killed_run_restarts_without_recomputing(cove_data, tmp_path, ray_local)
     data = _bigger_set(cove_data, tmp_path / "data", copies=4)
     out = tmp_path / "run"
     args = cove_overrides(data, out, "ray.shard_rows=1", "ray.batch_size=1", "ray.workers=1", "ray.num_cpus=2")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vbench_ray.cli", "run", str(COVE), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env=user_env(),
-    )
+    log = tmp_path / "killed_run.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vbench_ray.cli", "run", str(COVE), *args],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=user_env(),
+        )
     try:
         deadline = time.time() + 300
         while time.time() < deadline and len(list((out / "cases").glob("part-*.parquet"))) < 3:
-            assert proc.poll() is None, "the run ended before it could be killed"
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-4000:]
+                pytest.fail(f"the run ended (exit {proc.returncode}) before it could be killed:\n{tail}")
             time.sleep(0.05)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray runtime it started
