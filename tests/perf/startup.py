@@ -10,13 +10,14 @@ is contention the official one-process scripts do not have). No assert: numbers 
 
     python tests/perf/startup.py --cli 5 [--before REV] [--attach] [--cpus 2] [--trace]
 
-``--cli N``: a real ``vbench-ray run`` (CoVEBench, SSIM + MF, 8 tiny synthetic cases) N times, timed from the
-command to the first row in ``RUN_DIR/cases/`` (polled every 20 ms) and to its exit, with the run's own milestones
-(``summary.json`` ``timing``, seconds from the run's start: ``run start`` after the command, once the interpreter
-and the CLI's imports are done); with ``--before REV`` the same runs of the code at git revision ``REV`` (extracted
-with ``git archive`` into a temporary folder, nothing in the checkout changes) alternate with this tree's, and the
-medians are printed side by side. ``--attach`` runs them against a cluster started beforehand (``ray start --head``
-in a session of its own, ended by pid afterwards): the ``ray job submit`` path, where the run starts no Ray.
+``--cli N``: a real ``vbench-ray run`` (CoVEBench, SSIM + MF, 8 tiny synthetic cases) N times, timed from the command
+to the first row in ``RUN_DIR/cases/`` (polled every 20 ms) and to its exit, with the run's own milestones
+(``summary.json`` ``timing``, seconds from the run's start: ``run start`` after the command, once the interpreter, the
+CLI's imports, Ray's import (the command's early start) and the config's load are done; ``ray_start`` is negative when
+the command began Ray's start before the run); with ``--before REV`` the same runs of the code at git revision ``REV``
+(extracted with ``git archive`` into a temporary folder, nothing in the checkout changes) alternate with this tree's,
+and the medians are printed side by side. ``--attach`` runs them against a cluster started beforehand (``ray start
+--head`` in a session of its own, ended by pid afterwards): the ``ray job submit`` path, where the run starts no Ray.
 ``--trace``: every Python process of each run (driver, Ray's workers and daemons) writes its own timeline
 (``start_trace/sitecustomize.py``: interpreter up, watched imports, the first prewarm and decode task, the driver's
 steps and first shard), printed after each run in seconds from the command.
