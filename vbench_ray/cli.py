@@ -453,34 +453,45 @@ def main(argv: list[str] | None = None, *, start_ray_early: bool | None = None) 
     """The command line (``argv``: default ``sys.argv``). ``start_ray_early`` (default: when ``argv`` is the
     process's own command line, as for ``vbench-ray`` and the job scripts) begins Ray's start as the first step
     (``_start_ray_early``); a command that stops before its run takes that start over shuts it down."""
+    from vbench_ray.interrupt import ctrl_c_guard, exit_interrupted
+
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
-    early = _start_ray_early(args) if (argv is None if start_ray_early is None else start_ray_early) else False
-    try:
-        return _main(args)
-    finally:
-        if early:
-            from vbench_ray.ray_start import end_unused_start
+    with ctrl_c_guard():  # Ctrl-C: a clean stop within seconds, a second one at once (vbench_ray.interrupt)
+        try:
+            if argv is None if start_ray_early is None else start_ray_early:
+                _start_ray_early(args)
+            return _main(args)
+        except KeyboardInterrupt:
+            _settle_early_start()  # never an exit with ray.init half done
+            exit_interrupted(
+                "interrupted: the rows finished so far are kept (cases/, the judge log); run the "
+                "same command again to resume"
+            )
+        finally:
+            _end_unused_start()
 
-            end_unused_start()
+
+def _settle_early_start() -> None:
+    ray_start = sys.modules.get("vbench_ray.ray_start")
+    if ray_start is not None:
+        ray_start.settle_ray_start()
+
+
+def _end_unused_start() -> None:
+    ray_start = sys.modules.get("vbench_ray.ray_start")
+    if ray_start is not None:
+        ray_start.end_unused_start()
 
 
 def _main(args: argparse.Namespace) -> int:
     from vbench_ray.benchmarks.base import DataError
     from vbench_ray.config import ConfigError
-    from vbench_ray.interrupt import ctrl_c_guard, exit_interrupted
     from vbench_ray.judges.base import JudgeUnavailable
     from vbench_ray.registry import UnknownName
 
     try:
-        with ctrl_c_guard():  # Ctrl-C: a clean stop within seconds, a second one at once (vbench_ray.interrupt)
-            try:
-                return args.fn(args)
-            except KeyboardInterrupt:
-                exit_interrupted(
-                    "interrupted: the rows finished so far are kept (cases/, the judge log); run the "
-                    "same command again to resume"
-                )
+        return args.fn(args)
     except (ConfigError, DataError, UnknownName) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
