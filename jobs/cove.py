@@ -20,4 +20,4 @@ require()  # an interpreter without the project's packages: a one-line hint, not
 from vbench_ray.jobs import job_main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(job_main("cove", sys.argv[1:], start_ray_early=True))
+    sys.exit(job_main("cove", sys.argv[1:]))

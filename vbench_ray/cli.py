@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -434,8 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _start_ray_early(args: argparse.Namespace) -> bool:
     """``run`` (not ``--dry-run``): begin Ray's start now, before the project's imports, the config's load and
-    checks and the plan (``ray_start.start_ray_early``), with the settings ``quick_ray_settings`` reads."""
-    if args.command != "run" or args.dry_run:
+    checks and the plan (``ray_start.start_ray_early``), with the settings ``quick_ray_settings`` reads. Not
+    under ``ray job submit`` (its driver has ``RAY_JOB_CONFIG_JSON_ENV_VAR``): there ``ray.init`` sets up the
+    job's runtime environment, and the project's imports beside it failed (``vbench_ray/jobs.py``)."""
+    if args.command != "run" or args.dry_run or "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ:
         return False
     from vbench_ray.ray_start import quick_ray_settings, ray_imported, start_ray_early
 

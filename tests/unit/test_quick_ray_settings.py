@@ -28,3 +28,19 @@ def test_nothing_quick_to_read_is_no_early_start(tmp_path):
     assert quick_ray_settings("configs/cove.yaml", ["ray.num_cpus=two"]) is None
     assert quick_ray_settings("configs/cove.yaml", ["ray.num_cpus=0"]) is None
     assert quick_ray_settings("configs/cove.yaml", ["ray.address=3"]) is None
+
+
+def test_a_driver_under_ray_job_submit_starts_no_ray_early(monkeypatch):
+    """``ray job submit`` gives its driver ``RAY_JOB_CONFIG_JSON_ENV_VAR`` (the job's runtime environment, set up by
+    the driver's ``ray.init``): there the command does not begin Ray's start beside its own imports (they failed
+    beside it on the local multi-node cluster: vbench_ray/jobs.py); elsewhere ``run`` begins it."""
+    from vbench_ray import cli, ray_start
+
+    begun = []
+    monkeypatch.setattr(ray_start, "start_ray_early", lambda *settings: begun.append(settings) or True)
+    monkeypatch.setattr(ray_start, "ray_imported", lambda: None)
+    args = cli.build_parser().parse_args(["run", "configs/cove.yaml", "ray.num_cpus=3"])
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")
+    assert cli._start_ray_early(args) is False and begun == []
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    assert cli._start_ray_early(args) is True and begun == [(None, 3)]
