@@ -15,7 +15,9 @@ APP = "vbench-test-flaky-judge"
 
 
 class FlakyChat:
-    """Answers every chat with ``GOOD``, except the first call ever, which SIGKILLs its own replica mid-call."""
+    """Answers every chat with ``GOOD``, except the calls before the first kill: each waits (up to 60 s) until two
+    calls are in the replica, then SIGKILLs it mid-call, so the replica dies holding both requests by the order of
+    events (on a loaded machine the second send could otherwise come after the kill, to the new replica)."""
 
     def __init__(self, marker: str):
         self.marker = marker
@@ -24,12 +26,20 @@ class FlakyChat:
         return None
 
     async def chat(self, request):
+        import asyncio
         import os
         import signal
+        import time
+        import uuid
         from pathlib import Path
 
-        if not Path(self.marker).exists():
-            Path(self.marker).write_text(str(os.getpid()))
+        marker = Path(self.marker)
+        if not marker.exists():
+            (marker.parent / f"{marker.name}.in.{uuid.uuid4().hex}").touch()
+            deadline = time.monotonic() + 60
+            while len(list(marker.parent.glob(f"{marker.name}.in.*"))) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            marker.write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
         yield {
             "choices": [{"message": {"content": GOOD}, "finish_reason": "stop"}],
