@@ -97,7 +97,7 @@ class SRCConfig:
     bbox_expand: float = 0.15  # the crop box grows by this fraction of its size on each side (official: 0.15)
     entities_dir: Optional[str] = None  # official stage1 cache: {dir}/{task id}/metadata.json preserved_entities
     device: str = "cpu"  # cpu | cuda | cuda:N
-    gpu_fraction: float = 0.45  # GPU share per actor, device cuda: 1 beside MSM, AES, TQ (0.1), 2 once they are done
+    gpu_fraction: float = 0.3  # GPU share per actor, device cuda: 2 beside MSM, AES, TQ (0.1), 3 once they are done
     bf16: bool = True  # SAM2 and Grounding DINO under bf16 autocast on CUDA (the official SAM2 runs so)
     bf16_encoders: bool = False  # the image encoders (Grounding DINO's Swin, SAM2's Hiera) hold bf16 weights and run
     # in bf16 without autocast: no per-op casts, but LayerNorms and softmax in bf16 too (not the official numerics)
