@@ -289,4 +289,3 @@ def _check_judges(cfg: DictConfig, bench: Any = None) -> Problems:
         out += _check_judge(node, key, bench.judge_models.get(key.split("[")[0].replace("judges", "judge")))
     gpu = [p.split(":", 1)[1] for p in out if p.startswith("__gpu__:")]
     return [p for p in out if not p.startswith("__gpu__:")] + _check_gpu(cfg, gpu)
-
