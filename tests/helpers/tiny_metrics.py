@@ -17,6 +17,18 @@ def build_tiny_src_models(out: Path) -> dict[str, str]:
     return save_random_src(out, "tiny", seed=0)
 
 
+def save_tiny_pool_weights(out: Path) -> dict[str, str]:
+    """Random-weight AES head, DOVER (TQ) and SRC models under ``out``: the model pools' tiny weights."""
+    from vbench_ray.metrics.aes import save_tiny_aes
+    from vbench_ray.metrics.tq_net import save_tiny_dover
+
+    return {
+        "aes": save_tiny_aes(out / "aes"),
+        "tq": str(save_tiny_dover(out / "dover" / "DOVER_plus_plus.pth")),
+        "src": build_tiny_src_models(out / "src"),
+    }
+
+
 def src_cfg(**kw) -> SRCConfig:
     return SRCConfig(**kw)
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from helpers.common import REPO, cove_overrides
-from helpers.tiny_metrics import TINY_TQ, build_tiny_src_models
+from helpers.tiny_metrics import TINY_TQ, save_tiny_pool_weights
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -24,16 +24,9 @@ POOLS = ("AES", "TQ", "SRC")
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
     from vbench_ray.judges.tiny import build_tiny_judge
-    from vbench_ray.metrics.aes import save_tiny_aes
-    from vbench_ray.metrics.tq_net import save_tiny_dover
 
     d = tmp_path_factory.mktemp("all_metrics_models")
-    return {
-        "aes": save_tiny_aes(d / "aes"),
-        "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth")),
-        "src": build_tiny_src_models(d / "src"),
-        "judge": str(build_tiny_judge(d / "tiny-judge", seed=0)),
-    }
+    return {**save_tiny_pool_weights(d), "judge": str(build_tiny_judge(d / "tiny-judge", seed=0))}
 
 
 def test_a_run_with_all_eleven_metrics(cove_data, ray_local, tiny_models, tmp_path):

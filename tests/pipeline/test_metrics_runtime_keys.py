@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 
 from helpers.common import moving_square_video
-from helpers.tiny_metrics import TINY_TQ, build_tiny_src_models
-from vbench_ray.metrics.aes import AESConfig, save_tiny_aes
+from helpers.tiny_metrics import TINY_TQ, save_tiny_pool_weights
+from vbench_ray.metrics.aes import AESConfig
 from vbench_ray.metrics.base import METRICS
 from vbench_ray.metrics.pool import MetricPool, pack, payload_column, pool_batch
 from vbench_ray.metrics.src import SRCConfig
 from vbench_ray.metrics.tq import TQConfig
-from vbench_ray.metrics.tq_net import save_tiny_dover
 from vbench_ray.video.encode import write_video
 from vbench_ray.video.io import VideoReader
 
@@ -41,12 +40,7 @@ BATCH_INDEPENDENT = {
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
-    d = tmp_path_factory.mktemp("runtime_keys_weights")
-    return {
-        "aes": save_tiny_aes(d / "aes"),
-        "tq": str(save_tiny_dover(d / "dover" / "DOVER_plus_plus.pth")),
-        "src": build_tiny_src_models(d / "src"),
-    }
+    return save_tiny_pool_weights(tmp_path_factory.mktemp("runtime_keys_weights"))
 
 
 @pytest.fixture(scope="module")
