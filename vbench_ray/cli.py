@@ -452,17 +452,17 @@ def _start_ray_early(args: argparse.Namespace) -> bool:
     return True
 
 
-def main(argv: list[str] | None = None, *, start_ray_early: bool | None = None) -> int:
-    """The command line (``argv``: default ``sys.argv``). ``start_ray_early`` (default: when ``argv`` is the
-    process's own command line, as for ``vbench-ray`` and the job scripts) begins Ray's start as the first step
-    (``_start_ray_early``); a command that stops before its run takes that start over shuts it down."""
+def main(argv: list[str] | None = None) -> int:
+    """The command line (``argv``: default ``sys.argv``). With the process's own command line (``vbench-ray``),
+    Ray's start begins as the first step (``_start_ray_early``); a command that stops before its run takes that
+    start over shuts it down. With an ``argv`` (tests, ``jobs.job_main``) it does not."""
     from vbench_ray.interrupt import ctrl_c_guard, exit_interrupted
 
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     with ctrl_c_guard():  # Ctrl-C: a clean stop within seconds, a second one at once (vbench_ray.interrupt)
         try:
-            if argv is None if start_ray_early is None else start_ray_early:
+            if argv is None:
                 _start_ray_early(args)
             return _main(args)
         except KeyboardInterrupt:

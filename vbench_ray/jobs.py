@@ -7,9 +7,9 @@ from pathlib import Path
 from vbench_ray.cli import REPO_CONFIGS, main
 
 
-def job_main(benchmark: str, argv: list[str], *, start_ray_early: bool = False) -> int:
-    """``[CONFIG] [key=value ...]``; CONFIG defaults to ``configs/<benchmark>.yaml``. The job scripts leave
-    ``start_ray_early`` off: under ``ray job submit --working-dir`` the driver's ``ray.init`` sets up the job's
+def job_main(benchmark: str, argv: list[str]) -> int:
+    """``[CONFIG] [key=value ...]``; CONFIG defaults to ``configs/<benchmark>.yaml``. No early Ray start
+    (``cli.main`` with an ``argv``): under ``ray job submit --working-dir`` the driver's ``ray.init`` sets up the job's
     runtime environment, and the project's imports beside it failed (``ImportError`` of the project's own modules
     from the job's working directory, every time on the local multi-node cluster, tests/cluster/test_multinode.py),
     so a job imports the project, checks its config and plans before Ray's start begins (``runner.run``)."""
@@ -17,4 +17,4 @@ def job_main(benchmark: str, argv: list[str], *, start_ray_early: bool = False) 
         argv = [str(REPO_CONFIGS / f"{benchmark}.yaml"), *argv]
     if not Path(argv[0]).exists():
         raise SystemExit(f"config not found: {argv[0]}")
-    return main(["run", *argv], start_ray_early=start_ray_early)
+    return main(["run", *argv])
