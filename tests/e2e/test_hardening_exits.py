@@ -109,7 +109,8 @@ def test_item7_a_run_whose_every_case_failed_exits_non_zero(ray_local, cove_data
     reason and the first failure."""
     import shutil
 
-    from vbench_ray.cli import EXIT_ALL_FAILED, main
+    from vbench_ray.cli import main
+    from vbench_ray.cli_run import EXIT_ALL_FAILED
 
     edited = tmp_path / "edited"
     edited.mkdir()
@@ -129,7 +130,8 @@ def test_item7_a_run_whose_every_case_failed_exits_non_zero(ray_local, cove_data
 @pytest.mark.ray
 def test_item7_edit_whose_every_case_failed_at_load_exits_non_zero(ray_local, cove_copy, tmp_path, capsys):
     """`edit` with no source video to edit: was "0 edited, 0 reused, 0 failed" and exit 0."""
-    from vbench_ray.cli import EXIT_ALL_FAILED, main
+    from vbench_ray.cli import main
+    from vbench_ray.cli_run import EXIT_ALL_FAILED
 
     for video in Path(cove_copy["source_dir"]).rglob("*.mp4"):
         video.unlink()

@@ -95,7 +95,7 @@ def test_sweep_over_cove_renders_each_video_once_and_reuses_it(cove_data, tmp_pa
     assert s["sweep"]["rows_by_variant"] == {v: 4 for v in s["by_variant"]}  # 20 rows: add up to the table's
 
     # the terminal (issue 26 item 2): counts that add up, every metric per variant with its CI and n
-    from vbench_ray.cli import _print_result, _print_variants
+    from vbench_ray.cli_run import _print_result, _print_variants
 
     _print_result(result)
     _print_variants(s)
