@@ -263,6 +263,8 @@ def _cross_judge_keys(block: Any, headline: dict, numbers: dict, reasons: dict) 
         for judge, value in (s.get("per_judge") or {}).items():
             if _number(value) is not None:
                 numbers[f"{prefix}/per_judge/{judge}"] = value
+            elif judge in (s.get("unavailable_judges") or []):  # blanked: this judge's own metric is unavailable
+                reasons[f"{prefix}/per_judge/{judge}"] = headline.get(metric) or "unavailable"
             else:
                 reasons[f"{prefix}/per_judge/{judge}"] = "no value: this judge scored none of its instances"
 

@@ -272,6 +272,14 @@ def _f(value, digits: int = 2) -> str:
     return "–" if value is None or (isinstance(value, float) and not np.isfinite(value)) else f"{value:.{digits}f}"
 
 
+def _cross_cell(stats: dict, key: str, judge: str | None = None) -> str:
+    """A Table 2 cell: ``n/a`` where the number was blanked (its metric unavailable: ``blank_unavailable_nrv``),
+    ``–`` where no judge scored it."""
+    blanked = judge in stats.get("unavailable_judges", []) if judge is not None else stats.get("unavailable") is True
+    value = (stats.get("per_judge") or {}).get(judge) if judge is not None else stats.get(key)
+    return "n/a" if value is None and blanked else _f(value)
+
+
 def sanity_tables(sanity: dict | None) -> list[dict]:
     """The negative-control table (App. F.1): each control's components next to the real edits'."""
     if not sanity or not sanity.get("controls"):
@@ -305,17 +313,19 @@ def report_tables(summary: dict, frame_metrics: list[str], with_fps: bool) -> li
             rows.append(
                 [
                     method,
-                    _f(per["S_phy"]["mean"]),
-                    _f(per["S_temp"]["mean"]),
-                    _f(per["S_instr"]["mean"]),
-                    *[_f(nrve["per_judge"].get(j)) for j in judges],
-                    _f(nrve["mean"]),
-                    _f(nrve["std"]),
+                    _cross_cell(per["S_phy"], "mean"),
+                    _cross_cell(per["S_temp"], "mean"),
+                    _cross_cell(per["S_instr"], "mean"),
+                    *[_cross_cell(nrve, "per_judge", j) for j in judges],
+                    _cross_cell(nrve, "mean"),
+                    _cross_cell(nrve, "std"),
                 ]
             )
+        why = {m: ((summary.get("metrics") or {}).get(m) or {}).get("unavailable") for m in scoring.NRVE_METRICS}
+        why_na = "; ".join(f"{m} n/a: {reason}" for m, reason in why.items() if isinstance(reason, str))
         tables.append(
             {
-                "title": "NRVE-Acc by method and judge (Table 2)",
+                "title": "NRVE-Acc by method and judge (Table 2)" + (f" ({why_na})" if why_na else ""),
                 "columns": ["Method", "S_phy", "S_temp", "S_instr", *judges, "Mean", "Std"],
                 "rows": rows,
             }
@@ -386,14 +396,39 @@ def report_tables(summary: dict, frame_metrics: list[str], with_fps: bool) -> li
 
 def blank_unavailable_nrv(summary: dict) -> None:
     """No number where none was earned: a metric the headline reports unavailable is null in
-    ``by_category`` / ``by_difficulty`` / ``by_method`` and in the cross-judge table's methods too."""
+    ``by_category`` / ``by_difficulty`` / ``by_method`` and in the cross-judge block (Table 2), overall and per
+    method: its ``mean`` and ``std`` (they average in the dead judge's fallback scores), and the ``per_judge`` mean
+    of each judge that is itself unavailable (``by_judge``; with one judge, that judge), named in
+    ``unavailable_judges``. The other judges' own means stay: each is earned, as in ``by_judge``."""
     blank_unavailable(summary)
     for per in (summary.get("by_method_category") or {}).values():  # method -> category -> metrics
         blank_unavailable({"metrics": summary["metrics"], "grid": per}, ("grid",))
-    for per in ((summary.get("cross_judge") or {}).get("by_method") or {}).values():
-        for m, stats in per.items():
-            if isinstance(stats, dict) and (summary["metrics"].get(m) or {}).get("unavailable"):
-                stats.update(mean=None, std=None, unavailable=True)
+    cross = summary.get("cross_judge") or {}
+    blocks = [cross, *(cross.get("by_method") or {}).values()]
+    for m, headline in summary["metrics"].items():
+        if not (isinstance(headline, dict) and headline.get("unavailable")):
+            continue
+        dead = _dead_judges(summary, m)
+        for block in blocks:
+            stats = block.get(m)
+            if isinstance(stats, dict):
+                per_judge = stats.get("per_judge") or {}
+                stats.update(
+                    mean=None,
+                    std=None,
+                    unavailable=True,
+                    per_judge={j: None if j in dead else v for j, v in per_judge.items()},
+                    unavailable_judges=[j for j in per_judge if j in dead],
+                )
+
+
+def _dead_judges(summary: dict, metric: str) -> set[str]:
+    """The judges whose own ``metric`` is unavailable (``judges_availability``); with one judge the headline is
+    that judge's, so it is that one."""
+    judges = list(summary.get("judges") or [])
+    by_judge = summary.get("by_judge") or {}
+    dead = {j for j in judges if ((by_judge.get(j) or {}).get(metric) or {}).get("unavailable")}
+    return dead or (set(judges) if len(judges) == 1 else set())
 
 
 def agreement_section(instances: list[dict], rows: list[dict], cfg: Any) -> dict:
