@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # pandas is imported where it is used: a run's driver imports
 # tokens when it samples (``decoding_options``); ``run.seed``, which seeds the bootstrap CIs, is compared only where
 # the benchmark says it picks what is scored (``Benchmark.run_seed_scores``). ``dtype`` is not one either: a metric's
 # weights in bfloat16 score other values than in float32. A judge backend's own section (``judge.vllm``,
-# ``judge.http`` ...: how the judge is served) is one, read from the backend registry, and so are the keys a metric
+# ``judge.http`` ...: how the judge is served) is one, read from the backend registry, less the keys its config class
+# declares change what the model computes (``SCORING_KEYS``: ``hf.dtype``, ``vllm.engine_kwargs``,
+# ``http.send_sampling``; ``backend_options``), and so are the keys a metric
 # declares on its class (``FrameMetric.runtime_keys``, e.g. TQ's ``pool_batch``): ``runtime_keys``. ``backend``
 # (the judge's) is no scoring option but a note in the leaderboard (``served_by``): the same model served another
 # way decodes with other kernels and video loaders, so its answers can move, yet a replayed judge log gives exactly
@@ -135,7 +137,35 @@ def decoding_options(prefix: str, section: Any, base: Any = None, keys: tuple = 
     section = section if isinstance(section, dict) else {}
     base = base if isinstance(base, dict) else {}
     wanted = keys + (SAMPLED_KEYS if sampling_seed(section, base)[0] else ())
-    return {f"{prefix}.{k}": section.get(k, base.get(k)) for k in wanted if k in section or k in base}
+    out = {f"{prefix}.{k}": section.get(k, base.get(k)) for k in wanted if k in section or k in base}
+    return {**out, **backend_options(prefix, section, base)}
+
+
+def backend_options(prefix: str, section: Any, base: Any = None) -> dict[str, Any]:
+    """``{"prefix.<backend>.key": value}`` of the settings of the section's own judge backend that change what its
+    model computes: the keys its config class declares in ``SCORING_KEYS`` (``hf.dtype``; ``vllm.engine_kwargs``, a
+    mapping less the entries in the class's ``RUNTIME_KEYS`` and ``runtime_keys()``; ``http.send_sampling``). The
+    rest of a backend's section is runtime (where and how fast it is served), and another backend's section does
+    not apply (``judge.hf`` of a run served by vllm). A key the section lacks comes from ``base``."""
+    from vbench_ray.judges.backends import BACKENDS
+
+    section = section if isinstance(section, dict) else {}
+    base = base if isinstance(base, dict) else {}
+    backend = section.get("backend", base.get("backend"))
+    cls = BACKENDS.config_classes().get(backend) if isinstance(backend, str) else None
+    if cls is None:
+        return {}
+    own = section.get(backend) if isinstance(section.get(backend), dict) else {}
+    inherited = base.get(backend) if isinstance(base.get(backend), dict) else {}
+    skip = runtime_keys() | set(getattr(cls, "RUNTIME_KEYS", ()))
+    out = {}
+    for key in getattr(cls, "SCORING_KEYS", ()):
+        if key in own or key in inherited:
+            value = own.get(key, inherited.get(key))
+            if isinstance(value, dict):  # one option: an entry that one run sets and the other lacks differs too
+                value = {k: v for k, v in sorted(value.items()) if k not in skip}
+            out[f"{prefix}.{backend}.{key}"] = value
+    return out
 
 
 def judge_identity(section: Any, summary_judge: Any = None) -> str | None:

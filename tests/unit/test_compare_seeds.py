@@ -379,3 +379,46 @@ def test_a_judge_served_by_another_backend_is_a_note_not_a_refusal(tmp_path):
         tmp_path / "replay", cove_config(**{"judge.backend": "vllm"}), cove_config(**{"judge.backend": "replay"})
     )
     assert compare(replayed, n_resamples=20, n_permutations=50, analyses=False)["checks"] == []
+
+
+def test_a_judge_backends_dtype_and_engine_settings_count_but_how_it_is_served_does_not(tmp_path):
+    """The judge backend's section is runtime but for the keys its config class says change what the model
+    computes (``SCORING_KEYS``): hf's dtype (bfloat16 weights give other logits than float32), the engine_kwargs
+    vLLM gets as they are (their dtype), the http backend's send_sampling (off: the server's defaults decode)."""
+    hf = {"device": "cpu", "dtype": "bfloat16", "batch_size": 4, "workers": 1}
+    vllm = {"tensor_parallel_size": 1, "replicas": 1, "batch_size": 16, "max_model_len": 32768, "engine_kwargs": {}}
+    http = {"base_url": "http://127.0.0.1:8000/v1", "send_sampling": True, "concurrency": 4, "timeout_s": 600.0}
+
+    def judge(backend: str, **section) -> dict:
+        sections = {"hf": {**hf}, "vllm": copy.deepcopy(vllm), "http": {**http}}
+        sections[backend].update(section)
+        return cove_config(**{"judge.backend": backend, **{f"judge.{name}": s for name, s in sections.items()}})
+
+    runs = pair(tmp_path / "hf_dtype", judge("hf"), judge("hf", dtype="float32"))
+    with pytest.raises(CompareError, match=r"judge\.hf\.dtype: A=\"bfloat16\", B=\"float32\""):
+        compare(runs, analyses=False)
+    assert mixed(runs) == {"judge.hf.dtype": {"A": "bfloat16", "B": "float32"}}
+    # where and in what batches it runs: accepted as it was
+    hf_runtime = judge("hf", device="cuda", batch_size=1, workers=2)
+    assert (
+        compare(pair(tmp_path / "hf_rt", judge("hf"), hf_runtime), n_resamples=20, analyses=False)["mixed_options"]
+        == {}
+    )
+    # another backend's section does not apply: a vllm run's unused hf dtype
+    assert mixed(pair(tmp_path / "unused", judge("vllm"), judge("vllm"))) == {}
+    unused = judge("vllm")
+    unused["judge"]["hf"]["dtype"] = "float32"
+    assert mixed(pair(tmp_path / "unused2", judge("vllm"), unused)) == {}
+
+    half = judge("vllm", engine_kwargs={"dtype": "float16", "max_num_seqs": 8})
+    with pytest.raises(CompareError, match=r"judge\.vllm\.engine_kwargs: A=\{\}, B=\{\"dtype\": \"float16\"\}"):
+        compare(pair(tmp_path / "vllm_dtype", judge("vllm"), half), analyses=False)
+    vllm_runtime = judge("vllm", tensor_parallel_size=2, replicas=4, batch_size=64, engine_kwargs={"max_num_seqs": 8})
+    assert mixed(pair(tmp_path / "vllm_rt", judge("vllm"), vllm_runtime)) == {}
+
+    no_sampling = judge("http", send_sampling=False)
+    assert mixed(pair(tmp_path / "http", judge("http"), no_sampling)) == {
+        "judge.http.send_sampling": {"A": True, "B": False}
+    }
+    http_runtime = judge("http", base_url="http://10.0.0.2:9000/v1", concurrency=16, timeout_s=60.0)
+    assert mixed(pair(tmp_path / "http_rt", judge("http"), http_runtime)) == {}

@@ -15,3 +15,7 @@ class HFJudgeConfig:
     dtype: str = "bfloat16"
     batch_size: int = bounded(4, ge=1)
     workers: int = bounded(1, ge=1)  # actor replicas
+
+    # the keys that change what the model computes, compared by `vbench-ray compare` (``compare_base.backend_options``):
+    # weights in bfloat16 give other logits than in float32, so other answers; where it runs and in what batches do not
+    SCORING_KEYS = ("dtype",)

@@ -25,3 +25,7 @@ class HTTPJudgeConfig:
 
     # allowed values of string keys, checked when the config is loaded (``judges.base.judge_choices``)
     CHOICES = {"media": ("file", "base64")}
+    # the keys that change the answers, compared by `vbench-ray compare` (``compare_base.backend_options``): without
+    # send_sampling the server's own defaults decode (its temperature, its max_tokens); the address, the key, rates,
+    # retries, timeouts, workers and how videos travel (the same bytes either way) do not
+    SCORING_KEYS = ("send_sampling",)

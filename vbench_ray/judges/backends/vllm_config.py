@@ -25,3 +25,31 @@ class VLLMJudgeConfig:
     engine_kwargs: Dict[str, Any] = field(default_factory=dict)  # passed to vLLM as is (model-specific settings)
     serve: bool = True  # one Ray Serve LLM deployment per run (all phases, all re-asks); false: ray.data.llm per round
     serve_app: Optional[str] = None  # attach to a Serve LLM app already running under this name
+
+    # the keys that change what the model computes, compared by `vbench-ray compare` (``compare_base.backend_options``):
+    # engine_kwargs reach vLLM as they are (dtype, quantization, kv_cache_dtype, mm_processor_kwargs: the pixels a
+    # frame keeps, media_io_kwargs: the frames a video gives ...), less RUNTIME_KEYS, the engine arguments that only
+    # schedule, place or size the work. The section's own keys are all of that kind: parallelism, replicas, batch,
+    # memory, CUDA graphs, the context limit (a request over it fails, it is not answered otherwise), where it is served
+    SCORING_KEYS = ("engine_kwargs",)
+    RUNTIME_KEYS = frozenset(
+        {
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "distributed_executor_backend",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "enable_chunked_prefill",
+            "enable_prefix_caching",
+            "gpu_memory_utilization",
+            "swap_space",
+            "cpu_offload_gb",
+            "block_size",
+            "enforce_eager",
+            "max_model_len",
+            "limit_mm_per_prompt",
+            "allowed_local_media_path",
+            "download_dir",
+            "disable_log_stats",
+        }
+    )
