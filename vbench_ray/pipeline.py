@@ -22,7 +22,9 @@ frames handed to a pool) that the stage consumes and removes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import time
 import traceback
 import uuid
@@ -331,8 +333,19 @@ def build_dataset(
             left = len(chunks)
     ds = dataset_of_blocks(refs, metadata)
     for stage in stages:
-        ds = apply_stage(ds, stage, plans[stage.name])
+        ds = apply_stage(ds, stage, for_calls(plans[stage.name], stage, n))
     return ds
+
+
+def for_calls(plan: StagePlan, stage: Stage, n: int) -> StagePlan:
+    """``plan`` with an actor pool no larger than the stage's calls on ``n`` rows (``batch_size`` rows a call): a
+    small run starts no actor that would never get a row (the plan fills the GPUs: ``vbench_ray.pool_plan``)."""
+    if not stage.is_actor:
+        return plan
+    calls = max(1, math.ceil(n / max(1, stage.batch_size or 1)))
+    if plan.max_size <= calls:
+        return plan
+    return dataclasses.replace(plan, min_size=min(plan.min_size, calls), max_size=calls)
 
 
 def iter_blocks(ds):

@@ -18,13 +18,15 @@ So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less wh
   ``MIN_GPU_SHARE``).
 * **GPUs** are split among the GPU pools in proportion to their ``gpu_cost`` (evenly for equal costs): each pool's
   part holds as many of its actors as fit in it (at least one; fewer where they do not pack onto the GPUs, a
-  fraction of a GPU never spanning two; a lone pool every slot it fits on), and it starts with that many, at most
-  one per GPU (unless ``ray.pools.<M>`` sets its min): a lone pool of 0.1 GPU on 8 GPUs starts 8 actors, not 80
-  models loading at once, and grows as its work queues. A pool's max is every actor it fits on the GPUs alone: Ray
-  Data removes a pool's actors once its input is exhausted and grows a pool with queued work into what that frees,
-  so the GPU share of the pools that are done goes to those still working.
+  fraction of a GPU never spanning two; a lone pool every slot it fits on), and it starts with that many (unless
+  ``ray.pools.<M>`` sets its min), so the starting actors fill the GPUs. Fewer would leave GPUs idle: Ray gives a
+  fractional actor the first GPU with room, so actors whose shares add up to one GPU all land on the first (on two
+  GPUs, two SRC actors of 0.3 beside MSM, AES and TQ filled GPU 0 and left GPU 1 to the pools' slow growth). A small
+  run starts no more actors than it has calls for (``pipeline.build_dataset``). A pool's max is every actor it fits
+  on the GPUs alone: Ray Data removes a pool's actors once its input is exhausted and grows a pool with queued work
+  into what that frees, so the GPU share of the pools that are done goes to those still working.
 * **CPUs**: one decode task always has a CPU (the pools are fed by it); the judge stages' actors have theirs;
-  the pools' actors (a GPU pool's part, before the one-per-GPU start; a CPU pool's starting size) share the rest,
+  the pools' starting actors (a GPU pool's part; a CPU pool's starting size) share the rest,
   one CPU each where the cluster has them, a smaller share each where it does not (Ray's CPU count is a scheduling
   quantity, not a limit: an actor with a quarter of a CPU still runs on whatever cores the OS gives it). A CPU pool
   may grow up to the CPUs the others' starting actors leave.
@@ -117,8 +119,6 @@ def plan_stages(
             others = sum(sizes[o.name][0] * o.num_cpus * share for o in pools if o is not s)
             fit = max(low, math.floor((left - others) / max(cpu, MIN_CPU_SHARE) + EPS))
             high = max(low, _capped(fit, s))
-        if s.num_gpus and s.min_workers is None:  # at most one starting actor per GPU; the CPU share counts them all
-            low = min(low, max(1, math.floor(gpus + EPS)))
         plans[s.name] = StagePlan(num_cpus=cpu, min_size=low, max_size=high, num_gpus=fractions.get(s.name))
     return plans
 
