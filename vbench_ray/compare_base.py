@@ -96,6 +96,15 @@ def runtime_keys(metric: str | None = None) -> set[str]:
     return keys
 
 
+def resolved_settings(metric: str, section: dict) -> dict:
+    """``metrics.<metric>``'s settings as they resolved where the metric ran (``FrameMetric.resolved_settings``:
+    AES's ``dtype: auto`` is float32 on the CPU, bfloat16 on CUDA); nothing for a metric not registered here."""
+    import vbench_ray.metrics  # noqa: F401  (importing the package registers every metric module)
+    from vbench_ray.metrics.base import METRICS
+
+    return METRICS[metric].resolved_settings(section) if metric in METRICS else {}
+
+
 def flatten_options(prefix: str, node: Any, out: dict, skip: set[str] | None = None) -> dict:
     """``node``'s leaves into ``out`` as ``{"prefix.key": value}``, leaving out ``runtime_keys()``; a list of dicts
     as ``prefix[i].key``; a model or weights path by its last part (the same model sits elsewhere per machine)."""

@@ -24,6 +24,7 @@ from vbench_ray.compare_base import (
     finite,
     flatten_options,
     judge_identity,
+    resolved_settings,
     runtime_keys,
     served_by,
 )
@@ -138,8 +139,9 @@ def scoring_options(run: Run) -> dict[str, Any]:
         out["run.seed"] = cfgutil.get(cfg, "run.seed")
     metrics_cfg = cfg.get("metrics") or {}
     for m in run.summary.get("metrics") or {}:
-        if isinstance(metrics_cfg.get(m), dict):
-            flatten_options(f"metrics.{m}", metrics_cfg[m], out, runtime_keys(m))
+        if isinstance(metrics_cfg.get(m), dict):  # a setting left to the device as it resolved there (AES dtype auto)
+            settings = {**metrics_cfg[m], **resolved_settings(m, metrics_cfg[m])}
+            flatten_options(f"metrics.{m}", settings, out, runtime_keys(m))
         exclude = (metrics_cfg.get("exclude") or {}).get(m)
         if isinstance(exclude, dict):
             flatten_options(f"metrics.exclude.{m}", exclude, out)

@@ -50,6 +50,17 @@ def test_aes_head_has_the_published_keys_and_the_tiny_model_loads(tiny_weights):
     assert m.compute(frames(7)) == pytest.approx(float(scores.mean()), abs=1e-5)
 
 
+def test_aes_dtype_auto_on_the_cpu_loads_and_is_recorded_as_float32(tiny_weights):
+    """What compare records for ``dtype: auto`` (``AES.resolved_settings``) is what the model loads in."""
+    cfg = AESConfig(**tiny_weights["aes"], dtype="auto", device="cpu")
+    m = AES(cfg)
+    m.setup()
+    assert m.dtype == torch.float32 and next(m.encoder.parameters()).dtype == torch.float32
+    assert AES.resolved_settings(asdict(cfg)) == {"dtype": "float32"}
+    assert AES.resolved_settings({"dtype": "auto", "device": "cuda:0"}) == {"dtype": "bfloat16"}
+    assert AES.resolved_settings({"dtype": "float16", "device": "cpu"}) == {"dtype": "float16"}
+
+
 def test_aes_score_is_the_head_output_of_the_normalised_pooled_embedding(tiny_weights, monkeypatch):
     m = AES(AESConfig(**tiny_weights["aes"]))
     m.setup()

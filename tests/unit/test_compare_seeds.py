@@ -422,3 +422,26 @@ def test_a_judge_backends_dtype_and_engine_settings_count_but_how_it_is_served_d
     }
     http_runtime = judge("http", base_url="http://10.0.0.2:9000/v1", concurrency=16, timeout_s=60.0)
     assert mixed(pair(tmp_path / "http_rt", judge("http"), http_runtime)) == {}
+
+
+def test_aes_dtype_auto_is_recorded_as_it_resolved_on_its_device(tmp_path):
+    """AES's ``dtype: auto`` is float32 on the CPU and bfloat16 on CUDA: two runs whose config.yaml both say
+    ``auto`` scored with other weights' precision, so compare records the resolved dtype (``device`` stays no
+    scoring option); ``auto`` on the CPU is the same run as an explicit float32 there."""
+
+    def aes(**section) -> dict:
+        config = cove_config()
+        config["metrics"]["AES"] = {"dtype": "auto", "device": "cpu", "frames": 10, "pool_batch": 8, **section}
+        return config
+
+    cpu_gpu = pair(tmp_path / "auto", aes(), aes(device="cuda"), metrics=("SSIM", "AES"))
+    with pytest.raises(CompareError, match=r"metrics\.AES\.dtype: A=\"float32\", B=\"bfloat16\""):
+        compare(cpu_gpu, analyses=False)
+    board = compare(cpu_gpu, allow_mixed=True, n_resamples=20, n_permutations=50, analyses=False)
+    assert board["mixed_options"] == {"metrics.AES.dtype": {"A": "float32", "B": "bfloat16"}}
+    rows = {r["label"]: r for r in board["rows"]}
+    assert rows["A"]["metrics"]["AES"]["options"] == {"metrics.AES.dtype": "float32"}  # auto on the CPU
+    assert rows["B"]["metrics"]["SSIM"]["options"] == {}
+    assert mixed(pair(tmp_path / "explicit", aes(), aes(dtype="float32"), metrics=("SSIM", "AES"))) == {}
+    gpus = pair(tmp_path / "gpus", aes(device="cuda"), aes(device="cuda:1", pool_batch=2), metrics=("SSIM", "AES"))
+    assert mixed(gpus) == {}

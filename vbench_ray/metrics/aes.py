@@ -167,13 +167,22 @@ def tower_image_size(path: str | Path) -> int:
         ) from exc
 
 
+def dtype_name(name: str, device: str, bf16: bool = True) -> str:
+    """What ``metrics.AES.dtype`` resolves to on ``device``: ``auto`` is bfloat16 on CUDA, as the official code
+    runs the predictor (float16 on a GPU without bfloat16: ``bf16=False``), and float32 on the CPU; any other
+    value is itself."""
+    if name != "auto":
+        return name
+    if str(device).startswith("cuda"):
+        return "bfloat16" if bf16 else "float16"
+    return "float32"
+
+
 def resolve_dtype(name: str, device: str):
+    """``dtype_name`` as a torch dtype, asking this process's GPU whether it runs bfloat16."""
     torch = _torch()
-    if name == "auto":
-        if str(device).startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported() if str(device).startswith("cuda") else True
+    return getattr(torch, dtype_name(name, device, bf16))
 
 
 def resize_pil(frames: np.ndarray | Sequence[np.ndarray], size: int) -> np.ndarray:
@@ -256,6 +265,13 @@ class AES(FrameMetric):
     gpu_cost = 120.0  # ms per case in its pool actor, five-metric stream, one H200 (tests/perf/gpu_stream.py)
     # a case's score does not depend on the cases scored with it (tests/pipeline/test_metrics_runtime_keys.py)
     runtime_keys = frozenset({"pool_batch"})
+
+    @classmethod
+    def resolved_settings(cls, cfg: dict) -> dict:
+        """``dtype`` as it resolves on the recorded ``device`` (``dtype_name``: ``auto`` is float32 on the CPU,
+        bfloat16 on CUDA): the weights' precision changes the scores, and ``device`` is no scoring option."""
+        defaults = AESConfig()
+        return {"dtype": dtype_name(str(cfg.get("dtype", defaults.dtype)), str(cfg.get("device", defaults.device)))}
 
     def sampling(self) -> Sampling:
         return KeyframeSampling(

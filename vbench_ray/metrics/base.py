@@ -288,6 +288,14 @@ class FrameMetric:
         return self.model_backed or bool(self.resources().get("num_gpus"))
 
     @classmethod
+    def resolved_settings(cls, cfg: dict) -> dict:
+        """``{key: value}`` of the settings whose configured value leaves the choice to the device they run on
+        (AES's ``dtype: auto``), as they resolve there; ``cfg`` is ``metrics.<name>`` as the run recorded it (a dict).
+        `vbench-ray compare` records these in place of the configured values (``compare_base.resolved_settings``),
+        so runs whose ``auto`` became different numbers are told apart."""
+        return {}
+
+    @classmethod
     def check_weights(cls, cfg: Any) -> list[str]:
         """Problems with the weights ``cfg`` asks for, each naming its config key (``vbench_ray.preflight``
         calls this before any compute, so a missing file is one clear message, not a traceback per worker)."""
