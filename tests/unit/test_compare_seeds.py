@@ -5,8 +5,9 @@ model under test, an LLM agent), `run.seed` where it draws the scored videos or 
 the random and heuristic AgenticVBench baselines), the editor's where an editor makes the videos from it. A seed that
 cannot change a value stays a runtime setting: a judge's at temperature 0, `run.seed` where it seeds only the
 bootstrap CIs. Beyond seeds: every judge-like section decodes by one rule (top_p, top_k and seed only where it
-samples), a metric's declared runtime keys do not count but its dtype does, and a judge served by another backend is
-a note, not a refusal."""
+samples), a metric's declared runtime keys do not count but its dtype does (AES's `auto` as it resolved on its device),
+a judge backend's dtype and engine settings count but how it is served does not, and a judge served by another backend
+is a note, not a refusal."""
 
 from __future__ import annotations
 
