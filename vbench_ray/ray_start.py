@@ -8,7 +8,8 @@ the runner loads the cases; ``start_data_actors`` starts Ray Data's autoscaling 
 start with the budget it reserved; ``prewarm`` has the workers import the CPU stages' modules (and Ray Data's)
 as soon as Ray is up, while the driver imports Ray Data and plans the stream.
 ``start_ray_early`` begins Ray's start as a command's very first step, before the driver imports the project and
-loads its config; the run takes it over (``start_ray``) once its config has passed its checks.
+loads its config, and has the workers import what every stream needs (``prewarm_common``) as soon as Ray is up; the
+run takes it over (``start_ray``) once its config has passed its checks.
 ``ensure_ray`` is the one call everything else makes before it needs Ray.
 """
 
@@ -36,9 +37,10 @@ def start_ray_early(address: str | None, num_cpus: int | None) -> bool:
     the settings the command line and the YAML give (``ray.address``, ``ray.num_cpus``), before the driver
     imports the project, loads and checks the config and plans the run; return True when begun.
 
-    Only Ray's own start: nothing runs on its workers until the run, its config checked (``preflight``, the
-    data's checks) and its plan built, hands over with ``start_ray`` (or ``ensure_ray``), which also checks that
-    the config asks Ray for the same (else this start is shut down and Ray starts again as the config says).
+    Ray's start and the workers' common imports (``prewarm_common``): nothing of the run's own runs on its
+    workers until the run, its config checked (``preflight``, the data's checks) and its plan built, hands over
+    with ``start_ray`` (or ``ensure_ray``), which also checks that the config asks Ray for the same (else this
+    start is shut down and Ray starts again as the config says).
     A command that stops before that (a config error) ends this start with ``end_unused_start``: the local Ray
     it started is shut down, never left behind. Ray is imported by the starting thread only: the driver's own
     first import of Ray waits for it (``ray_imported``)."""
@@ -155,6 +157,8 @@ def _begin(cfg: Any, warm: Sequence[Stage] | None) -> None:
         except BaseException as exc:  # noqa: BLE001  (handed to the main thread by ensure_ray)
             box["error"] = exc
         else:
+            if not box["go"].is_set():  # the run's config not checked yet: start the workers with what every run needs
+                box["common_warm"] = prewarm_common()
             box["go"].wait()
             if box["warm"] is not None:  # None: the start is being ended, nothing to warm
                 prewarm(box["warm"])
@@ -412,13 +416,42 @@ def prewarm(stages: Sequence[Stage], capacity: dict[str, float] | None = None) -
         if not modules:
             return []
         cpus = capacity["CPU"] if capacity is not None else ray.cluster_resources().get("CPU", 1.0)
-        warm = ray.remote(num_cpus=1, max_retries=0)(_import_modules)
-        refs = [warm.remote(modules) for _ in range(max(1, min(int(cpus), 256)))]
+        refs = _send_imports(modules, cpus)
     except Exception as exc:  # noqa: BLE001  (an optimisation only: the stream's first tasks import them)
         log.debug("could not start the workers' imports early: %s", exc)
         return []
     _WARMED.update(s.token for s in todo)
     return refs
+
+
+COMMON_TASK_MODULES = (*RAY_DATA_TASK_MODULES, "vbench_ray.pipeline")  # every stream's tasks: Ray Data's, the runner's
+
+
+def prewarm_common() -> list:
+    """Start the workers now, importing what the first task of every stream imports (``COMMON_TASK_MODULES``: Ray
+    Data's package, pandas included, and the project's task runner), before the run's config is checked.
+
+    Attached to a running cluster, the connection is up within a second of the command while the driver still
+    imports the project and loads and checks its config: the job has no worker process until its first task,
+    and a fresh worker takes seconds to start (the interpreter, Ray, Ray Data: docs/performance.md). Started here,
+    the stage's own prewarm (``prewarm``, once the plan is built) finds the same processes up and adds only the
+    stage's modules. Only imports run: a run whose config is refused computes nothing, and its workers end with
+    its connection (``end_unused_start``). One task per CPU of the cluster; fire and forget (refs returned)."""
+    import ray
+
+    try:
+        return _send_imports(list(COMMON_TASK_MODULES), ray.cluster_resources().get("CPU", 1.0))
+    except Exception as exc:  # noqa: BLE001  (an optimisation only: the stream's first tasks import them)
+        log.debug("could not start the workers early: %s", exc)
+        return []
+
+
+def _send_imports(modules: list[str], cpus: float) -> list:
+    """One ``_import_modules`` task per CPU (at most 256), each on a CPU of its own: a worker process each."""
+    import ray
+
+    warm = ray.remote(num_cpus=1, max_retries=0)(_import_modules)
+    return [warm.remote(modules) for _ in range(max(1, min(int(cpus), 256)))]
 
 
 def _import_modules(modules: list[str]) -> tuple[int, list[str]]:

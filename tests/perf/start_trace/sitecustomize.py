@@ -85,7 +85,7 @@ if os.environ.get("VBENCH_START_TRACE"):
         elif name == "vbench_ray.ray_start" and _WORKER:
             _once(module, "_import_modules", "prewarm task")
         elif name == "vbench_ray.ray_start":  # the driver's steps (the runner binds these names after this patch)
-            for attr in ("_init_ray", "import_ray_data", "prewarm", "start_data_actors"):
+            for attr in ("_init_ray", "prewarm_common", "import_ray_data", "prewarm", "start_data_actors"):
                 _once(module, attr, attr)
         elif name == "vbench_ray.sinks":
             _once(module.CaseSink, "write", "sink write")
