@@ -71,6 +71,9 @@ class Stage:
     workers: int | None = None  # cap on tasks (cpu) or the pool's max size; None: from the cluster
     min_workers: int | None = None  # pool's min size; None: 1 (CPU pools) or the max (GPU pools)
     gpu_cost: float = 1.0  # a GPU pool's cost per case relative to the other pools': its part of the GPUs (pool_plan)
+    cost_group: str | None = (
+        None  # pools whose gpu_cost share one scale (the metrics' ms a case): the cheaper keep their part
+    )
     batch_size: int = 2
     timed: bool = True  # add a `seconds_<stage>` column
     drop: tuple[str, ...] = ()  # transient input columns removed after this stage

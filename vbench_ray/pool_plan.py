@@ -22,9 +22,11 @@ So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less wh
   ``ray.pools.<M>`` sets its min), so the starting actors fill the GPUs. Fewer would leave GPUs idle: Ray gives a
   fractional actor the first GPU with room, so actors whose shares add up to one GPU all land on the first (on two
   GPUs, two SRC actors of 0.3 beside MSM, AES and TQ filled GPU 0 and left GPU 1 to the pools' slow growth). A small
-  run starts no more actors than it has calls for (``pipeline.build_dataset``). A pool's max is every actor it fits
-  on the GPUs alone: Ray Data removes a pool's actors once its input is exhausted and grows a pool with queued work
-  into what that frees, so the GPU share of the pools that are done goes to those still working.
+  run starts no more actors than it has calls for (``pipeline.build_dataset``). The costliest pool's max is every
+  actor it fits on the GPUs alone: Ray Data removes a pool's actors once its input is exhausted and grows a pool
+  with queued work into what that frees, so the GPU share of the pools that are done goes to the one still working.
+  A cheaper metric pool keeps its part (its cost is in it, so it is done no later), so that it takes none of the
+  share the costliest grows into; pools whose costs are not on the metrics' scale (an editor) grow as before.
 * **CPUs**: one decode task always has a CPU (the pools are fed by it); the judge stages' actors have theirs;
   the pools' starting actors (a GPU pool's part; a CPU pool's starting size) share the rest,
   one CPU each where the cluster has them, a smaller share each where it does not (Ray's CPU count is a scheduling
@@ -60,6 +62,7 @@ class Stage(Protocol):
     workers: int | None  # cap on the pool's size
     min_workers: int | None  # the pool's starting size, if set
     gpu_cost: float  # a GPU pool's cost per case relative to the others' (its metric's declared cost)
+    cost_group: str | None  # pools whose gpu_cost is on one scale (the metric pools); None: compared with none
 
 
 @dataclass(frozen=True)
@@ -229,9 +232,14 @@ def _gpu_pool_sizes(
 ) -> dict[str, tuple[int, int]]:
     """``(min, max)`` actors of each GPU pool of ``fractions`` GPUs per actor (``fit_gpu_fractions``). To start, each
     pool's cost-weighted part of ``gpus`` (``gpu_cost``; equal costs split the GPUs evenly) in actors, at least one,
-    fewer where the starting actors do not pack onto the GPUs. Its max is every actor it fits on the GPUs alone: Ray
-    Data removes a pool's actors once its input is exhausted and grows a pool with queued work within the resources
-    free, so the GPU share of pools that are done goes to the pools still working."""
+    fewer where the starting actors do not pack onto the GPUs. The max of the costliest pool of a ``cost_group``
+    (and of a pool of no group) is every actor it fits on the GPUs alone: Ray Data removes a pool's actors once its
+    input is exhausted and grows a pool with queued work within the resources free, so the GPU share of pools that
+    are done goes to the pool still working. A cheaper pool of the group keeps its part (its max is its start,
+    unless ``ray.pools.<M>`` or ``ray.workers`` sets one): its part already carries its cost, so it is done no
+    later than the costliest, and actors it added would take the GPU share the costliest grows into (on two GPUs,
+    AES and TQ actors added near the end of their input loaded
+    after it was done, while SRC waited for that share)."""
     if not pools:
         return {}
     fractions = fractions or {s.name: s.num_gpus for s in pools}
@@ -269,7 +277,25 @@ def _gpu_pool_sizes(
         widest = max(shrinkable, key=lambda s: low[s.name] * fractions[s.name])
         low[widest.name] -= 1
     empty = _pack([], gpus)
-    return {s.name: (low[s.name], max(low[s.name], _capped(_more_fitting(fractions[s.name], empty), s))) for s in pools}
+    return {
+        s.name: (
+            low[s.name],
+            low[s.name]
+            if _keeps_part(s, pools)
+            else max(low[s.name], _capped(_more_fitting(fractions[s.name], empty), s)),
+        )
+        for s in pools
+    }
+
+
+def _keeps_part(stage: Stage, pools: list[Stage]) -> bool:
+    """Whether a GPU pool's max is its start: it is cheaper than the costliest pool of its ``cost_group`` (costs on
+    one scale) and no size is set for it (``ray.pools.<M>``, ``ray.workers``). An editor (no group) grows as before."""
+    group = getattr(stage, "cost_group", None)
+    if group is None or stage.workers:
+        return False
+    costliest = max(_cost(s) for s in pools if getattr(s, "cost_group", None) == group)
+    return _cost(stage) < costliest - EPS
 
 
 def _pack(actors: list[float], gpus: float) -> list[float] | None:

@@ -119,19 +119,28 @@ def test_gpu_fractions_that_do_not_fit_are_fitted_by_cost():
     MSM and AES 0.205 each. 0.205 + 0.205 + 0.25 + 0.34 = 1."""
     stages = [
         cpu(),
-        pool("MSM", 0.25, gpu_cost=1),
-        pool("AES", 0.25, gpu_cost=1),
-        pool("TQ", 0.25, gpu_cost=2),
-        pool("SRC", 0.34, gpu_cost=20),
+        pool("MSM", 0.25, gpu_cost=1, cost_group="metrics"),
+        pool("AES", 0.25, gpu_cost=1, cost_group="metrics"),
+        pool("TQ", 0.25, gpu_cost=2, cost_group="metrics"),
+        pool("SRC", 0.34, gpu_cost=20, cost_group="metrics"),
     ]
     plans = plan_stages(stages, {"CPU": 16, "GPU": 1})
     assert {n: plans[n].num_gpus for n in ("MSM", "AES", "TQ", "SRC")} == pytest.approx(
         {"MSM": 0.205, "AES": 0.205, "TQ": 0.25, "SRC": 0.34}
     )
     # one actor each to start (SRC's part 0.83 is 2 of 0.34, which do not pack beside the others: it gives one up);
-    # each may grow to what it fits alone: floor(1 / 0.205) = 4, 4, 4, floor(1 / 0.34) = 2
+    # SRC, the costliest, may grow to what it fits alone, floor(1 / 0.34) = 2; the cheaper metric pools keep their
+    # part; without a cost group (costs not on one scale, as an editor's) each may grow to what it fits alone
     sizes = [(plans[n].min_size, plans[n].max_size) for n in ("MSM", "AES", "TQ", "SRC")]
+    assert sizes == [(1, 1), (1, 1), (1, 1), (1, 2)]
+    ungrouped = [cpu(), *[pool(s.name, s.num_gpus, gpu_cost=s.gpu_cost) for s in stages[1:]]]
+    sizes = [
+        (p.min_size, p.max_size) for n, p in plan_stages(ungrouped, {"CPU": 16, "GPU": 1}).items() if n != "frames"
+    ]
     assert sizes == [(1, 4), (1, 4), (1, 4), (1, 2)]
+    # a size set in ray.pools.<M> (workers) is kept: MSM may grow to 3
+    stages[1] = pool("MSM", 0.25, gpu_cost=1, cost_group="metrics", workers=3)
+    assert plan_stages(stages, {"CPU": 16, "GPU": 1})["MSM"].max_size == 3
     # equal costs: a quarter each is the cost-weighted part; the three 0.25 asks are met, SRC gets the 0.25 left
     stages = [cpu(), *[pool(n, 0.25) for n in ("MSM", "AES", "TQ")], pool("SRC", 0.34)]
     plans = plan_stages(stages, {"CPU": 16, "GPU": 1})
@@ -148,12 +157,18 @@ def test_gpu_fractions_that_do_not_fit_are_fitted_by_cost():
 def test_the_cost_weights_the_starting_actors():
     """AES, TQ and SRC at 0.25, 0.25, 0.34 on 8 GPUs, costs 1, 1, 6: parts of 1, 1 and 6 GPUs, so 4, 4 and
     floor(6 / 0.34) = 17 actors; 17 SRC actors do not pack (2 per GPU: 16), so 16; the eight 0.25s then go one
-    per GPU beside them (0.07 left each). SRC starts with all 16. With equal costs it was 10, 10, 7 (the test
-    above)."""
+    per GPU beside them (0.07 left each). SRC starts with all 16; AES and TQ, cheaper, keep their 4 (with equal
+    costs, the test above, each may grow to all it fits alone)."""
     plans = plan_stages(
-        [cpu(), pool("AES", 0.25), pool("TQ", 0.25), pool("SRC", 0.34, gpu_cost=6)], {"CPU": 64, "GPU": 8}
+        [
+            cpu(),
+            pool("AES", 0.25, cost_group="metrics"),
+            pool("TQ", 0.25, cost_group="metrics"),
+            pool("SRC", 0.34, gpu_cost=6, cost_group="metrics"),
+        ],
+        {"CPU": 64, "GPU": 8},
     )
-    assert [(plans[n].min_size, plans[n].max_size) for n in ("AES", "TQ", "SRC")] == [(4, 32), (4, 32), (16, 16)]
+    assert [(plans[n].min_size, plans[n].max_size) for n in ("AES", "TQ", "SRC")] == [(4, 4), (4, 4), (16, 16)]
     # the CPU share counts SRC's 16: 63 CPUs for 4 + 4 + 16 actors hold one each
     assert plans["SRC"].num_cpus == 1.0
 
@@ -203,12 +218,16 @@ def test_the_paper_metrics_at_their_defaults_fit_one_gpu_the_slowest_the_largest
     asks = {s.name: s.num_gpus for s in stages}
     assert {n: plans[n].num_gpus for n in asks} == asks and sum(asks.values()) <= 1  # as asked: they fit
     assert max(asks, key=asks.get) == "SRC" and max(stages, key=lambda s: s.gpu_cost).name == "SRC"
-    assert [plans[n].min_size for n in ("MSM", "AES", "TQ", "SRC")] == [1, 1, 1, 2] and plans["SRC"].max_size == 3
+    assert [plans[n].min_size for n in ("MSM", "AES", "TQ", "SRC")] == [1, 1, 1, 2]
+    assert [plans[n].max_size for n in ("MSM", "AES", "TQ", "SRC")] == [1, 1, 1, 3]
     # on 2 GPUs: parts 0.24, 0.18, 0.15 and 1.42 GPUs, so 2, 1, 1 and 4 actors. Ray places them as created (stage
     # order), each on the first GPU with room: MSM 0.1 + 0.1, AES 0.1, TQ 0.1 and two SRC 0.3 fill GPU 0, the other
     # two SRC go to GPU 1, so SRC runs on both GPUs from the start (with one actor per GPU, all six were on GPU 0)
     plans = plan_stages([cpu(), *stages], {"CPU": 32, "GPU": 2})
     assert [plans[n].min_size for n in ("MSM", "AES", "TQ", "SRC")] == [2, 1, 1, 4]
+    # SRC, the costliest, may grow to 2 x 3 = 6 once the others are done; they keep their parts, leaving GPU 1's
+    # other 0.4 to SRC's fifth actor (pools that grew there near the end of their input held it from SRC)
+    assert [plans[n].max_size for n in ("MSM", "AES", "TQ", "SRC")] == [2, 1, 1, 6]
     free, placed = [1.0, 1.0], {}
     for n in ("MSM", "AES", "TQ", "SRC"):
         for _ in range(plans[n].min_size):

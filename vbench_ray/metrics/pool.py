@@ -205,6 +205,7 @@ def metric_pool_stages(metrics: list[FrameMetric], cfgs: dict[str, dict], ray_cf
                 num_cpus=1.0,
                 num_gpus=float(m.resources().get("num_gpus", 0.0)),
                 gpu_cost=float(m.gpu_cost),
+                cost_group="metrics",  # FrameMetric.gpu_cost: ms a case in its pool actor, one scale for all
                 skip_failed=False,
                 batched=True,
                 workers=high,
