@@ -56,6 +56,9 @@ def test_readme_block_sets_what_a_login_shell_lacks():
     assert "--dashboard-agent-listen-port=0" in block and "--port=0" in block
     assert "ray stop" not in block, "`ray stop` stops every Ray runtime of the user on the host"
     assert lines[-1].startswith("kill $RAY_HEAD")
+    # Ray's SIGTERM handler drains the node first, until it is idle or 30 s passed; a head that ran a job does not
+    # report idle, so without this the kill waits 30 s
+    assert "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 \\\nray start --head" in block
 
 
 def test_kill_session_ends_every_process_of_the_session_by_pid(tmp_path):
@@ -88,9 +91,8 @@ def login_env(home: Path) -> dict:
 
 def run_shell(script: str, cwd: Path, env: dict, timeout: float) -> tuple[int, str, list[int]]:
     """``script`` in bash, leading a session of its own; returns its exit code, its output, and the pids of
-    the session still alive 120 s after it ended (then killed): a `ray start --block` head drains its node
-    for up to 30 s on SIGTERM (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S) before it stops its processes.
-    Everything is killed on any exit."""
+    the session still alive 120 s after it ended (then killed): a generous bound for a `ray start --block` head
+    stopping its processes on a loaded machine. Everything is killed on any exit."""
     proc = subprocess.Popen(
         ["bash", "-c", script],
         cwd=cwd,
@@ -162,6 +164,22 @@ def _hold_default_ports() -> list[socket.socket]:
     return held
 
 
+def _head_log(clone: Path) -> str:
+    """The block's head log (`$RAY_TMP/head.log`, `$RAY_TMP` a `mktemp -d /tmp/ray-XXXXXX`): the one whose session
+    ran a job from ``clone`` (the job driver's log names its output folder there)."""
+
+    def mentions_clone(path: Path) -> bool:
+        try:
+            return str(clone) in path.read_text(errors="replace")
+        except OSError:  # another user's Ray folder
+            return False
+
+    for log in Path("/tmp").glob("ray-*/head.log"):
+        if any(mentions_clone(d) for d in log.parent.glob("session_*/logs/job-driver-*.log")):
+            return log.read_text(errors="replace")
+    raise AssertionError(f"no /tmp/ray-*/head.log of a session whose job ran in {clone}")
+
+
 def test_readme_cluster_block_runs_as_written(user_clone):
     assert user_clone["demo"][0] == 0, "the demo failed (test_demo_runs_in_a_users_shell)"
     clone, env = user_clone["clone"], user_clone["env"]
@@ -187,6 +205,11 @@ def test_readme_cluster_block_runs_as_written(user_clone):
 
     assert rc == 0, out[-2000:]  # the last line, `kill $RAY_HEAD`, found the head still running
     assert not left, f"`kill $RAY_HEAD` left processes of the cluster running: {left}"
+    head_log = _head_log(clone)
+    assert "Draining for up to" not in head_log, (
+        "the head drained its node on `kill $RAY_HEAD` (waits up to RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S): "
+        + head_log[-1500:]
+    )
 
 
 def test_job_without_the_packages_says_what_to_do(tmp_path):
