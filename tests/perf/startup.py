@@ -8,7 +8,7 @@ the first actor, the first row out of a one-stage Ray Data pipeline, and the thr
 importing the decode stage's libraries (a BLAS or OpenCV pool sized to the machine, not to the task's one CPU,
 is contention the official one-process scripts do not have). No assert: numbers for the note.
 
-    python tests/perf/startup.py --cli 5 [--before REV] [--attach] [--cpus 2] [--trace]
+    python tests/perf/startup.py --cli 5 [--before REV] [--attach] [--cpus 2] [--trace] [--warmup 1]
 
 ``--cli N``: a real ``vbench-ray run`` (CoVEBench, SSIM + MF, 8 tiny synthetic cases) N times, timed from the command
 to the first row in ``RUN_DIR/cases/`` (polled every 20 ms) and to its exit, with the run's own milestones
@@ -20,7 +20,10 @@ and the medians are printed side by side. ``--attach`` runs them against a clust
 --head`` in a session of its own, ended by pid afterwards): the ``ray job submit`` path, where the run starts no Ray.
 ``--trace``: every Python process of each run (driver, Ray's workers and daemons) writes its own timeline
 (``start_trace/sitecustomize.py``: interpreter up, watched imports, the first prewarm and decode task, the driver's
-steps and first shard), printed after each run in seconds from the command.
+steps and first shard), printed after each run in seconds from the command. ``--warmup N``: N untimed runs of this
+tree first: Ray starts idle workers when a cluster's first driver registers (``prestart_worker_first_driver``);
+the first job that leases them is spared a worker's start and they end with it, so later jobs find none; and the
+first run reads every file cold.
 """
 
 from __future__ import annotations
@@ -205,9 +208,11 @@ def head(cpus: int, token: Path, trace_dir: Path | None = None):
     ray_cli += [f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}"]
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **RUN_ENV}
     env.update(trace_env(trace_dir, env.get("PYTHONPATH", "")))
-    proc = subprocess.Popen(ray_cli, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = token.parent / "head.err"  # a file, not a pipe: a head that writes much would block on a full pipe
+    with err.open("w") as err_file:
+        proc = subprocess.Popen(ray_cli, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err_file)
     address = f"127.0.0.1:{port}"
-    deadline = time.time() + 120
+    deadline = time.time() + 300
     while time.time() < deadline:
         status = subprocess.run(
             [sys.executable, "-m", "ray.scripts.scripts", "status", f"--address={address}"],
@@ -218,9 +223,11 @@ def head(cpus: int, token: Path, trace_dir: Path | None = None):
         if status.returncode == 0:
             return proc, address
         if proc.poll() is not None:
-            raise RuntimeError(f"ray start failed: {proc.stderr.read()[-2000:]}")
+            end_session(proc)  # what it started before it failed
+            raise RuntimeError(f"ray start failed: {err.read_text()[-2000:]}")
         time.sleep(1.0)
-    raise RuntimeError("the head did not come up in 120 s")
+    end_session(proc)  # never left running: the caller has no handle on it yet
+    raise RuntimeError("the head did not come up in 300 s")
 
 
 def end_session(proc) -> None:
@@ -270,6 +277,9 @@ def cli_main(args) -> None:
             trace_dir.mkdir()
         cluster = head(cpus, tmp / "auth_token", trace_dir) if args.attach else None
         try:
+            for i in range(args.warmup):  # untimed: the cluster's first job, cold file caches
+                r = cli_run(REPO, tmp / "cove", tmp / "run_warmup", cpus, cluster[1] if cluster else None)
+                print(f"  warm-up #{i + 1} (not counted): first row {r['first_row']:.2f} s", flush=True)
             results: dict[str, list[dict]] = {k: [] for k in codes}
             for i in range(args.cli):
                 for name, code in codes.items():  # alternating: the machine's load falls on both alike
@@ -305,6 +315,7 @@ def main() -> None:
     ap.add_argument("--before", default=None, metavar="REV", help="with --cli: also git REV or folder REV")
     ap.add_argument("--attach", action="store_true", help="with --cli: against a cluster started beforehand")
     ap.add_argument("--trace", action="store_true", help="with --cli: print each run's per-process start timeline")
+    ap.add_argument("--warmup", type=int, default=0, metavar="N", help="with --cli: N untimed runs of this tree first")
     args = ap.parse_args()
     if args.cli:
         cli_main(args)
