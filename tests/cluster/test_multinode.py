@@ -3,7 +3,8 @@
 The cluster lives in its own process (tests/helpers/multinode_cluster.py, about 1-2 minutes on 2 cores), so it
 never meets the session's local Ray; the script prints the facts as JSON and each test asserts on one part:
 
-* head (0 CPUs: drivers only), a CPU worker node (3 CPUs), two "GPU" worker nodes (2 CPUs, 1 fake GPU each);
+* head (0 CPUs: drivers only), a CPU worker node (3 CPUs), two "GPU" worker nodes (2 CPUs, 1 fake GPU each),
+  the tiny judge built meanwhile by a process of its own (the driver never imports torch);
 * `job`: `ray job submit ... -- python jobs/cove.py` against the cluster's dashboard writes the run directory, and
   the decode stage ran on more than one node (`node_frames` in the case table);
 * `gpu_pool`: a pool stage asking 0.5 GPU (`pipeline.Stage(kind="pool", num_gpus=0.5)` through `build_dataset`)
@@ -31,12 +32,17 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def facts(tmp_path_factory):
+def facts(tmp_path_factory, cove_data):
     out = tmp_path_factory.mktemp("multinode")
     # its own session: every process of the cluster (raylets' workers and agents too) is killed by pid when the
     # script ends, fails or times out, or on Ctrl-C here (tiny.procs.kill_session)
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "helpers" / "multinode_cluster.py"), str(out)],
+        [
+            sys.executable,
+            str(REPO / "tests" / "helpers" / "multinode_cluster.py"),
+            str(out),
+            json.dumps({k: cove_data[k] for k in ("checklist", "source_dir", "edited_dir")}),  # read only there
+        ],
         cwd=REPO,
         env=user_env(),
         stdout=subprocess.PIPE,
@@ -61,7 +67,13 @@ def _once(keys: list, expected: int) -> None:
     assert all(n == 1 for n in counts.values()), [k for k, n in counts.items() if n > 1]
 
 
-def test_job_submit_to_the_cluster_spreads_the_decode_stage(facts):
+def test_the_driver_leaves_the_judge_build_to_a_process_of_its_own(facts):
+    """The tiny judge is built by another process while the first scenarios run: the driver never imports torch."""
+    assert facts["driver_imported"] == [], facts["driver_imported"]
+
+
+def test_job_submit_to_the_cluster_spreads_the_decode_stage(facts, cove_data):
+    assert facts["data"]["checklist"] == cove_data["checklist"], "the session's synthetic CoVEBench is reused"
     job = facts["job"]
     assert job["returncode"] == 0, job["tail"]
     assert job["summary_rows"] == 8 and job["failures"] == 0

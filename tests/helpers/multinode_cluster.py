@@ -1,10 +1,16 @@
 """A local multi-node Ray cluster, exercised end to end; run as a script by tests/cluster/test_multinode.py.
 
-    python tests/helpers/multinode_cluster.py OUT_DIR       # prints one JSON object (the facts the tests assert on)
+    python tests/helpers/multinode_cluster.py OUT_DIR [DATA_JSON]   # prints one JSON object (the facts asserted on)
+
+DATA_JSON: a synthetic CoVEBench of 8 tasks, seed 0 (``synth_cove``'s paths as JSON; the session's ``cove_data``),
+made here when absent.
 
 Its own process, because a `ray.cluster_utils.Cluster` must not meet the test session's local Ray (`ray_local`).
 The cluster, all on 127.0.0.1: a head with no CPUs (drivers and the judge-log writer only, as in cluster.yaml),
-a CPU worker node (3 CPUs) and two "GPU" worker nodes (2 CPUs and one fake GPU resource each). Scenarios, in order:
+a CPU worker node (3 CPUs) and two "GPU" worker nodes (2 CPUs and one fake GPU resource each), started one after
+another (a raylet aborts when its agents have not written their ports within 15 s, which nodes starting together on
+a loaded 2-core machine miss). The tiny judge of scenario 3 is built by another process while scenarios 1 and 2 run.
+Scenarios, in order:
 
 1. `job`: `ray job submit ... -- python jobs/cove.py` (SSIM, MSM, MF on the synthetic CoVEBench, one case per
    block): the run directory, and which node computed each row (`node_frames`).
@@ -55,6 +61,22 @@ def _free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def build_judge_in_background(path: Path, log: Path) -> subprocess.Popen:
+    """The tiny judge built by a process of its own (it imports torch and transformers: 10-25 s, which nothing
+    else in this driver needs) while the first scenarios run; ``wait_for_judge`` before using it."""
+    code = "import sys; from vbench_ray.judges.tiny import build_tiny_judge; build_tiny_judge(sys.argv[1], seed=0)"
+    with open(log, "w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-c", code, str(path)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=err
+        )
+
+
+def wait_for_judge(proc: subprocess.Popen, path: Path, log: Path) -> Path:
+    if proc.wait(timeout=600) != 0:
+        raise RuntimeError(f"building the tiny judge failed (exit {proc.returncode}): {log.read_text()[-3000:]}")
+    return path
 
 
 def _shard_keys(run_dir: Path) -> list[tuple[str, str]]:
@@ -305,7 +327,7 @@ def scenario_faults(cluster, data: dict, judge: Path, out: Path) -> dict:
     }
 
 
-def main(out: Path) -> dict:
+def main(out: Path, data: dict | None = None) -> dict:
     temp_dir = tempfile.mkdtemp(prefix="vbrmn", dir="/tmp")  # short: Ray's socket paths have a length limit
     # a private cluster: token auth with a token of its own (not the user's ~/.ray/auth_token), which every node,
     # this driver and the `ray job submit` below read from the environment; set before Ray is imported (it reads
@@ -317,12 +339,11 @@ def main(out: Path) -> dict:
     import ray
     from ray.cluster_utils import Cluster
 
-    from vbench_ray.judges.tiny import build_tiny_judge
-    from vbench_ray.synth.cove import synth_cove
-
     out.mkdir(parents=True, exist_ok=True)
-    data = synth_cove(out / "data", n=8, seed=0)
-    judge = build_tiny_judge(out / "tiny-judge", seed=0)
+    if data is None:
+        from vbench_ray.synth.cove import synth_cove
+
+        data = synth_cove(out / "data", n=8, seed=0)
     dash, gcs_port, client_port = _free_ports(3)
     os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ['PATH']}"  # nodes (and the job's `python`) use this env
     # no fixed port: another Ray on the host may hold the dashboard agent's 52365 (every node here has an agent)
@@ -346,6 +367,7 @@ def main(out: Path) -> dict:
         },
     )
     facts: dict = {}
+    judge_build = None
     try:
         cpu_node = cluster.add_node(**common, num_cpus=3)
         gpu_nodes = [cluster.add_node(**common, num_cpus=2, num_gpus=1) for _ in range(2)]
@@ -362,12 +384,14 @@ def main(out: Path) -> dict:
             _node_ip_address="127.0.0.1",
             runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}},
         )
+        facts["data"] = data
         facts["nodes"] = {
             "head": cluster.head_node.node_id,
             "cpu": cpu_node.node_id,
             "gpu": [n.node_id for n in gpu_nodes],
         }
         facts["cluster_up_s"] = round(time.time() - t0, 1)
+        judge_build = build_judge_in_background(out / "tiny-judge", out / "tiny-judge.log")
         env = {**os.environ}
         env.pop("RAY_ADDRESS", None)
         t = time.time()
@@ -377,15 +401,23 @@ def main(out: Path) -> dict:
         facts["gpu_pool"] = scenario_gpu_pool(cluster, out)
         facts["gpu_pool"]["seconds"] = round(time.time() - t, 1)
         facts["cpu2"] = cluster.add_node(**common, num_cpus=3).node_id  # replaces the GPU node lost above
+        t = time.time()
+        judge = wait_for_judge(judge_build, out / "tiny-judge", out / "tiny-judge.log")
+        facts["judge_wait_s"] = round(time.time() - t, 1)  # what the background build still cost
         facts["faults"] = scenario_faults(cluster, data, judge, out)
+        facts["driver_imported"] = sorted(m for m in ("torch", "transformers") if m in sys.modules)
         facts["nodes_alive_after"] = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
     finally:
         ray.shutdown()
         cluster.shutdown()
+        if judge_build is not None:
+            judge_build.kill()  # only if it still runs (the run failed before it was needed)
+            judge_build.wait()
     facts["total_s"] = round(time.time() - t0, 1)
     return facts
 
 
 if __name__ == "__main__":
-    result = main(Path(sys.argv[1]))
+    result = main(Path(sys.argv[1]), json.loads(sys.argv[2]) if len(sys.argv) > 2 else None)
+    (Path(sys.argv[1]) / "facts.json").write_text(json.dumps(result, default=str))  # also kept on disk, to read later
     print("MULTINODE_RESULT " + json.dumps(result, default=str))
