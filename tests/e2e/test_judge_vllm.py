@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from helpers.common import moving_square_video
-from helpers.tiny.models import VISION_SIZES, build_tiny_qwen2_vl
+from helpers.tiny.models import VISION_SIZES
 from helpers.tiny.procs import kill_tagged, new_tag, vllm_env
 from helpers.vllm_judge import vllm_cfg
 from vbench_ray.judges.base import JudgeRequest
@@ -64,8 +64,8 @@ def with_video(request: JudgeRequest, suffix: str, video, part=video_part) -> Ju
 
 
 @pytest.fixture(scope="module")
-def tiny_vl(tmp_path_factory) -> Path:
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
+def tiny_vl(tiny_qwen2_vl_dir) -> Path:
+    return tiny_qwen2_vl_dir
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +92,10 @@ def media(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def worker_env(tmp_path_factory):
-    """``judge.env_vars`` for the engine's Ray workers: tests/ on PYTHONPATH, vLLM caches, a kill tag."""
+def worker_env(tmp_path_factory, vllm_cache_root):
+    """``judge.env_vars`` for the engine's Ray workers: tests/ on PYTHONPATH, the session's vLLM cache, a kill tag."""
     tag = new_tag()
-    yield vllm_env(tmp_path_factory.mktemp("vllm_workers"), tag)
+    yield vllm_env(tmp_path_factory.mktemp("vllm_workers"), tag, cache_root=vllm_cache_root)
     kill_tagged(tag)
 
 
@@ -260,3 +260,14 @@ def test_judge_stage_with_the_vllm_backend(stage_run):
         else:
             assert all(r["parse_status"] == "invalid" and isinstance(r["text"], str) for r in mine)
             assert all(r["prompt_tokens"] > 0 and r["completion_tokens"] > 0 for r in mine)
+
+
+@pytest.mark.slow
+def test_the_engines_share_the_session_vllm_cache(stage_run, small_frames_run, vllm_cache_root):
+    """Both engines ran with the session's ``VLLM_CACHE_ROOT`` (``conftest.vllm_cache_root``): the Qwen2-VL class
+    inspection the first engine made is cached there, where every later engine of the session reads it."""
+    import json
+
+    cached = vllm_cache_root / "modelinfos" / "vllm-model_executor-models-qwen2_vl-Qwen2VLForConditionalGeneration.json"
+    assert cached.is_file(), sorted(p.name for p in vllm_cache_root.rglob("*"))
+    assert json.loads(cached.read_text())["modelinfo"]["supports_multimodal"] is True

@@ -17,15 +17,14 @@ import sys
 import pytest
 
 from helpers.common import REPO, cove_overrides, user_env
-from helpers.tiny.models import build_tiny_qwen2_vl
 from helpers.tiny.procs import TAG_VAR, kill_tagged, new_tag
 
 COVE = REPO / "configs" / "cove.yaml"
 
 
 @pytest.fixture(scope="module")
-def tiny_vl(tmp_path_factory):
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny_models") / "qwen2_vl")
+def tiny_vl(tiny_qwen2_vl_dir):
+    return tiny_qwen2_vl_dir
 
 
 def test_torchvision_as_installed_imports_without_its_c_extension():
@@ -48,10 +47,11 @@ def test_torchvision_as_installed_imports_without_its_c_extension():
 
 
 @pytest.mark.slow
-def test_the_default_judge_as_installed_answers(cove_data, tiny_vl, tmp_path):
+def test_the_default_judge_as_installed_answers(cove_data, tiny_vl, vllm_cache_root, tmp_path):
     """``vbench-ray run`` with the default judge backend on the tiny Qwen2-VL, in a user's environment: the Serve
     LLM deployment loads once (Qwen2-VL's vLLM module and processors import torchvision) and answers every judge
-    request of the case, its videos included. The video tokens are counted in ``test_judge_vllm.py``."""
+    request of the case, its videos included. The video tokens are counted in ``test_judge_vllm.py``. The run's
+    Ray (and so its replica) inherits the session's ``VLLM_CACHE_ROOT``; nothing else differs from a user's run."""
     tag = new_tag()
     out = tmp_path / "run"
     args = cove_overrides(
@@ -70,7 +70,7 @@ def test_the_default_judge_as_installed_answers(cove_data, tiny_vl, tmp_path):
     try:
         done = subprocess.run(
             [sys.executable, "-m", "vbench_ray.cli", "run", str(COVE), *args],
-            env=user_env(**{TAG_VAR: tag, "HF_HUB_OFFLINE": "1"}),
+            env=user_env(**{TAG_VAR: tag, "HF_HUB_OFFLINE": "1", "VLLM_CACHE_ROOT": str(vllm_cache_root)}),
             capture_output=True,
             text=True,
             timeout=900,

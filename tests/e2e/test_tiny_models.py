@@ -62,13 +62,13 @@ def tiny_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny_qwen2(tiny_dir) -> Path:
-    return build_tiny_qwen2(tiny_dir / "qwen2")
+def tiny_qwen2(tiny_qwen2_dir) -> Path:
+    return tiny_qwen2_dir  # the session's (conftest), read-only
 
 
 @pytest.fixture(scope="module")
-def tiny_qwen2_vl(tiny_dir) -> Path:
-    return build_tiny_qwen2_vl(tiny_dir / "qwen2_vl")
+def tiny_qwen2_vl(tiny_qwen2_vl_dir) -> Path:
+    return tiny_qwen2_vl_dir
 
 
 @pytest.fixture(scope="module")
