@@ -163,13 +163,15 @@ def cli_run(code: Path, data: Path, out: Path, cpus: int, address: str | None, t
     path = os.pathsep.join([str(code)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env = {**os.environ, "RAY_ADDRESS": "", **RUN_ENV, **trace_env(trace_dir, path)}
     start = time.time()
-    proc = subprocess.Popen(args, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log_path = out.parent / f"{out.name}.log"  # a file, not a pipe: nothing drains a pipe while the run is polled
+    with log_path.open("w") as log_file:
+        proc = subprocess.Popen(args, cwd=code, env=env, stdout=log_file, stderr=subprocess.STDOUT, text=True)
     first = None
     while proc.poll() is None:
         if first is None and any((out / "cases").glob("*.parquet")):
             first = time.time() - start
         time.sleep(0.02)
-    log = proc.stdout.read()
+    log = log_path.read_text()
     wall = time.time() - start
     if proc.returncode != 0:
         raise RuntimeError(f"run of {code} failed (exit {proc.returncode}):\n{log[-3000:]}")
