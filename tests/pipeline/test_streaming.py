@@ -194,11 +194,11 @@ def test_a_gpu_metric_gets_its_own_pool_and_decoding_asks_for_no_gpu(cove_data, 
     assert stages["MSM"].kind == "pool" and stages["MSM"].num_gpus == 0.1
     assert "frames_for_MSM" in stages["frames"].outputs and "MSM" not in stages["frames"].outputs
     assert "frames_for_MSM" not in CoveBench(cfg).schema().names  # the frames never reach the case table
-    # pool sizes come from the cluster: a lone GPU pool may grow to every GPU slot it fits on (8 / 0.1), starting
-    # with one actor per GPU; its 80 actors share the 15 CPUs a decode task leaves (tests/pipeline/test_pool_plan.py
+    # pool sizes come from the cluster: a lone GPU pool starts with every GPU slot it fits on (8 / 0.1), so its
+    # actors reach every GPU; its 80 actors share the 15 CPUs a decode task leaves (tests/pipeline/test_pool_plan.py
     # has the arithmetic of several pools)
     plans = plan_stages(list(stages.values()), {"CPU": 16, "GPU": 8})
-    assert plans["MSM"] == StagePlan(num_cpus=15 / 80, min_size=8, max_size=80, num_gpus=0.1)
+    assert plans["MSM"] == StagePlan(num_cpus=15 / 80, min_size=80, max_size=80, num_gpus=0.1)
     assert plans["frames"] == StagePlan(num_cpus=1.0) and stages["frames"].kind == "cpu"
 
 
