@@ -37,10 +37,10 @@ browser:
 
 # -ra: every skip prints its reason; under CI=true a security, sandbox, browser or PyAV test that skips fails
 # (tests/helpers/ci_skips.py): CI gives them what they need (.ci/run) instead of passing without them.
-# -n: pytest-xdist workers; 0 (the default) runs the suite in this process. `make test TEST_WORKERS=2`: a worker takes
-# a module at a time, the heavy ones (multi-node cluster, Serve, vLLM engines, the user's clone) first
-# (tests/conftest.py); not yet the default: a whole suite on two workers still has to pass twice (docs/testing.md)
-TEST_WORKERS ?= 0
+# -n: pytest-xdist workers, two by default: a worker takes a module at a time, the heavy ones (multi-node cluster,
+# Serve, vLLM engines, the user's clone) first (tests/conftest.py), so the second fills the first's waits (engines and
+# clusters starting); `make test TEST_WORKERS=0` runs the suite in this process (docs/testing.md)
+TEST_WORKERS ?= 2
 test: setup browser lint
 	$(PY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
