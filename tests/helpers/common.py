@@ -1,9 +1,13 @@
 """Small helpers shared by test modules: the repository root, a user's environment for subprocesses, CoVEBench
-overrides, a synthetic moving-square video and the check that a shipped YAML documents its schema."""
+overrides, a script run in a fresh interpreter, a synthetic moving-square video and the check that a shipped YAML
+documents its schema."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +24,21 @@ def user_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in RAY_AUTH_VARS and k != "RAY_ADDRESS"}
     env.update(extra)
     return env
+
+
+RESULT_MARK = "@@RESULT@@ "  # the line a script run by ``run_script`` prints its result on, as JSON
+
+
+def run_script(script: str, cwd: Path, timeout: float) -> tuple[dict, subprocess.CompletedProcess]:
+    """Run ``script`` (Python source) in a fresh interpreter with a user's environment and the repository importable;
+    return the JSON it printed after ``RESULT_MARK``, and the finished process. Fails with the script's stderr when
+    it exits non-zero."""
+    env = user_env(PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-c", script]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(line for line in proc.stdout.splitlines() if line.startswith(RESULT_MARK))
+    return json.loads(line[len(RESULT_MARK) :]), proc
 
 
 def cove_overrides(data: dict, out: Path, *extra: str) -> list[str]:

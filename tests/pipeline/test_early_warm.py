@@ -8,14 +8,9 @@ Runs in a fresh interpreter (the test session's own Ray is not the command's), o
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-from helpers.common import REPO, user_env
+from helpers.common import run_script
 
 SCRIPT = r'''
 import json, time
@@ -47,13 +42,7 @@ print("@@RESULT@@ " + json.dumps(out), flush=True)
 def test_the_early_start_warms_every_cpu_before_the_config_is_checked(tmp_path):
     """Two CPUs: two workers import Ray Data and the task runner before any go-ahead; a start no run takes over is
     shut down as before. Without ``prewarm_common`` no task runs before the go-ahead (``held`` is empty)."""
-    env = user_env(PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("@@RESULT@@ "))
-    out = json.loads(line[len("@@RESULT@@ ") :])
+    out, _ = run_script(SCRIPT, tmp_path, timeout=400)
     assert out["began"] is True and out["error"] is None
     assert out["handed_over"] is False
     assert out["held"] == [["ray.data", "vbench_ray.pipeline"]] * 2

@@ -6,14 +6,13 @@ nothing when Ray is. One local Ray start, ~5-10 s on 2 cores.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from helpers.common import REPO, user_env
+from helpers.common import REPO, run_script, user_env
 
 SCRIPT = r'''
 import json, signal, sys, time
@@ -85,13 +84,7 @@ ray.shutdown()
 
 @pytest.mark.slow
 def test_ray_started_in_the_background_is_waited_for_and_outlives_its_thread(tmp_path):
-    env = user_env(PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("@@RESULT@@ "))
-    out = json.loads(line[len("@@RESULT@@ ") :])
+    out, proc = run_script(SCRIPT, tmp_path, timeout=300)
     assert out["began_broken"] is True and out["broken_raised"] == "no Ray today"
     assert out["began"] is True and out["up_at_return"] is False and out["began_twice"] is False
     assert out["ray_data_before"] is False and out["ray_data_after"] is True
