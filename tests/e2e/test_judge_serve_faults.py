@@ -51,7 +51,8 @@ class FlakyChat:
 def test_a_serve_replica_lost_mid_call_spends_no_budget_once_serve_has_it_back(ray_local, tmp_path):
     """``max_retries=0`` (one send). The replica dies holding both requests; Serve starts another; the engine waits
     until the deployment answers its health check and the sends lost with the replica spend nothing: each request
-    is sent again and answered (before, each was a failed attempt: status ``error`` after one send)."""
+    is sent again and answered (before, each was a failed attempt: status ``error`` after one send). At least one
+    request must reach the engine as lost (the router may re-route the other itself)."""
     from omegaconf import OmegaConf
     from ray import serve
 
@@ -79,11 +80,16 @@ def test_a_serve_replica_lost_mid_call_spends_no_budget_once_serve_has_it_back(r
     finally:
         serve.delete(APP)
     assert (tmp_path / "killed").exists()
-    assert {k: (v.status, v.attempts) for k, v in results.items()} == {"a": ("ok", 2), "b": ("ok", 2)}
     records = [json.loads(line) for line in (tmp_path / "judge_log.jsonl").read_text().splitlines()]
-    assert [(r["request_id"], r["attempt"], r["engine_fault"], r["parse_status"]) for r in records] == [
-        ("a", 0, True, "error"),
-        ("b", 0, True, "error"),
-        ("a", 1, False, "ok"),
-        ("b", 1, False, "ok"),
-    ]
+    lost = [r["request_id"] for r in records if r["engine_fault"]]
+    # Serve's router routes a request again itself when the replica dies before the router has its acceptance
+    # (ray/serve/_private/router.py, Ray 2.60; seen for the second request on a loaded machine): that request never
+    # reaches the engine as a loss. Each request the engine saw lost was sent once more and answered: none spent
+    # its one send.
+    assert lost and set(lost) <= {"a", "b"} and len(lost) == len(set(lost)), records
+    outcome = {rid: ("ok", 2 if rid in lost else 1) for rid in ("a", "b")}
+    assert {k: (v.status, v.attempts) for k, v in results.items()} == outcome
+    logged = sorted((r["attempt"], r["request_id"], r["engine_fault"], r["parse_status"]) for r in records)
+    assert logged == sorted(
+        [*[(0, rid, True, "error") for rid in lost], *[(int(rid in lost), rid, False, "ok") for rid in ("a", "b")]]
+    )
