@@ -1,13 +1,16 @@
 """A vLLM judge as a Ray Serve LLM deployment (``ray.serve.llm``) on the CPU stack: started once by the run,
 called from the stream's judge actors through its deployment handle, kept across re-ask rounds and across
-phases (ViDiC's judge and error-analysis phases share one judge config), and deleted at the end.
+phases (ViDiC's judge and error-analysis phases share one judge config), started again by Serve when its replica
+is lost (each replica records its own load), and deleted at the end.
 
 The tiny random-weight Qwen2 (text only: ViDiC's judge answers from the description) answers gibberish, so
-every judge request is re-asked: the rounds are real. One engine start costs about a minute on 2 cores."""
+every judge request is re-asked: the rounds are real. One engine start costs about a minute on 2 cores: the run
+and the replica's restart share one run (one Serve application per pytest run)."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,9 +21,35 @@ from helpers.tiny.procs import kill_tagged, new_tag, vllm_env
 VIDIC = REPO / "configs" / "vidic.yaml"
 
 
+def kill_first_replica_once_loaded(engines_log: Path, found: dict, stop: threading.Event) -> None:
+    """Once the run's replica has recorded its load in ``engines_log``, kill its actor (no restart by Ray: Serve's
+    controller starts a replacement, as for a replica lost to the OOM killer or a node); ``found`` gets the killed
+    actor's name and the first load's pid."""
+    import ray
+
+    while not stop.is_set():
+        lines = engines_log.read_text().splitlines() if engines_log.exists() else []
+        replicas = [
+            a
+            for a in ray.util.list_named_actors(all_namespaces=True)
+            if "SERVE_REPLICA" in a["name"] and "vbench-judge-" in a["name"]
+        ]
+        if lines and replicas:
+            found["pid"], found["replica"] = json.loads(lines[0])["pid"], replicas[0]["name"]
+            ray.kill(ray.get_actor(replicas[0]["name"], namespace=replicas[0]["namespace"]), no_restart=True)
+            return
+        stop.wait(0.2)
+
+
 @pytest.mark.ray
 @pytest.mark.slow
-def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tiny_qwen2_dir, vllm_cache_root, tmp_path):
+def test_vllm_judge_served_once_for_every_round_and_phase_and_reloaded_when_lost(
+    ray_local, tiny_qwen2_dir, vllm_cache_root, tmp_path
+):
+    """One run: the deployment answers every round and both phases; its replica, killed once loaded, is started
+    again by Serve and appends a second load of its own (its pid, not the driver's nor the first replica's)."""
+    import os
+
     from ray import serve
 
     from helpers.vidic_runs import DESCRIPTION, script  # the scripted descriptions of the model under test
@@ -60,20 +89,36 @@ def test_vllm_judge_served_once_for_every_round_and_phase(ray_local, tiny_qwen2_
             *[f"judge.env_vars.{k}={v}" for k, v in env.items()],
         ],
     )
+    killed: dict = {}
+    stop = threading.Event()
+    killer = threading.Thread(target=kill_first_replica_once_loaded, args=(out / "engines.jsonl", killed, stop))
+    killer.start()
     try:
         summary = run(cfg).summary
         apps_after = dict(serve.status().applications)
     finally:
+        stop.set()
+        killer.join()
         serve.shutdown()  # the controller and proxy too: later tests share this Ray session
         kill_tagged(tag)
     judge = summary["judge"]
     assert judge["judge"]["backend"] == "vllm" and judge["judge"]["n_requests"] > 0
     records = [json.loads(x) for x in (out / "judge_log.jsonl").read_text().splitlines()]
-    judged = [r for r in records if "/judge/" in r["request_id"]]
-    assert {r["attempt"] for r in judged} == {0, 1}  # two rounds: every gibberish answer was re-asked
-    assert all(r["backend"] == "vllm" and r["text"] is not None for r in judged)  # answered by the engine
+    # the judge's requests (ids vidic/{case}/{variant}/{stage}/{group}): the judge phase's and the error analysis's
+    judge_records = [r for r in records if r["request_id"].split("/")[3] in ("judge", "error")]
+    # a send lost with the killed replica is logged as an engine fault and spends none of the request's budget
+    assert all(r["text"] is None and "vllm serve" in r["error"] for r in judge_records if r["engine_fault"])
+    answered = [r for r in judge_records if not r["engine_fault"]]
+    assert all(r["backend"] == "vllm" and r["text"] is not None for r in answered)  # answered by the engine
+    judged = [r["request_id"] for r in answered if r["request_id"].split("/")[3] == "judge"]
+    # two rounds: every gibberish answer of the judge phase was asked again, once (judge.max_retries=1)
+    assert judged and all(judged.count(rid) == 2 for rid in judged), judged
     loads = [json.loads(x) for x in (out / "engines.jsonl").read_text().splitlines()]
-    assert [x["backend"] for x in loads] == ["vllm-serve"]  # one deployment, one replica, for both phases
+    assert killed, "the run ended before its replica was loaded"
+    # one deployment for both phases and every round: its first replica's load, and the load of the replica Serve
+    # started in place of the one killed (a deployment started again per round or phase would add loads)
+    assert [x["backend"] for x in loads] == ["vllm-serve", "vllm-serve"], loads
+    assert loads[0]["pid"] == killed["pid"] and len({loads[0]["pid"], loads[1]["pid"], os.getpid()}) == 3
     assert not any(name.startswith("vbench-judge-") for name in apps_after)  # the run deleted its deployment
 
 
@@ -112,59 +157,3 @@ def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tiny_q
     with pytest.raises(ConfigError, match=r"the Ray cluster has 4 CPUs, the judge engines hold 3"):
         run(cfg)
     assert not (out / "engines.jsonl").exists() and not list((out / "cases").glob("*.parquet"))  # nothing loaded
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_serve_replica_restarted_records_its_reload(ray_local, tiny_qwen2_dir, vllm_cache_root, tmp_path):
-    """Issue 30, item 5: each Serve replica appends its own load to engines.jsonl (its pid, not the driver's), so a
-    replica Serve starts again after its process died shows as a second load."""
-    import os
-    import time
-
-    import ray
-    from omegaconf import OmegaConf
-    from ray import serve
-
-    from vbench_ray.judges.base import JudgeConfig
-    from vbench_ray.judges.engines import make_engine
-
-    model = tiny_qwen2_dir
-    tag = new_tag()
-    env = vllm_env(tmp_path / "vllm", tag, cache_root=vllm_cache_root)
-    cfg = OmegaConf.merge(
-        OmegaConf.structured(JudgeConfig()),
-        {
-            "backend": "vllm",
-            "model": str(model),
-            "max_tokens": 8,
-            "env_vars": env,
-            "vllm": {"cpu": True, "max_model_len": 1024},
-        },
-    )
-    engine = make_engine(cfg, str(tmp_path))
-    path = tmp_path / "engines.jsonl"
-
-    def loads() -> list[dict]:
-        return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-
-    try:
-        engine.start()
-        first = loads()
-        assert len(first) == 1 and first[0]["backend"] == "vllm-serve" and first[0]["pid"] != os.getpid()
-        replicas = [
-            a
-            for a in ray.util.list_named_actors(all_namespaces=True)
-            if "SERVE_REPLICA" in a["name"] and engine.deployment in a["name"]
-        ]
-        assert len(replicas) == 1
-        ray.kill(ray.get_actor(replicas[0]["name"], namespace=replicas[0]["namespace"]), no_restart=True)
-        deadline = time.time() + 400
-        while len(loads()) < 2 and time.time() < deadline:
-            time.sleep(2)
-        again = loads()
-        assert len(again) == 2 and again[1]["pid"] != first[0]["pid"]  # the new replica's own load
-    finally:
-        engine.stop()
-        serve.shutdown()
-        kill_tagged(tag)
