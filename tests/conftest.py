@@ -162,6 +162,15 @@ def tiny_qwen2_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_judge_dir(tmp_path_factory) -> Path:
+    """The tiny random-weight LLaVA judge of the hf backend (``vbench_ray.judges.tiny``, seed 0), built once per
+    session; read-only."""
+    from vbench_ray.judges.tiny import build_tiny_judge
+
+    return _read_only(build_tiny_judge(tmp_path_factory.mktemp("tiny_judge") / "tiny-llava", seed=0))
+
+
+@pytest.fixture(scope="session")
 def tiny_vllm_server(tmp_path_factory, tiny_qwen2_vl_dir, vllm_cache_root):
     """One real ``vllm.entrypoints.openai.api_server`` for the whole session, serving the tiny random Qwen2-VL
     (``tests/helpers/tiny``) on 127.0.0.1 with the union of what its users need (the tests that request it run last,

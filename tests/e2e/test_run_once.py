@@ -165,13 +165,12 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_resume_with_nothing_left_loads_no_judge(ray_local, cove_data, tmp_path):
+def test_a_resume_with_nothing_left_loads_no_judge(ray_local, cove_data, tiny_judge_dir, tmp_path):
     """Issue 30, item 3: the hf judge's replicas load (one line each in engines.jsonl) when the run has requests
     to send; a second run over the finished directory scores every row from the judge log and loads none."""
-    from vbench_ray.judges.tiny import build_tiny_judge
     from vbench_ray.runner import run
 
-    model = build_tiny_judge(tmp_path / "tiny-judge")
+    model = tiny_judge_dir
     out = tmp_path / "run"
     args = cove_overrides(
         cove_data,

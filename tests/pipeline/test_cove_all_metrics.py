@@ -22,11 +22,9 @@ POOLS = ("AES", "TQ", "SRC")
 
 
 @pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory):
-    from vbench_ray.judges.tiny import build_tiny_judge
-
+def tiny_models(tmp_path_factory, tiny_judge_dir):
     d = tmp_path_factory.mktemp("all_metrics_models")
-    return {**save_tiny_pool_weights(d), "judge": str(build_tiny_judge(d / "tiny-judge", seed=0))}
+    return {**save_tiny_pool_weights(d), "judge": str(tiny_judge_dir)}
 
 
 def test_a_run_with_all_eleven_metrics(cove_data, ray_local, tiny_models, tmp_path):

@@ -35,8 +35,8 @@ TOKENS_PER_FRAME = 16  # tiny judge: 56x56 input, patch 14, CLS dropped
 
 
 @pytest.fixture(scope="module")
-def tiny_judge(tmp_path_factory) -> Path:
-    return build_tiny_judge(tmp_path_factory.mktemp("judge") / "tiny-llava")
+def tiny_judge(tiny_judge_dir) -> Path:
+    return tiny_judge_dir
 
 
 @pytest.fixture(scope="module")

@@ -145,12 +145,11 @@ def test_two_judges_controls_agreement_end_to_end_with_replay(tmp_path, ray_loca
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
+def test_tiny_random_judge_end_to_end(tmp_path, ray_local, tiny_judge_dir):
     """The hf backend with the tiny random-weight judge: its answers mean nothing (mostly invalid, scored
     lowest); this checks the images and the video reach a real model and every request is accounted for.
     The learned metrics run with random weights in the same frame stage (masks and prompts reach them)."""
     from vbench_ray.controls import read_masks
-    from vbench_ray.judges.tiny import build_tiny_judge
     from vbench_ray.metrics import niqe as NQ
     from vbench_ray.metrics.clip import build_tiny_clip
     from vbench_ray.metrics.lpips import save_random_lpips
@@ -158,7 +157,7 @@ def test_tiny_random_judge_end_to_end(tmp_path, ray_local):
     from vbench_ray.video.io import VideoReader
 
     data = synth_nrv(tmp_path / "data", n=2, seed=1)
-    judge = build_tiny_judge(tmp_path / "tiny-judge")
+    judge = tiny_judge_dir
     lpips = save_random_lpips(tmp_path / "lpips.pth", "tiny")
     clip = build_tiny_clip(tmp_path / "clip")
     dino_cfg = StructDistConfig(patch_size=8, dim=32, depth=2, heads=2, image_size=32)

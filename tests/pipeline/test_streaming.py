@@ -105,10 +105,8 @@ def test_rows_reach_the_sink_and_the_judge_while_cases_are_still_decoded(ray_loc
 
 
 @pytest.fixture(scope="module")
-def tiny_judge(tmp_path_factory) -> Path:
-    from vbench_ray.judges.tiny import build_tiny_judge
-
-    return build_tiny_judge(tmp_path_factory.mktemp("judge") / "tiny-llava")
+def tiny_judge(tiny_judge_dir) -> Path:
+    return tiny_judge_dir
 
 
 @pytest.fixture(scope="module")

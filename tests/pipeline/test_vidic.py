@@ -244,13 +244,12 @@ def test_robustness_sweep_end_to_end_with_replay(vidic_data, tmp_path, ray_local
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_sweep_with_the_tiny_models(vidic_data, tmp_path, ray_local):
+def test_sweep_with_the_tiny_models(vidic_data, tmp_path, ray_local, tiny_judge_dir):
     """The real path: a tiny random VLM (hf backend) describes each pair under every variant, the same tiny
     model judges the text; every variant is scored and is its own offline wandb run in the sweep's group."""
-    from vbench_ray.judges.tiny import build_tiny_judge
     from vbench_ray.configure import load_sweep
 
-    tiny = build_tiny_judge(tmp_path / "tiny")
+    tiny = tiny_judge_dir
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(
         f"base: {VIDIC}\nname: tiny_sweep\naxes:\n  fps: [1]\n  noise: [blur:5]\n  order: [reverse]\n"
