@@ -24,7 +24,9 @@ VIDIC = REPO / "configs" / "vidic.yaml"
 def kill_first_replica_once_loaded(engines_log: Path, found: dict, stop: threading.Event) -> None:
     """Once the run's replica has recorded its load in ``engines_log``, kill its actor (no restart by Ray: Serve's
     controller starts a replacement, as for a replica lost to the OOM killer or a node); ``found`` gets the killed
-    actor's name and the first load's pid."""
+    actor's name and when it was killed."""
+    import time
+
     import ray
 
     while not stop.is_set():
@@ -35,8 +37,8 @@ def kill_first_replica_once_loaded(engines_log: Path, found: dict, stop: threadi
             if "SERVE_REPLICA" in a["name"] and "vbench-judge-" in a["name"]
         ]
         if lines and replicas:
-            found["pid"], found["replica"] = json.loads(lines[0])["pid"], replicas[0]["name"]
             ray.kill(ray.get_actor(replicas[0]["name"], namespace=replicas[0]["namespace"]), no_restart=True)
+            found["replica"], found["time"] = replicas[0]["name"], time.time()
             return
         stop.wait(0.2)
 
@@ -46,8 +48,8 @@ def kill_first_replica_once_loaded(engines_log: Path, found: dict, stop: threadi
 def test_vllm_judge_served_once_for_every_round_and_phase_and_reloaded_when_lost(
     ray_local, tiny_qwen2_dir, vllm_cache_root, tmp_path
 ):
-    """One run: the deployment answers every round and both phases; its replica, killed once loaded, is started
-    again by Serve and appends a second load of its own (its pid, not the driver's nor the first replica's)."""
+    """One run: the deployment answers every round; its replica, killed once loaded, is started again by Serve and
+    appends a second load of its own (after the kill; its pid, not the driver's nor the first replica's)."""
     import os
 
     from ray import serve
@@ -118,7 +120,8 @@ def test_vllm_judge_served_once_for_every_round_and_phase_and_reloaded_when_lost
     # one deployment for both phases and every round: its first replica's load, and the load of the replica Serve
     # started in place of the one killed (a deployment started again per round or phase would add loads)
     assert [x["backend"] for x in loads] == ["vllm-serve", "vllm-serve"], loads
-    assert loads[0]["pid"] == killed["pid"] and len({loads[0]["pid"], loads[1]["pid"], os.getpid()}) == 3
+    assert loads[0]["time"] < killed["time"] < loads[1]["time"], (loads, killed)
+    assert len({loads[0]["pid"], loads[1]["pid"], os.getpid()}) == 3
     assert not any(name.startswith("vbench-judge-") for name in apps_after)  # the run deleted its deployment
 
 
