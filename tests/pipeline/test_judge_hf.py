@@ -35,11 +35,6 @@ TOKENS_PER_FRAME = 16  # tiny judge: 56x56 input, patch 14, CLS dropped
 
 
 @pytest.fixture(scope="module")
-def tiny_judge(tiny_judge_dir) -> Path:
-    return tiny_judge_dir
-
-
-@pytest.fixture(scope="module")
 def cove2(tmp_path_factory) -> dict:
     from vbench_ray.synth.cove import synth_cove
 
@@ -87,20 +82,20 @@ def _digest(directory: Path) -> dict:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
-def test_tiny_judge_is_deterministic_cached_and_loads(tiny_judge, tmp_path):
+def test_tiny_judge_is_deterministic_cached_and_loads(tiny_judge_dir, tmp_path):
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     again = build_tiny_judge(tmp_path / "again")
-    assert _digest(again) == _digest(tiny_judge)  # same seed -> byte-identical checkpoint
-    size = sum(p.stat().st_size for p in tiny_judge.iterdir())
+    assert _digest(again) == _digest(tiny_judge_dir)  # same seed -> byte-identical checkpoint
+    size = sum(p.stat().st_size for p in tiny_judge_dir.iterdir())
     assert 100_000 < size < 5_000_000
-    stamp = (tiny_judge / "model.safetensors").stat().st_mtime_ns
-    assert build_tiny_judge(tiny_judge) == tiny_judge  # cached: not rebuilt
-    assert (tiny_judge / "model.safetensors").stat().st_mtime_ns == stamp
+    stamp = (tiny_judge_dir / "model.safetensors").stat().st_mtime_ns
+    assert build_tiny_judge(tiny_judge_dir) == tiny_judge_dir  # cached: not rebuilt
+    assert (tiny_judge_dir / "model.safetensors").stat().st_mtime_ns == stamp
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary build left behind
 
-    processor = AutoProcessor.from_pretrained(tiny_judge)
-    model = AutoModelForImageTextToText.from_pretrained(tiny_judge)
+    processor = AutoProcessor.from_pretrained(tiny_judge_dir)
+    model = AutoModelForImageTextToText.from_pretrained(tiny_judge_dir)
     assert type(model).__name__ == "LlavaForConditionalGeneration"
     assert type(processor.image_processor).__name__.startswith("CLIPImageProcessor")
     text = processor.apply_chat_template(
@@ -142,8 +137,10 @@ def test_backend_construction_is_cheap_and_names_the_key(tmp_path):
 # --------------------------------------------------------------------------------------------------------------
 
 
-def test_worker_turns_videos_into_frames_in_order(tiny_judge, cove2, tmp_path):
-    cfg = _hf_judge_cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=3", "judge.video.max_pixels=2000")
+def test_worker_turns_videos_into_frames_in_order(tiny_judge_dir, cove2, tmp_path):
+    cfg = _hf_judge_cfg(
+        cove2, tiny_judge_dir, tmp_path / "run", "judge.video.max_frames=3", "judge.video.max_pixels=2000"
+    )
     requests = {r.group: r for r in _requests(cfg) if r.case_id == "1"}
     worker = HFJudgeWorker(HFBackend(cfg.judge).worker_cfg)
 
@@ -198,12 +195,12 @@ def test_worker_turns_videos_into_frames_in_order(tiny_judge, cove2, tmp_path):
     assert out["a"]["text"] != out["b"]["text"]
 
 
-def test_worker_samples_with_top_k(tiny_judge):
+def test_worker_samples_with_top_k(tiny_judge_dir):
     """judge.top_k reaches ``generate``: top_k=1 sampling is greedy decoding whatever the temperature; unset, no
     top_k is passed (the checkpoint's generation_config decides), and greedy decoding passes none."""
     from vbench_ray.judges.base import JudgeConfig
 
-    base = HFBackend(JudgeConfig(backend="hf", model=str(tiny_judge), temperature=1.0, max_tokens=12)).worker_cfg
+    base = HFBackend(JudgeConfig(backend="hf", model=str(tiny_judge_dir), temperature=1.0, max_tokens=12)).worker_cfg
     worker = HFJudgeWorker({**base, "top_k": 1})
     calls = []
     generate = worker.model.generate
@@ -228,8 +225,8 @@ def test_worker_samples_with_top_k(tiny_judge):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, cove2, tmp_path):
-    cfg = _hf_judge_cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=2")
+def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge_dir, cove2, tmp_path):
+    cfg = _hf_judge_cfg(cove2, tiny_judge_dir, tmp_path / "run", "judge.video.max_frames=2")
     requests = _requests(cfg)
     assert len(requests) == 8  # 2 tasks x 4 question types
     backend = build_backend(cfg.judge)
@@ -245,7 +242,7 @@ def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, 
         assert r.latency_s > 0 and r.model == "tiny-llava"
 
     # more frames -> more prompt tokens, exactly 16 per extra frame per video; a missing video fails alone
-    cfg4 = _hf_judge_cfg(cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=4")
+    cfg4 = _hf_judge_cfg(cove2, tiny_judge_dir, tmp_path / "run", "judge.video.max_frames=4")
     requests4 = _requests(cfg4)
     broken = replace(
         requests4[0],
@@ -273,9 +270,14 @@ def test_backend_answers_every_request_with_token_counts(ray_local, tiny_judge, 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_judge_stage_reasks_gibberish_then_gives_up(ray_local, tiny_judge, cove2, tmp_path):
+def test_judge_stage_reasks_gibberish_then_gives_up(ray_local, tiny_judge_dir, cove2, tmp_path):
     cfg = _hf_judge_cfg(
-        cove2, tiny_judge, tmp_path / "run", "judge.video.max_frames=2", "judge.max_retries=1", "judge.max_tokens=16"
+        cove2,
+        tiny_judge_dir,
+        tmp_path / "run",
+        "judge.video.max_frames=2",
+        "judge.max_retries=1",
+        "judge.max_tokens=16",
     )
     requests = [r for r in _requests(cfg) if r.case_id == "1"]
     run_dir = tmp_path / "run"

@@ -105,11 +105,6 @@ def test_rows_reach_the_sink_and_the_judge_while_cases_are_still_decoded(ray_loc
 
 
 @pytest.fixture(scope="module")
-def tiny_judge(tiny_judge_dir) -> Path:
-    return tiny_judge_dir
-
-
-@pytest.fixture(scope="module")
 def vidic_data(tmp_path_factory):
     from vbench_ray.synth.vidic import synth_vidic
 
@@ -118,9 +113,9 @@ def vidic_data(tmp_path_factory):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_judge_model_loads_once_per_replica_across_rounds_and_phases(ray_local, tiny_judge, vidic_data, tmp_path):
+def test_a_judge_model_loads_once_per_replica_across_rounds_and_phases(ray_local, tiny_judge_dir, vidic_data, tmp_path):
     out = tmp_path / "run"
-    hf = ["backend=hf", f"model={tiny_judge}", "max_tokens=16", "hf.batch_size=4", "max_retries=2"]
+    hf = ["backend=hf", f"model={tiny_judge_dir}", "max_tokens=16", "hf.batch_size=4", "max_retries=2"]
     cfg = load_config(
         VIDIC,
         [
@@ -150,7 +145,7 @@ def test_a_judge_model_loads_once_per_replica_across_rounds_and_phases(ray_local
 
 
 @pytest.mark.ray
-def test_a_stream_that_cannot_run_is_refused_before_its_judge_loads(ray_local, tiny_judge, cove_data, tmp_path):
+def test_a_stream_that_cannot_run_is_refused_before_its_judge_loads(ray_local, tiny_judge_dir, cove_data, tmp_path):
     """Four hf judge replicas hold the session Ray's 4 CPUs, leaving none for a decode task and the judge stage's
     actor: ``pool_plan`` refuses the run, and it does so before a replica has loaded the model (with the engines
     started first, as before, the replicas loaded and then the run was refused: ``engines.jsonl`` had a line)."""
@@ -164,7 +159,7 @@ def test_a_stream_that_cannot_run_is_refused_before_its_judge_loads(ray_local, t
             out,
             "metrics.enabled=[SSIM,UAS]",
             "judge.backend=hf",
-            f"judge.model={tiny_judge}",
+            f"judge.model={tiny_judge_dir}",
             "judge.hf.workers=4",
         ),
     )
