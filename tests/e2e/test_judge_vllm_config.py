@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from helpers.common import REPO
-from helpers.vllm_judge import judge_cfg, vllm_cfg
+from helpers.vllm_judge import FakeHandle, judge_cfg, vllm_cfg
 from vbench_ray.config import ConfigError
 from vbench_ray.judges.base import JudgeRequest
 
@@ -170,37 +170,22 @@ def test_processor_settings_gpu_and_user_overrides(tmp_path, cove_requests):
 
 def test_top_k_reaches_vllm_sampling_params(tmp_path, monkeypatch):
     """judge.top_k in both vLLM paths, turned into ``vllm.SamplingParams`` as vLLM turns them: the chat request the
-    Serve engine sends its deployment (a stand-in handle records it), and the per-row ``sampling_params`` of the
-    ray.data.llm processor (its preprocess, captured before any Ray work). Unset: vLLM's own default."""
+    Serve engine sends (to the run's own deployment a plain body, which its replica turns into the request
+    (``chat_request``); to an attached application the request itself; a stand-in handle records both), and the
+    per-row ``sampling_params`` of the ray.data.llm processor (its preprocess, captured before any Ray work).
+    Unset: vLLM's own default."""
     import ray.data.llm
     import vllm
     from ray import serve
 
     from vbench_ray.judges.backends.vllm import VLLMBackend
+    from vbench_ray.judges.backends.vllm_serve import chat_request
     from vbench_ray.judges.engines import ServeEngine
 
     model = fake_model(tmp_path / "m")
     request = JudgeRequest("cove/1/base/vqr/frame_000000", [{"role": "user", "content": "Rate the picture."}])
-    sent = []
-
-    class Handle:  # the deployment handle's surface the engine uses: options(...).chat.remote(body)
-        chat = property(lambda self: self)
-
-        def options(self, **_):
-            return self
-
-        def remote(self, body):
-            sent.append(body)
-            return iter(
-                [
-                    {
-                        "choices": [{"message": {"content": "<answer>3.50</answer>"}}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": 4},
-                    }
-                ]
-            )
-
-    monkeypatch.setattr(serve, "get_deployment_handle", lambda *a, **k: Handle())
+    handle = FakeHandle()
+    monkeypatch.setattr(serve, "get_deployment_handle", lambda *a, **k: handle)
     rows = []
 
     def build_processor(config, preprocess, postprocess):
@@ -210,16 +195,51 @@ def test_top_k_reaches_vllm_sampling_params(tmp_path, monkeypatch):
     monkeypatch.setattr(ray.data.llm, "build_processor", build_processor)
     default_k = vllm.SamplingParams().top_k
     for top_k in (50, None):
-        cfg = vllm_cfg(model, top_k=top_k, temperature=1.0)
-        ((response,),) = list(ServeEngine(cfg).generate([request]))
-        assert response.text == "<answer>3.50</answer>" and response.error is None
-        assert sent[-1].top_k == top_k
-        assert sent[-1].to_sampling_params(16, {}).top_k == (default_k if top_k is None else top_k)
+        for app in (None, "their-llm-app"):
+            cfg = vllm_cfg(model, top_k=top_k, temperature=1.0, vllm={"serve_app": app})
+            ((response,),) = list(ServeEngine(cfg).generate([request]))
+            assert response.text == "<answer>3.50</answer>" and response.error is None
+            method, sent = handle.sent[-1]
+            if app is None:  # the run's own deployment: a plain body, the request built in its replica
+                assert method == "judge_chat" and isinstance(sent, dict) and sent["messages"] == request.messages
+                sent = chat_request(sent)
+            else:
+                assert method == "chat"
+            assert sent.top_k == top_k and sent.temperature == 1.0 and sent.stream is False
+            assert sent.to_sampling_params(16, {}).top_k == (default_k if top_k is None else top_k)
         with pytest.raises(RuntimeError, match="captured"):
             VLLMBackend(cfg)._build_dataset([request], [{}])
         params = vllm.SamplingParams(**rows[-1]["sampling_params"])
         assert params.top_k == (default_k if top_k is None else top_k) and params.temperature == 1.0
         assert ("top_k" in rows[-1]["sampling_params"]) == (top_k is not None)
+
+
+def test_a_judge_actor_calling_the_runs_deployment_never_imports_vllm(tmp_path):
+    """The judge actors call the run's Serve deployment without importing vLLM (about 9 s of CPU each, on a judge
+    round's path): in a fresh process, the engine the actors get (pickled, as Ray sends it) answers through a
+    stand-in handle, and neither vLLM nor Ray's Serve LLM request models are imported."""
+    import pickle
+
+    from vbench_ray.judges.engines import ServeEngine
+
+    engine = tmp_path / "engine.pkl"
+    engine.write_bytes(pickle.dumps(ServeEngine(vllm_cfg(fake_model(tmp_path / "m")))))
+    code = (
+        "import pickle, sys\n"
+        "from ray import serve\n"
+        "from vbench_ray.judges.base import JudgeRequest\n"
+        "from helpers.vllm_judge import FakeHandle\n"
+        "handle = FakeHandle()\n"
+        "serve.get_deployment_handle = lambda *a, **k: handle\n"
+        f"engine = pickle.loads(open({str(engine)!r}, 'rb').read())\n"
+        "out = list(engine.generate([JudgeRequest('r0', [{'role': 'user', 'content': 'hi'}])]))\n"
+        "heavy = [m for m in ('vllm', 'ray.serve.llm.openai_api_models') if m in sys.modules]\n"
+        "print(out[0][0].text, [m for m, _ in handle.sent], heavy)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["<answer>3.50</answer>", "['judge_chat']", "[]"], out.stdout
 
 
 def test_frame_sampling_kwargs():

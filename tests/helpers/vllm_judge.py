@@ -22,3 +22,30 @@ def vllm_cfg(model, env=None, **over):
         "video": {"fps": 2.0, "max_frames": 8, "max_pixels": 360 * 640},
     }
     return judge_cfg(**OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(over))))
+
+
+class FakeHandle:
+    """The deployment handle's surface the Serve engine uses: ``options(...).judge_chat.remote(body)`` (the run's own
+    deployment) and ``options(...).chat.remote(request)`` (an attached application); records what is sent."""
+
+    def __init__(self):
+        self.sent: list[tuple[str, object]] = []
+
+    def options(self, **_):
+        return self
+
+    def __getattr__(self, method):
+        if method not in ("chat", "judge_chat"):
+            raise AttributeError(method)
+        handle = self
+
+        class Method:
+            def remote(self, body):
+                handle.sent.append((method, body))
+                answer = {
+                    "choices": [{"message": {"content": "<answer>3.50</answer>"}}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 4},
+                }
+                return iter([answer])
+
+        return Method()

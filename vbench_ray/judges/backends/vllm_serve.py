@@ -56,8 +56,24 @@ def judge_server_cls():
                     time.perf_counter() - started,
                 )
 
+            async def judge_chat(self, body: dict):
+                """``chat`` with the request's body as a dict, answered as dicts: the judge actors calling it never
+                import vLLM (``chat_request``)."""
+                async for out in await self.chat(chat_request(body)):  # a coroutine returning the stream
+                    yield out.model_dump() if hasattr(out, "model_dump") else out
+
         _SERVER_CLS = JudgeLLMServer
     return _SERVER_CLS
+
+
+def chat_request(body: dict):
+    """The ``ChatCompletionRequest`` Serve LLM's ``chat`` takes, from a judge request's body. Its class subclasses
+    vLLM's (Ray 2.60 ``ray/llm/_internal/serve/core/configs/openai_api_models.py``), so importing it imports vLLM,
+    about 9 s of CPU: the run's own deployment builds it in its replica, where vLLM is loaded (``judge_chat``), and
+    only a judge attached to another application (``judge.vllm.serve_app``) builds it in the judge actor."""
+    from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+    return ChatCompletionRequest(**body)
 
 
 class ServeEngine(Engine):
@@ -158,7 +174,6 @@ class ServeEngine(Engine):
 
     def generate(self, requests: list[JudgeRequest]) -> Iterator[list[JudgeResponse]]:
         from ray import serve
-        from ray.serve.llm.openai_api_models import ChatCompletionRequest
         from vbench_ray.judges.backends.http import _postprocess
         from vbench_ray.judges.backends.media import IDX
 
@@ -167,9 +182,12 @@ class ServeEngine(Engine):
         handle = serve.get_deployment_handle(self.deployment, self.app).options(stream=True)
         calls = []
         for r in requests:  # all sent at once: the engine batches them
+            body = {"model": self.label, "messages": r.messages, "stream": False, **self.sampling}
             try:
-                body = ChatCompletionRequest(model=self.label, messages=r.messages, stream=False, **self.sampling)
-                calls.append((r, time.perf_counter(), handle.chat.remote(body)))
+                if self.attached:  # another application's LLMServer: its own ``chat``
+                    calls.append((r, time.perf_counter(), handle.chat.remote(chat_request(body))))
+                else:  # a body the replica validates (an invalid one fails that request there)
+                    calls.append((r, time.perf_counter(), handle.judge_chat.remote(body)))
             except Exception as exc:
                 calls.append((r, time.perf_counter(), exc))
         for r, t0, call in calls:
