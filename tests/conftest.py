@@ -68,8 +68,8 @@ def pytest_collection_modifyitems(session, config, items):
 # its own, with its own ``ray_local`` and its own session and module fixtures. A worker takes a unit of work at a time
 # (``pytest_xdist_make_scheduler``): a module (its module fixtures built once), the shared vLLM server's users (one
 # server; they are named ``test_real_vllm_server_*``, checked by tests/e2e/test_xdist_units.py) or the Serve tests
-# (one Serve proxy on the host). The heavy units go first, so that the two workers start on them and share out the
-# light modules after; the shared server's users stay last.
+# (one Serve controller: they share a worker's Ray). The heavy units go first, so that the two workers start on them
+# and share out the light modules after; the shared server's users stay last.
 HEAVY_UNITS = ("test_multinode.py", "serve", "test_judge_vllm.py", "test_job_submit.py")
 SERVE_MODULES = ("test_judge_serve.py", "test_judge_serve_faults.py")
 SERVER_TESTS = "test_real_vllm_server"

@@ -1,7 +1,7 @@
 """A vLLM judge as a Ray Serve LLM deployment (``ray.serve.llm``) on the CPU stack: started once by the run,
 called from the stream's judge actors through its deployment handle, kept across re-ask rounds and across
 phases (ViDiC's judge and error-analysis phases share one judge config), started again by Serve when its replica
-is lost (each replica records its own load), and deleted at the end.
+is lost (each replica records its own load), and deleted at the end; Serve runs no HTTP proxy for it.
 
 The tiny random-weight Qwen2 (text only: ViDiC's judge answers from the description) answers gibberish, so
 every judge request is re-asked: the rounds are real. One engine start costs about a minute on 2 cores: the run
@@ -97,11 +97,12 @@ def test_vllm_judge_served_once_for_every_round_and_phase_and_reloaded_when_lost
     killer.start()
     try:
         summary = run(cfg).summary
-        apps_after = dict(serve.status().applications)
+        status = serve.status()
+        apps_after, proxies = dict(status.applications), dict(status.proxies)
     finally:
         stop.set()
         killer.join()
-        serve.shutdown()  # the controller and proxy too: later tests share this Ray session
+        serve.shutdown()  # the controller too: later tests share this Ray session
         kill_tagged(tag)
     judge = summary["judge"]
     assert judge["judge"]["backend"] == "vllm" and judge["judge"]["n_requests"] > 0
@@ -123,6 +124,7 @@ def test_vllm_judge_served_once_for_every_round_and_phase_and_reloaded_when_lost
     assert loads[0]["time"] < killed["time"] < loads[1]["time"], (loads, killed)
     assert len({loads[0]["pid"], loads[1]["pid"], os.getpid()}) == 3
     assert not any(name.startswith("vbench-judge-") for name in apps_after)  # the run deleted its deployment
+    assert proxies == {}  # reached through handles only: Serve started no HTTP proxy (nothing bound port 8000)
 
 
 @pytest.mark.ray

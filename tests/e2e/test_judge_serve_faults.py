@@ -65,6 +65,7 @@ def test_a_serve_replica_lost_mid_call_spends_no_budget_once_serve_has_it_back(r
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
     deployment = serve.deployment(FlakyChat, name="judge-flaky", ray_actor_options={"num_cpus": 0})
+    serve.start(proxy_location="Disabled")  # handles only, as the run's own judge deployment
     serve.run(deployment.bind(str(tmp_path / "killed")), name=APP, route_prefix=None)
     try:
         cfg = OmegaConf.merge(

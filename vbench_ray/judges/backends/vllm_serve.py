@@ -120,6 +120,10 @@ class ServeEngine(Engine):
             return self
         from ray.serve.llm import build_llm_deployment
 
+        # Judge actors call the deployment through its handle only: no HTTP proxy, which Serve otherwise starts on
+        # every node with a replica, bound to port 8000 (Ray 2.60 ``serve.config.ProxyLocation``). A Serve already
+        # running on the cluster keeps its own settings (Serve warns that these are ignored).
+        serve.start(proxy_location="Disabled")
         # each replica records its own load, a replica Serve restarts (process or node lost) its reload too
         serve.run(
             build_llm_deployment(
