@@ -24,12 +24,19 @@ def vllm_cfg(model, env=None, **over):
     return judge_cfg(**OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(over))))
 
 
+ANSWER = {
+    "choices": [{"message": {"content": "<answer>3.50</answer>"}}],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 4},
+}
+
+
 class FakeHandle:
     """The deployment handle's surface the Serve engine uses: ``options(...).judge_chat.remote(body)`` (the run's own
-    deployment) and ``options(...).chat.remote(request)`` (an attached application); records what is sent."""
+    deployment) and ``options(...).chat.remote(request)`` (an attached application). ``sent`` records each call as
+    ``(method, what was sent)``; every call is answered with ``ANSWER``."""
 
-    def __init__(self):
-        self.sent: list[tuple[str, object]] = []
+    def __init__(self, method: str | None = None, sent: list | None = None):
+        self.method, self.sent = method, [] if sent is None else sent
 
     def options(self, **_):
         return self
@@ -37,15 +44,8 @@ class FakeHandle:
     def __getattr__(self, method):
         if method not in ("chat", "judge_chat"):
             raise AttributeError(method)
-        handle = self
+        return FakeHandle(method, self.sent)
 
-        class Method:
-            def remote(self, body):
-                handle.sent.append((method, body))
-                answer = {
-                    "choices": [{"message": {"content": "<answer>3.50</answer>"}}],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 4},
-                }
-                return iter([answer])
-
-        return Method()
+    def remote(self, body):
+        self.sent.append((self.method, body))
+        return iter([ANSWER])
