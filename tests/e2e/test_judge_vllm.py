@@ -69,11 +69,6 @@ def with_video(request: JudgeRequest, suffix: str, video, part=video_part) -> Ju
 
 
 @pytest.fixture(scope="module")
-def tiny_vl(tiny_qwen2_vl_dir) -> Path:
-    return tiny_qwen2_vl_dir
-
-
-@pytest.fixture(scope="module")
 def media(tmp_path_factory) -> dict:
     """A 4 s and a 2.5 s 8 fps 112x112 mp4 (32 and 20 frames), the first frame as a png, a corrupt 'mp4' and the
     path of a missing one."""
@@ -128,7 +123,7 @@ class Recording:
 
 
 @pytest.fixture(scope="module")
-def stage_run(ray_local, tiny_vl, media, cove_requests, worker_env, tmp_path_factory):
+def stage_run(ray_local, tiny_qwen2_vl_dir, media, cove_requests, worker_env, tmp_path_factory):
     from vbench_ray.judges.backends import build_backend
     from vbench_ray.judges.log import JudgeLog
     from vbench_ray.judges.stage import JudgeStage
@@ -146,7 +141,7 @@ def stage_run(ray_local, tiny_vl, media, cove_requests, worker_env, tmp_path_fac
         with_video(first, "image", media["frame"], part=image_part),
     ]
     requests = cove_requests + extra
-    backend = Recording(build_backend(vllm_cfg(tiny_vl, worker_env, video=FRAMES)))
+    backend = Recording(build_backend(vllm_cfg(tiny_qwen2_vl_dir, worker_env, video=FRAMES)))
     run_dir = tmp_path_factory.mktemp("vllm_stage_run")
     t0 = time.perf_counter()
     results = JudgeStage(backend, JudgeLog(run_dir), max_retries=MAX_RETRIES).run(requests)

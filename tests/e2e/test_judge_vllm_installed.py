@@ -22,11 +22,6 @@ from helpers.tiny.procs import TAG_VAR, kill_tagged, new_tag
 COVE = REPO / "configs" / "cove.yaml"
 
 
-@pytest.fixture(scope="module")
-def tiny_vl(tiny_qwen2_vl_dir):
-    return tiny_qwen2_vl_dir
-
-
 def test_torchvision_as_installed_imports_without_its_c_extension():
     import torch
     import torchvision
@@ -47,7 +42,7 @@ def test_torchvision_as_installed_imports_without_its_c_extension():
 
 
 @pytest.mark.slow
-def test_the_default_judge_as_installed_answers(cove_data, tiny_vl, vllm_cache_root, tmp_path):
+def test_the_default_judge_as_installed_answers(cove_data, tiny_qwen2_vl_dir, vllm_cache_root, tmp_path):
     """``vbench-ray run`` with the default judge backend on the tiny Qwen2-VL, in a user's environment: the Serve
     LLM deployment loads once (Qwen2-VL's vLLM module and processors import torchvision) and answers every judge
     request of the case, its videos included. The video tokens are counted in ``test_judge_vllm.py``. The run's
@@ -59,7 +54,7 @@ def test_the_default_judge_as_installed_answers(cove_data, tiny_vl, vllm_cache_r
         out,
         "metrics.enabled=[IFS]",
         "run.limit=1",
-        f"judge.model={tiny_vl}",
+        f"judge.model={tiny_qwen2_vl_dir}",
         "judge.vllm.cpu=true",
         "judge.vllm.max_model_len=4096",
         "judge.max_tokens=16",  # the paper judge's 16384 does not fit the tiny model's 4096
@@ -88,7 +83,7 @@ def test_the_default_judge_as_installed_answers(cove_data, tiny_vl, vllm_cache_r
     assert all(isinstance(r["text"], str) and r["prompt_tokens"] > 0 and r["completion_tokens"] >= 1 for r in records)
 
 
-def test_a_judge_worker_without_torchvision_is_refused_up_front(tiny_vl, tmp_path):
+def test_a_judge_worker_without_torchvision_is_refused_up_front(tiny_qwen2_vl_dir, tmp_path):
     """Preflight imports torchvision with the workers' environment (``judge.env_vars``); where it fails (here a
     package that raises what PyPI's torchvision raised beside CPU torch before ``make setup`` guarded it), the run
     is refused before Ray starts, with the error and what to do."""
@@ -100,11 +95,11 @@ def test_a_judge_worker_without_torchvision_is_refused_up_front(tiny_vl, tmp_pat
     broken = tmp_path / "broken" / "torchvision"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
-    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), {"backend": "vllm", "model": str(tiny_vl)})
+    cfg = OmegaConf.merge(OmegaConf.structured(JudgeConfig), {"backend": "vllm", "model": str(tiny_qwen2_vl_dir)})
     assert vision_problem(cfg, "judge") is None  # torchvision as installed
     without = OmegaConf.merge(cfg, {"env_vars": {"PYTHONPATH": str(broken.parent)}})
     problem = vision_problem(without, "judge")
     assert "`judge.backend` = vllm with the vision-language model" in problem
     assert "operator torchvision::nms does not exist" in problem and "make setup" in problem
-    text_only = OmegaConf.merge(without, {"model": str(tiny_vl.parent)})  # no config.json there: not checked
+    text_only = OmegaConf.merge(without, {"model": str(tiny_qwen2_vl_dir.parent)})  # no config.json there: not checked
     assert vision_problem(text_only, "judge") is None
