@@ -70,7 +70,7 @@ def pytest_collection_modifyitems(session, config, items):
 # server; they are named ``test_real_vllm_server_*``, checked by tests/e2e/test_xdist_units.py) or the Serve tests
 # (one Serve controller: they share a worker's Ray). The heavy units go first, so that the two workers start on them
 # and share out the light modules after; the shared server's users stay last.
-HEAVY_UNITS = ("test_multinode.py", "serve", "test_judge_vllm.py", "test_job_submit.py")
+HEAVY_UNITS = ("test_multinode.py", "test_judge_vllm_installed.py", "test_job_submit.py", "test_judge_vllm.py", "serve")
 SERVE_MODULES = ("test_judge_serve.py", "test_judge_serve_faults.py")
 SERVER_TESTS = "test_real_vllm_server"
 

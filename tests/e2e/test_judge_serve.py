@@ -1,130 +1,55 @@
-"""A vLLM judge as a Ray Serve LLM deployment (``ray.serve.llm``) on the CPU stack: started once by the run,
-called from the stream's judge actors through its deployment handle, kept across re-ask rounds and across
-phases (ViDiC's judge and error-analysis phases share one judge config), started again by Serve when its replica
-is lost (each replica records its own load), and deleted at the end; Serve runs no HTTP proxy for it.
-
-The tiny random-weight Qwen2 (text only: ViDiC's judge answers from the description) answers gibberish, so
-every judge request is re-asked: the rounds are real. One engine start costs about a minute on 2 cores: the run
-and the replica's restart share one run (one Serve application per pytest run)."""
+"""A vLLM judge as a Ray Serve LLM deployment (``ray.serve.llm``): what the run asks of the cluster for it, and the
+deployment's life (started by the run without an HTTP proxy, deleted at the end). The deployment serving a run end
+to end, across re-ask rounds and a lost replica, is the CLI run of ``test_judge_vllm_installed.py`` (one Serve LLM
+application per pytest run: an engine start costs about a minute on 2 cores); a replica lost mid-call is
+``test_judge_serve_faults.py``."""
 
 from __future__ import annotations
 
-import json
-import threading
-from pathlib import Path
 
 import pytest
 
 from helpers.common import REPO
-from helpers.tiny.procs import kill_tagged, new_tag, vllm_env
-
-VIDIC = REPO / "configs" / "vidic.yaml"
 
 
-def kill_first_replica_once_loaded(engines_log: Path, found: dict, stop: threading.Event) -> None:
-    """Once the run's replica has recorded its load in ``engines_log``, kill its actor (no restart by Ray: Serve's
-    controller starts a replacement, as for a replica lost to the OOM killer or a node); ``found`` gets the killed
-    actor's name and when it was killed."""
-    import time
+class Answers:
+    """A stand-in for the replica of Serve LLM's deployment (the model is not what is tested here)."""
 
-    import ray
-
-    while not stop.is_set():
-        lines = engines_log.read_text().splitlines() if engines_log.exists() else []
-        replicas = [
-            a
-            for a in ray.util.list_named_actors(all_namespaces=True)
-            if "SERVE_REPLICA" in a["name"] and "vbench-judge-" in a["name"]
-        ]
-        if lines and replicas:
-            ray.kill(ray.get_actor(replicas[0]["name"], namespace=replicas[0]["namespace"]), no_restart=True)
-            found["replica"], found["time"] = replicas[0]["name"], time.time()
-            return
-        stop.wait(0.2)
+    async def check_health(self) -> None:
+        return None
 
 
 @pytest.mark.ray
-@pytest.mark.slow
-def test_vllm_judge_served_once_for_every_round_and_phase_and_reloaded_when_lost(
-    ray_local, tiny_qwen2_dir, vllm_cache_root, tmp_path
-):
-    """One run: the deployment answers every round; its replica, killed once loaded, is started again by Serve and
-    appends a second load of its own (after the kill; its pid, not the driver's nor the first replica's)."""
-    import os
-
+def test_the_run_deploys_its_judge_without_an_http_proxy_and_deletes_it_at_the_end(ray_local, tiny_qwen2_dir):
+    """``ServeEngine.start`` on a Ray where Serve is not running yet: the judge's application runs, reached through
+    handles only (Serve started no HTTP proxy: nothing bound port 8000); ``stop`` deletes it. The application is a
+    stand-in for Serve LLM's (``ServeEngine.application``); the real one is the CLI run's of
+    ``test_judge_vllm_installed.py``, started once per pytest run."""
+    from omegaconf import OmegaConf
     from ray import serve
 
-    from helpers.vidic_runs import DESCRIPTION, script  # the scripted descriptions of the model under test
-    from vbench_ray.configure import load_config
-    from vbench_ray.runner import run
-    from vbench_ray.synth.vidic import synth_vidic
+    from vbench_ray.judges.backends.vllm_serve import ServeEngine
+    from vbench_ray.judges.base import JudgeConfig
 
-    model = tiny_qwen2_dir
-    data = synth_vidic(tmp_path / "vidic", n=2, seed=0)
-    answers = tmp_path / "descriptions.jsonl"
-    script(Path(data["checklist"]), answers, describe=lambda item: DESCRIPTION, answer=lambda i, t, g: "")
-    tag = new_tag()
-    env = vllm_env(tmp_path / "vllm", tag, cache_root=vllm_cache_root)
-    out = tmp_path / "run"
-    cfg = load_config(
-        VIDIC,
-        [
-            f"data.checklist={data['checklist']}",
-            f"data.video_root={data['video_root']}",
-            f"output.dir={out}",
-            "wandb.mode=disabled",
-            "report.enabled=false",
-            "stats.bootstrap_samples=50",
-            "model.backend=replay",
-            f"model.replay_path={answers}",
-            "model.max_retries=0",
-            "judge.backend=vllm",
-            f"judge.model={model}",
-            "judge.max_tokens=8",
-            "judge.max_retries=1",
-            "judge.vllm.cpu=true",
-            "judge.vllm.max_model_len=1024",
-            "judge.vllm.batch_size=8",
-            "judge.max_invalid_fraction=1.0",
-            "judge.parse=lenient",
-            "error_analysis.enabled=true",
-            *[f"judge.env_vars.{k}={v}" for k, v in env.items()],
-        ],
+    class StandInEngine(ServeEngine):
+        def application(self):
+            return serve.deployment(Answers, name=self.deployment, ray_actor_options={"num_cpus": 0}).bind()
+
+    cfg = OmegaConf.merge(
+        OmegaConf.structured(JudgeConfig), {"backend": "vllm", "model": str(tiny_qwen2_dir), "vllm": {"cpu": True}}
     )
-    killed: dict = {}
-    stop = threading.Event()
-    killer = threading.Thread(target=kill_first_replica_once_loaded, args=(out / "engines.jsonl", killed, stop))
-    killer.start()
+    serve.shutdown()  # a Serve left by another test of this worker would keep its own proxy settings
+    engine = StandInEngine(cfg)
     try:
-        summary = run(cfg).summary
+        engine.start()
         status = serve.status()
-        apps_after, proxies = dict(status.applications), dict(status.proxies)
+        assert status.applications[engine.app].status == "RUNNING"
+        assert list(status.applications[engine.app].deployments) == [engine.deployment]
+        assert status.proxies == {}
+        engine.stop()
+        assert engine.app not in serve.status().applications
     finally:
-        stop.set()
-        killer.join()
         serve.shutdown()  # the controller too: later tests share this Ray session
-        kill_tagged(tag)
-    judge = summary["judge"]
-    assert judge["judge"]["backend"] == "vllm" and judge["judge"]["n_requests"] > 0
-    records = [json.loads(x) for x in (out / "judge_log.jsonl").read_text().splitlines()]
-    # the judge's requests (ids vidic/{case}/{variant}/{stage}/{group}): the judge phase's and the error analysis's
-    judge_records = [r for r in records if r["request_id"].split("/")[3] in ("judge", "error")]
-    # a send lost with the killed replica is logged as an engine fault and spends none of the request's budget
-    assert all(r["text"] is None and "vllm serve" in r["error"] for r in judge_records if r["engine_fault"])
-    answered = [r for r in judge_records if not r["engine_fault"]]
-    assert all(r["backend"] == "vllm" and r["text"] is not None for r in answered)  # answered by the engine
-    judged = [r["request_id"] for r in answered if r["request_id"].split("/")[3] == "judge"]
-    # two rounds: every gibberish answer of the judge phase was asked again, once (judge.max_retries=1)
-    assert judged and all(judged.count(rid) == 2 for rid in judged), judged
-    loads = [json.loads(x) for x in (out / "engines.jsonl").read_text().splitlines()]
-    assert killed, "the run ended before its replica was loaded"
-    # one deployment for both phases and every round: its first replica's load, and the load of the replica Serve
-    # started in place of the one killed (a deployment started again per round or phase would add loads)
-    assert [x["backend"] for x in loads] == ["vllm-serve", "vllm-serve"], loads
-    assert loads[0]["time"] < killed["time"] < loads[1]["time"], (loads, killed)
-    assert len({loads[0]["pid"], loads[1]["pid"], os.getpid()}) == 3
-    assert not any(name.startswith("vbench-judge-") for name in apps_after)  # the run deleted its deployment
-    assert proxies == {}  # reached through handles only: Serve started no HTTP proxy (nothing bound port 8000)
 
 
 @pytest.mark.ray

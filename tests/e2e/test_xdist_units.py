@@ -66,7 +66,8 @@ def test_a_worker_runs_the_heavy_units_first_and_the_shared_servers_users_last_a
     units = [u for _, _, u in items]
     order = [u for i, u in enumerate(units) if i == 0 or units[i - 1] != u]
     assert len(order) == len(set(order)), order  # each unit's tests one after another
-    assert order[:4] == ["test_multinode.py", "serve", "test_judge_vllm.py", "test_job_submit.py"], order
+    heavy = ["test_multinode.py", "test_judge_vllm_installed.py", "test_job_submit.py", "test_judge_vllm.py", "serve"]
+    assert order[:5] == heavy, order
     assert order[-1] == "tiny_vllm_server"
 
 

@@ -118,21 +118,21 @@ class ServeEngine(Engine):
                 )
             self.deployment = next(iter(apps[self.app].deployments))
             return self
-        from ray.serve.llm import build_llm_deployment
-
         # Judge actors call the deployment through its handle only: no HTTP proxy, which Serve otherwise starts on
         # every node with a replica, bound to port 8000 (Ray 2.60 ``serve.config.ProxyLocation``). A Serve already
         # running on the cluster keeps its own settings (Serve warns that these are ignored).
         serve.start(proxy_location="Disabled")
-        # each replica records its own load, a replica Serve restarts (process or node lost) its reload too
-        serve.run(
-            build_llm_deployment(
-                self.llm_config(), override_serve_options={"name": self.deployment}, deployment_cls=judge_server_cls()
-            ),
-            name=self.app,
-            route_prefix=None,
-        )
+        serve.run(self.application(), name=self.app, route_prefix=None)
         return self
+
+    def application(self):
+        """The Serve application the run deploys: Serve LLM's deployment of ``llm_config`` whose replicas each
+        record their own load (a replica Serve restarts, its process or node lost, records its reload too)."""
+        from ray.serve.llm import build_llm_deployment
+
+        return build_llm_deployment(
+            self.llm_config(), override_serve_options={"name": self.deployment}, deployment_cls=judge_server_cls()
+        )
 
     def stop(self) -> None:
         if not self.attached:
