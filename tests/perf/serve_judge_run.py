@@ -1,4 +1,5 @@
-"""A Serve LLM judge's run as a user starts it, timed: the installed judge's CLI run (``test_judge_vllm_installed.py``).
+"""A Serve LLM judge's run as a user starts it, timed: the installed judge's CLI run (``test_judge_vllm_installed.py``)
+without its replica kill and re-asks.
 
     python tests/perf/serve_judge_run.py [--repeat 1] [--before REV]
 
