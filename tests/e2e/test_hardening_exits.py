@@ -191,7 +191,8 @@ def test_item10_verify_on_a_bundle_with_a_bad_task_id(tmp_path, capsys):
     from vbench_ray.agentic import synth_agentic
     from vbench_ray.cli import main
 
-    tasks = Path(synth_agentic(tmp_path / "ag", seed=0)["tasks_dir"])
+    one = dict(n_assembly=1, n_sequencing=0, n_repair=0, n_repurpose=0)  # one task is all this needs
+    tasks = Path(synth_agentic(tmp_path / "ag", seed=0, **one)["tasks_dir"])
     task = tmp_path / "bad"
     shutil.copytree(sorted(p for p in tasks.iterdir() if p.is_dir())[0], task)
     spec = json.loads((task / "task.json").read_text())
