@@ -69,11 +69,13 @@ def test_the_default_judge_as_installed_answers_every_round_and_is_reloaded_when
     starts one Serve LLM deployment (Qwen2-VL's vLLM module and processors import torchvision), which answers every
     judge request of the case, its videos included, in every re-ask round (the random weights answer gibberish, so
     each request is asked again once: ``judge.max_retries=1``). Its replica, SIGKILLed once loaded, is started again
-    by Serve and appends a second load of its own; the sends lost with it are engine faults and spend none of a
-    request's budget. The video tokens are counted in ``test_judge_vllm.py``; that one engine serves every phase of
-    a run is the engine registry's rule, whatever the backend (``test_streaming.py``); the deployment's start without
-    an HTTP proxy and its deletion in ``test_judge_serve.py``. The run's Ray (and so its replica) inherits the
-    session's ``VLLM_CACHE_ROOT``; nothing else differs from a user's run."""
+    by Serve and appends a second load of its own; a send lost with it is an engine fault that spends none of a
+    request's budget (checked where one was lost: the judge actors usually send after the restart; a replica lost
+    mid-call for certain is ``test_judge_serve_faults.py``). The video tokens are counted in
+    ``test_judge_vllm.py``; that one engine serves every phase of a run is the engine registry's rule, whatever the
+    backend (``test_streaming.py``); the deployment's start without an HTTP proxy and its deletion are checked in
+    ``test_judge_serve.py``. The run's Ray (and so its replica) inherits the session's ``VLLM_CACHE_ROOT``; nothing
+    else differs from a user's run."""
     tag = new_tag()
     out = tmp_path / "run"
     args = cove_overrides(
