@@ -4,8 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu.txt
-# uv installs the package's ~200 dependencies (same constraints, same resolution as pip: docs/stack.md) in a
-# third of pip's time; it compiles their bytecode as pip does (an interpreter may be told not to write it later)
+# uv installs the package's ~200 dependencies (same constraints, same resolution as pip: docs/stack.md) in
+# under half of pip's time; it compiles their bytecode as pip does (an interpreter may be told not to write it later)
 UV_PIP := $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -c constraints/cpu.txt
 
 .PHONY: setup demo test test-fast lint perf browser mutate clean
@@ -46,7 +46,8 @@ browser:
 # clusters starting); `make test TEST_WORKERS=0` runs the suite in this process (docs/testing.md)
 # PYTHONDONTWRITEBYTECODE emptied: a clean clone has no bytecode for the package and the tests, and where the
 # environment sets it (the shells of the machine docs/testing.md measures on do), every process of the suite (two
-# workers, ~100 Ray actors, ~300 CLI runs) would compile them again, and each worker rewrite every test's asserts.
+# workers, ~100 Ray actors, ~300 short Python subprocesses) would compile them again, and each worker rewrite
+# every test's asserts.
 TEST_WORKERS ?= 2
 test: setup browser lint
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
