@@ -13,6 +13,7 @@ server (stdlib, 127.0.0.1).
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -219,6 +220,55 @@ def test_a_truncated_body_is_an_http_retry_not_a_reask():
         judge.close()
     assert "IncompleteRead: the response was cut short (after 1 attempt(s))" in response.error
     assert "preparing the request" not in response.error
+
+
+def _serve_one_post_then_vanish() -> tuple[str, list]:
+    """A server that takes one connection, reads the post, stops listening, then closes that connection without an
+    answer: the client's first attempt reached it, its retry is refused (in that order, whatever the timing)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list = []
+
+    def serve():
+        conn, _ = listener.accept()
+        accepted.append(conn.recv(65536))
+        listener.close()
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/v1", accepted
+
+
+def test_a_request_that_reached_no_server_spends_nothing_and_a_server_gone_counts_as_down():
+    """The race the mid-run test above met under load: the request whose first attempt the dying server closed
+    (reached, then refused on its retry) must not clear the down count the other requests build; and a request none
+    of whose attempts connected reached no server, so it comes back unsent (its budget whole for a resume)."""
+    from omegaconf import OmegaConf
+
+    from vbench_ray.judges.backends.http import DOWN_AFTER, HTTPBackend, endpoint_down
+    from vbench_ray.judges.base import JudgeConfig, JudgeRequest
+
+    base_url, accepted = _serve_one_post_then_vanish()
+    cfg = OmegaConf.merge(
+        OmegaConf.structured(JudgeConfig()),
+        {"backend": "http", "model": "j", "http": {"base_url": base_url, "max_retries": 1, "retry_wait_s": 0.05}},
+    )
+    backend = HTTPBackend(cfg)
+
+    def ask(i: int):
+        ((response,),) = list(backend.generate([JudgeRequest(f"r{i}", [{"role": "user", "content": f"q{i}"}])]))
+        return response
+
+    first = ask(0)
+    assert len(accepted) == 1 and first.sent  # the server had it (and closed the connection): an attempt spent
+    assert first.error.endswith("Connection refused> (after 2 attempt(s))")
+    assert not endpoint_down(backend.url)  # one request in a row ended refused
+    refused = [ask(i) for i in range(1, DOWN_AFTER)]
+    for r in refused:
+        assert not r.sent and r.error.endswith("Connection refused> (after 2 attempt(s))")
+    # DOWN_AFTER requests in a row ended refused, the first one included: the endpoint is down for this process
+    assert "Connection refused" in endpoint_down(backend.url)
+    last = ask(DOWN_AFTER)
+    assert not last.sent and "not sent: the endpoint is down" in last.error and len(accepted) == 1
 
 
 def test_probe_sends_nothing_and_names_the_endpoint():

@@ -13,7 +13,7 @@ One generic loop for every benchmark (docs/architecture.md, "Judges"):
    request is sent at most ``judge.max_retries + 1`` times in all; raising ``judge.max_retries`` on a resume
    grants more. Attempts are numbered in the order sent (a re-ask after a transport failure is attempt 2,
    not a second attempt 1). A request that was never sent (``JudgeResponse.sent`` False: the endpoint was
-   found down) spends nothing and is not logged: a later run asks it.
+   found down, or none of its attempts could connect) spends nothing and is not logged: a later run asks it.
 6. A send lost with its replica (``JudgeResponse.engine_fault``: the process or node of the hf replica or the
    Serve LLM replica serving it died, the engine waited until Ray had restarted it or Serve replaced it;
    ``judges/engine.lost_replica_fault``) is logged (``engine_fault`` true) and sent again as it was, and the first

@@ -15,8 +15,11 @@ are unaffected):
   waiting ``retry_wait_s * 2**attempt`` seconds or the server's ``Retry-After`` (at most 60 s); other 4xx are not;
 * ``judge.http.qps``: attempts start no closer than ``1 / qps`` seconds apart (per process);
 * an endpoint that accepts no connection is found before anything is computed (``probe``: a TCP connection, nothing
-  sent) and, once ``DOWN_AFTER`` requests in a row could not connect, is sent nothing more by this process
-  (``JudgeResponse.sent`` False: no attempt spent, nothing logged); the run then stops with its error.
+  sent) and, once ``DOWN_AFTER`` requests in a row ended on an attempt that could not connect, is sent nothing more
+  by this process; the run then stops with its error. A request none of whose attempts connected reached no server
+  (``JudgeResponse.sent`` False, as one not sent at all: no attempt of its budget spent, nothing logged), so a
+  resume once the endpoint is back asks it with its whole budget, however the requests in flight when the
+  endpoint went away happened to interleave.
 
 Sampling: ``judge.http.send_sampling=false`` leaves temperature, top_p, top_k, max_tokens and seed out of the body,
 for APIs that accept only their defaults (the official ViDiC judge, gpt-5-mini, is called with none).
@@ -290,15 +293,16 @@ class HTTPBackend(JudgeBackend):
             self._next_slot = slot + 1.0 / self.qps
         time.sleep(max(0.0, slot - now))
 
-    def _post(self, payload: dict) -> dict:
-        """One request with its transport retries -> ``{http_body, http_error, http_latency_s}``."""
+    def _post(self, payload: dict) -> tuple[dict, bool]:
+        """One request with its transport retries -> (``{http_body, http_error, http_latency_s}``, whether any
+        attempt reached the server)."""
         row = {IDX: 0, "http_body": "", "http_error": "", "http_latency_s": -1.0}
         body = json.dumps(payload).encode()
         headers = {"Content-Type": "application/json", **self.headers()}
-        error, attempts, reached = "not sent", 0, False
+        error, attempts, reached, connected = "not sent", 0, False, False
         for attempt in range(self.max_retries + 1):
             attempts = attempt + 1
-            wait = None
+            wait, connected = None, True  # this attempt's: False once it could not connect
             self._pace()
             t0 = time.monotonic()
             try:
@@ -310,7 +314,7 @@ class HTTPBackend(JudgeBackend):
                         http_latency_s=time.monotonic() - t0,
                     )
                     _note_reach(self.url, None)
-                    return row
+                    return row, True
             except urllib.error.HTTPError as exc:
                 reached = True
                 error = f"HTTP {exc.code}: {error_detail(exc.read().decode('utf-8', errors='replace'))}"
@@ -324,15 +328,18 @@ class HTTPBackend(JudgeBackend):
                 reached = True
                 error = f"{type(exc).__name__}: the response was cut short"
             except (urllib.error.URLError, ConnectionError, OSError) as exc:
-                reached = reached or not _unreachable(exc)
+                connected = not _unreachable(exc)
+                reached = reached or connected
                 error = f"{type(exc).__name__}: {short(str(exc), 200)}"
             if attempt < self.max_retries and not endpoint_down(self.url):
                 time.sleep(wait if wait is not None else self.retry_wait_s * 2**attempt)
             elif attempt < self.max_retries:
                 break  # other requests found the endpoint down meanwhile: stop spending attempts
-        _note_reach(self.url, None if reached else error)
+        # the endpoint's state is what the last attempt found: a server that closed a first attempt's connection
+        # and then refused the retry is gone, and must not clear the count the other requests in flight build
+        _note_reach(self.url, None if connected else error)
         row["http_error"] = f"{error} (after {attempts} attempt(s))"
-        return row
+        return row, reached
 
     def _one(self, request: JudgeRequest) -> JudgeResponse:
         secrets = self._secrets
@@ -358,8 +365,11 @@ class HTTPBackend(JudgeBackend):
                     f"http: preparing the request failed: {type(exc).__name__}: {short(str(exc), 200)}", secrets
                 ),
             )
-        out = _postprocess(self._post(payload))
+        row, reached = self._post(payload)
+        out = _postprocess(row)
         error = scrub(out.get("error"), secrets)
+        if not reached:  # no attempt connected: nothing reached a server, so nothing of its budget is spent
+            return JudgeResponse(request.request_id, error=error, model=self.model_label, sent=False)
         text = scrub(out.get("text"), secrets) if error is None else None  # a server may echo the key
         return JudgeResponse(
             request.request_id,
