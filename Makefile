@@ -3,10 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/cpu.txt
+# No bytecode is compiled at install: compiling every module of the ~200 packages (torch, vLLM, transformers, Ray
+# whole) took more than half of `make setup` (docs/stack.md), and a run imports a small part of them; the first
+# process that imports a module writes its bytecode (`make demo` and `make test` let it, below), the rest read it.
+PIP    := $(PY) -m pip install -q --disable-pip-version-check --no-compile -c constraints/cpu.txt
 # uv installs the package's ~200 dependencies (same constraints, same resolution as pip: docs/stack.md) in
-# under half of pip's time; it compiles their bytecode as pip does (an interpreter may be told not to write it later)
-UV_PIP := $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -c constraints/cpu.txt
+# under half of pip's time
+UV_PIP := $(VENV)/bin/uv pip install -q --python $(PY) -c constraints/cpu.txt
 
 .PHONY: setup demo test test-fast lint perf browser mutate clean
 
@@ -31,7 +34,7 @@ $(STAMP): pyproject.toml constraints/cpu.txt
 setup: $(STAMP)
 
 demo: setup
-	$(VENV)/bin/vbench-ray demo --out runs/demo
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/vbench-ray demo --out runs/demo
 
 # Headless Chromium renders report.html in the report test (Debian's package; needs root or sudo).
 browser:
@@ -44,10 +47,10 @@ browser:
 # -n: pytest-xdist workers, two by default: a worker takes a module at a time, the heavy ones (multi-node cluster,
 # Serve, vLLM engines, the user's clone) first (tests/conftest.py), so the second fills the first's waits (engines and
 # clusters starting); `make test TEST_WORKERS=0` runs the suite in this process (docs/testing.md)
-# PYTHONDONTWRITEBYTECODE emptied: a clean clone has no bytecode for the package and the tests, and where the
-# environment sets it (the shells of the machine docs/testing.md measures on do), every process of the suite (two
-# workers, ~100 Ray actors, ~300 short Python subprocesses) would compile them again, and each worker rewrite
-# every test's asserts.
+# PYTHONDONTWRITEBYTECODE emptied: a clean clone has no bytecode (the package, its tests, the dependencies: `make
+# setup` compiles none), and where the environment sets it (the shells of the machine docs/testing.md measures on
+# do), every process of the suite (two workers, ~100 Ray actors, ~300 short Python subprocesses) would compile what
+# it imports again, and each worker rewrite every test's asserts.
 TEST_WORKERS ?= 2
 test: setup browser lint
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
