@@ -21,13 +21,14 @@ class Answers:
 @pytest.mark.ray
 def test_the_run_deploys_its_judge_without_an_http_proxy_and_deletes_it_at_the_end(ray_local, tiny_qwen2_dir):
     """``ServeEngine.start`` on a Ray where Serve is not running yet: the judge's application runs, reached through
-    handles only (Serve started no HTTP proxy: nothing bound port 8000); ``stop`` deletes it. The application is a
-    stand-in for Serve LLM's (``ServeEngine.application``); the real one is the CLI run's of
-    ``test_judge_vllm_installed.py``, started once per pytest run."""
+    handles only (Serve started no HTTP proxy: nothing bound port 8000); ``stop`` deletes it, and ends Serve when
+    the run started it (not a Serve that was running before). The application is a stand-in for Serve LLM's
+    (``ServeEngine.application``); the real one is the CLI run's of ``test_judge_vllm_installed.py``, started once
+    per pytest run."""
     from omegaconf import OmegaConf
     from ray import serve
 
-    from vbench_ray.judges.backends.vllm_serve import ServeEngine
+    from vbench_ray.judges.backends.vllm_serve import ServeEngine, serve_running
     from vbench_ray.judges.base import JudgeConfig
 
     class StandInEngine(ServeEngine):
@@ -45,7 +46,13 @@ def test_the_run_deploys_its_judge_without_an_http_proxy_and_deletes_it_at_the_e
         assert status.applications[engine.app].status == "RUNNING"
         assert status.proxies == {}
         engine.stop()
-        assert engine.app not in serve.status().applications
+        assert not serve_running()  # the run started Serve: its (detached) controller ends with the run
+        # a Serve running before the run (as on a long-lived cluster) keeps running; the run's application goes
+        serve.start(proxy_location="Disabled")
+        engine = StandInEngine(cfg)
+        engine.start()
+        engine.stop()
+        assert serve_running() and engine.app not in serve.status().applications
     finally:
         serve.shutdown()  # the controller too: later tests share this Ray session
 

@@ -79,7 +79,7 @@ def test_a_serve_replica_lost_mid_call_spends_no_budget_once_serve_has_it_back(r
         ]
         results = JudgeStage(engine, JudgeLog(tmp_path), max_retries=0).run(requests)
     finally:
-        serve.delete(APP)
+        serve.shutdown()  # the application and Serve's controller: later tests share this Ray session
     assert (tmp_path / "killed").exists()
     records = [json.loads(line) for line in (tmp_path / "judge_log.jsonl").read_text().splitlines()]
     lost = [r["request_id"] for r in records if r["engine_fault"]]

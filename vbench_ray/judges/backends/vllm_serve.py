@@ -76,6 +76,18 @@ def chat_request(body: dict):
     return ChatCompletionRequest(**body)
 
 
+def serve_running() -> bool:
+    """Whether Serve's controller runs on the connected cluster (Ray 2.60: a detached actor of this name)."""
+    import ray
+    from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
+
+    try:
+        ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
 class ServeEngine(Engine):
     """vLLM behind a Ray Serve LLM deployment: loaded once per replica for the whole run."""
 
@@ -121,6 +133,7 @@ class ServeEngine(Engine):
         # Judge actors call the deployment through its handle only: no HTTP proxy, which Serve otherwise starts on
         # every node with a replica, bound to port 8000 (Ray 2.60 ``serve.config.ProxyLocation``). A Serve already
         # running on the cluster keeps its own settings (Serve warns that these are ignored).
+        self.started_serve = not serve_running()
         serve.start(proxy_location="Disabled")
         serve.run(self.application(), name=self.app, route_prefix=None)
         return self
@@ -139,6 +152,10 @@ class ServeEngine(Engine):
             from ray import serve
 
             serve.delete(self.app)
+            # Serve's controller is a detached actor: one this run started would outlive the job on a long-lived
+            # cluster (and keep polling); it ends with the run unless another application was deployed meanwhile
+            if getattr(self, "started_serve", False) and not serve.status().applications:
+                serve.shutdown()
 
     def llm_config(self):
         """The Serve LLM config the run deploys (``ray.serve.llm.LLMConfig``)."""
