@@ -101,6 +101,7 @@ class ServeEngine(Engine):
         self.label = self.model_label
         self.run_dir = run_dir
         self.attached = bool(cfg.vllm.serve_app)
+        self.started_serve = False  # whether ``start`` found no Serve running and so started it (``stop`` ends it)
         digest = hashlib.sha256(engine_key(cfg).encode()).hexdigest()[:8]
         self.app = str(cfg.vllm.serve_app or f"vbench-judge-{digest}")
         self.deployment = f"judge-{digest}"
@@ -154,7 +155,7 @@ class ServeEngine(Engine):
             serve.delete(self.app)
             # Serve's controller is a detached actor: one this run started would outlive the job on a long-lived
             # cluster (and keep polling); it ends with the run unless another application was deployed meanwhile
-            if getattr(self, "started_serve", False) and not serve.status().applications:
+            if self.started_serve and not serve.status().applications:
                 serve.shutdown()
 
     def llm_config(self):
