@@ -47,12 +47,18 @@ class FlakyChat:
         }
 
 
+TRIES = 3  # scenarios run until the engine sees a loss (Serve's router may route both requests again itself)
+
+
 @pytest.mark.ray
 def test_a_serve_replica_lost_mid_call_spends_no_budget_once_serve_has_it_back(ray_local, tmp_path):
     """``max_retries=0`` (one send). The replica dies holding both requests; Serve starts another; the engine waits
     until the deployment answers its health check and the sends lost with the replica spend nothing: each request
     is sent again and answered (before, each was a failed attempt: status ``error`` after one send). At least one
-    request must reach the engine as lost (the router may re-route the other itself)."""
+    request must reach the engine as lost: Serve's router routes a request again itself when the replica dies
+    before the router has its acceptance (ray/serve/_private/router.py, Ray 2.60), which was seen for the second
+    request on a loaded machine and once for both; the scenario is then run again (a fresh replica, up to
+    ``TRIES`` times), every run's requests answered and none of them spending a send."""
     from omegaconf import OmegaConf
     from ray import serve
 
@@ -66,30 +72,32 @@ def test_a_serve_replica_lost_mid_call_spends_no_budget_once_serve_has_it_back(r
     (model / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
     deployment = serve.deployment(FlakyChat, name="judge-flaky", ray_actor_options={"num_cpus": 0})
     serve.start(proxy_location="Disabled")  # handles only, as the run's own judge deployment
-    serve.run(deployment.bind(str(tmp_path / "killed")), name=APP, route_prefix=None)
+    cfg = OmegaConf.merge(
+        OmegaConf.structured(JudgeConfig), {"backend": "vllm", "model": str(model), "vllm": {"serve_app": APP}}
+    )
+    expected = {"ids": ["Q1"], "form": "TF"}
+    requests = [
+        JudgeRequest(rid, [{"role": "user", "content": rid}], parser="checklist_items", expected=expected)
+        for rid in ("a", "b")
+    ]
     try:
-        cfg = OmegaConf.merge(
-            OmegaConf.structured(JudgeConfig), {"backend": "vllm", "model": str(model), "vllm": {"serve_app": APP}}
-        )
-        engine = make_engine(cfg).start()
-        expected = {"ids": ["Q1"], "form": "TF"}
-        requests = [
-            JudgeRequest(rid, [{"role": "user", "content": rid}], parser="checklist_items", expected=expected)
-            for rid in ("a", "b")
-        ]
-        results = JudgeStage(engine, JudgeLog(tmp_path), max_retries=0).run(requests)
+        for n in range(TRIES):
+            run_dir = tmp_path / f"try{n}"
+            run_dir.mkdir()
+            serve.run(deployment.bind(str(run_dir / "killed")), name=APP, route_prefix=None)
+            engine = make_engine(cfg).start()
+            results = JudgeStage(engine, JudgeLog(run_dir), max_retries=0).run(requests)
+            assert (run_dir / "killed").exists()
+            records = [json.loads(line) for line in (run_dir / "judge_log.jsonl").read_text().splitlines()]
+            lost = [r["request_id"] for r in records if r["engine_fault"]]
+            # each request the engine saw lost was sent once more and answered: none spent its one send
+            outcome = {rid: ("ok", 2 if rid in lost else 1) for rid in ("a", "b")}
+            assert {k: (v.status, v.attempts) for k, v in results.items()} == outcome
+            if lost:
+                break
     finally:
         serve.shutdown()  # the application and Serve's controller: later tests share this Ray session
-    assert (tmp_path / "killed").exists()
-    records = [json.loads(line) for line in (tmp_path / "judge_log.jsonl").read_text().splitlines()]
-    lost = [r["request_id"] for r in records if r["engine_fault"]]
-    # Serve's router routes a request again itself when the replica dies before the router has its acceptance
-    # (ray/serve/_private/router.py, Ray 2.60; seen for the second request on a loaded machine): that request never
-    # reaches the engine as a loss. Each request the engine saw lost was sent once more and answered: none spent
-    # its one send.
     assert lost and set(lost) <= {"a", "b"} and len(lost) == len(set(lost)), records
-    outcome = {rid: ("ok", 2 if rid in lost else 1) for rid in ("a", "b")}
-    assert {k: (v.status, v.attempts) for k, v in results.items()} == outcome
     logged = sorted((r["attempt"], r["request_id"], r["engine_fault"], r["parse_status"]) for r in records)
     assert logged == sorted(
         [*[(0, rid, True, "error") for rid in lost], *[(int(rid in lost), rid, False, "ok") for rid in ("a", "b")]]

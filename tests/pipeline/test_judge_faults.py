@@ -5,7 +5,8 @@ server (stdlib, 127.0.0.1).
   ``(judge.max_retries + 1) x (judge.http.max_retries + 1)`` times in the whole run, not again by the scoring pass;
 * an endpoint that is not there: the run fails up front (rc 3, the endpoint's error), nothing is posted;
 * an endpoint that goes away mid-run: the run stops early with rc 3, a few attempts spent, and a resume once it is
-  back asks only what is missing;
+  back asks only what is missing; a request none of whose attempts connected spends none of its budget, and a
+  server that closed one attempt and refused the retry counts as down (the race that made the run above flaky);
 * a truncated body (``IncompleteRead``) is an HTTP-level retry, not a re-ask;
 * a run with nothing left to compute starts no judge engine (hf replicas).
 """
