@@ -10,8 +10,11 @@ columns it reads (``inputs``, for documentation and checks), its resources, and 
   ``num_gpus`` (fractions allowed) and an autoscaling size ``(min, max)`` whose default comes from the
   cluster's resources (``ray.cluster_resources()``), planned together with the other pools so that all of
   them, the judge engines and a decode task fit at once (``vbench_ray.pool_plan``).
-* ``judge``: an actor pool of light CPU actors that send a case's judge requests to an engine shared
-  by the whole run (``vbench_ray.judges.engines``); they never host the model themselves.
+* ``judge``: light CPU tasks (at most ``workers`` at once) that send a batch's judge requests to an engine
+  shared by the whole run (``vbench_ray.judges.engines``); they never host the model themselves. They run in
+  the stream's task worker processes, warm already, like ``cpu`` stages (their class built once per process):
+  an actor pool of their own would start fresh worker processes per phase and run (each importing Ray Data)
+  only to wait on the engine.
 
 ``build_dataset`` turns each stage into one ``Dataset.map_batches`` of the same dataset, so Ray Data
 runs them all at once and rows reach the sink as they finish. Stages never drop rows: an exception on
@@ -55,7 +58,7 @@ class Stage:
     """One pipeline step.
 
     ``fn`` is a function ``row -> dict`` or a class whose instances are such callables (built with
-    ``init_kwargs``: once per actor for ``pool``/``judge`` stages, once per worker process for ``cpu``
+    ``init_kwargs``: once per actor for ``pool`` stages, once per worker process for ``cpu`` and ``judge``
     stages). The returned dict may hold any of ``outputs``; missing ones become null.
     """
 
@@ -68,7 +71,7 @@ class Stage:
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     memory: int | None = None  # bytes per worker, for Ray's scheduler
-    workers: int | None = None  # cap on tasks (cpu) or the pool's max size; None: from the cluster
+    workers: int | None = None  # cap on tasks at once (cpu, judge) or the pool's max size; None: from the cluster
     min_workers: int | None = None  # pool's min size; None: 1 (CPU pools) or the max (GPU pools)
     gpu_cost: float = 1.0  # a GPU pool's cost per case relative to the other pools': its part of the GPUs (pool_plan)
     cost_group: str | None = (
@@ -87,12 +90,12 @@ class Stage:
     def __post_init__(self):
         if self.kind not in STAGE_KINDS:
             raise ValueError(f"stage {self.name}: kind must be one of {STAGE_KINDS}, got {self.kind!r}")
-        if self.kind != "cpu" and not isinstance(self.fn, type):
+        if self.kind == "pool" and not isinstance(self.fn, type):
             raise ValueError(f"stage {self.name}: a {self.kind} stage needs a class (loaded once per actor)")
 
     @property
     def is_actor(self) -> bool:
-        return self.kind in ("pool", "judge")
+        return self.kind == "pool"
 
     @property
     def error_column(self) -> str:
@@ -125,7 +128,10 @@ def format_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-_PROCESS_CALLABLES: dict[str, Any] = {}  # cpu stages: one instance of a class fn per worker process
+# cpu and judge stages: one instance of a class fn per worker process, by stage token; the most recent
+# PROCESS_CALLABLES_KEPT (a long-lived Ray's workers serve run after run: an old run's judge client goes)
+_PROCESS_CALLABLES: dict[str, Any] = {}
+PROCESS_CALLABLES_KEPT = 16
 
 
 class _BatchRunner:
@@ -209,12 +215,27 @@ class _TaskRunner:
         self.stage = stage
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        call = None
-        if isinstance(self.stage.fn, type):
-            call = _PROCESS_CALLABLES.get(self.stage.token)
-            if call is None:
-                call = _PROCESS_CALLABLES[self.stage.token] = self.stage.fn(**self.stage.init_kwargs)
-        return _BatchRunner(self.stage, call)(batch)
+        return _BatchRunner(self.stage, process_callable(self.stage))(batch)
+
+
+def process_callable(stage: Stage) -> Callable | None:
+    """This process's instance of a class ``fn`` (None for a function): built on first use, kept for later tasks."""
+    if not isinstance(stage.fn, type):
+        return None
+    call = _PROCESS_CALLABLES.pop(stage.token, None)  # re-inserted: the dict's order is least recently used first
+    if call is None:
+        call = stage.fn(**stage.init_kwargs)
+    _PROCESS_CALLABLES[stage.token] = call
+    while len(_PROCESS_CALLABLES) > PROCESS_CALLABLES_KEPT:
+        del _PROCESS_CALLABLES[next(iter(_PROCESS_CALLABLES))]
+    return call
+
+
+def _task_runner(stage: Stage) -> _TaskRunner:
+    """The stage's task function, its class named after the stage (Ray Data's progress shows
+    ``MapBatches(Stage_<name>)``)."""
+    named = type(f"Stage_{stage.name}", (_TaskRunner,), {"__module__": __name__})
+    return named(stage)
 
 
 def _actor_runner(stage: Stage) -> type:
@@ -281,11 +302,12 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
             udf_modifying_row_count=False,
             **resources,
         )
+    workers = plan.max_size if stage.kind == "judge" else stage.workers
     return ds.map_batches(
-        _TaskRunner(stage),
+        _task_runner(stage),
         batch_format="pyarrow",
         batch_size=stage.batch_size,
-        compute=ray.data.TaskPoolStrategy(size=stage.workers),
+        compute=ray.data.TaskPoolStrategy(size=workers),
         udf_modifying_row_count=False,
         **resources,
     )

@@ -27,7 +27,7 @@ So ``plan_stages`` sizes them together, from ``ray.cluster_resources()`` less wh
   with queued work into what that frees, so the GPU share of the pools that are done goes to the one still working.
   A cheaper metric pool keeps its part (its cost is in it, so it is done no later), so that it takes none of the
   share the costliest grows into; pools whose costs are not on the metrics' scale (an editor) grow as before.
-* **CPUs**: one decode task always has a CPU (the pools are fed by it); the judge stages' actors have theirs;
+* **CPUs**: one decode task always has a CPU (the pools are fed by it); each judge stage has its share for one task;
   the pools' starting actors (a GPU pool's part; a CPU pool's starting size) share the rest,
   one CPU each where the cluster has them, a smaller share each where it does not (Ray's CPU count is a scheduling
   quantity, not a limit: an actor with a quarter of a CPU still runs on whatever cores the OS gives it). A CPU pool
@@ -93,7 +93,7 @@ def plan_stages(
         plans[s.name] = StagePlan(num_cpus=s.num_cpus, min_size=low, max_size=max(low, s.workers or low))
 
     task_cpus = max((s.num_cpus for s in stages if s.kind == "cpu"), default=0.0)
-    fixed = task_cpus + sum(plans[s.name].min_size * s.num_cpus for s in judges)  # a decode task, the judge actors
+    fixed = task_cpus + sum(plans[s.name].min_size * s.num_cpus for s in judges)  # a decode task, a judge task each
     on_gpu = [s for s in pools if s.num_gpus]
     fractions = fit_gpu_fractions(on_gpu, gpus) if gpus > EPS else {s.name: s.num_gpus for s in on_gpu}
     sizes = _gpu_pool_sizes(on_gpu, gpus, bool(capacity.get("autoscales")), fractions)
@@ -104,7 +104,7 @@ def plan_stages(
     if left < -EPS or share < MIN_CPU_SHARE:
         raise ConfigError(
             f"the Ray cluster has {capacity['CPU']:g} CPUs, the judge engines hold {reserved.get('CPU', 0.0):g}; the "
-            f"stream needs {fixed:g} for a decode task and the judge stages' actors, and its {len(pools)} model "
+            f"stream needs {fixed:g} for a decode task and a task per judge stage, and its {len(pools)} model "
             f"pool(s) {starting:g} for their first actors (at least {MIN_CPU_SHARE:g} of a CPU each): start Ray with "
             f"more CPUs (ray.num_cpus, or `ray start --num-cpus`) or enable fewer model metrics"
         )

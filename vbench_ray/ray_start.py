@@ -393,7 +393,8 @@ RAY_DATA_TASK_MODULES = ("ray.data",)  # what a worker imports to run its first 
 
 
 def prewarm(stages: Sequence[Stage], capacity: dict[str, float] | None = None) -> list:
-    """Have the worker processes import the CPU stages' modules now, while the driver plans the stream.
+    """Have the worker processes import the task stages' modules (``cpu`` and ``judge``) now, while the driver
+    plans the stream.
 
     A fresh worker pays for importing the project and its libraries (OpenCV, SciPy, scikit-image: 1-3 s)
     on its first task: the stage's module, what its class declares in ``warm_modules(init_kwargs)`` (the
@@ -406,7 +407,7 @@ def prewarm(stages: Sequence[Stage], capacity: dict[str, float] | None = None) -
     returned), and a failure only means the stream's first task imports the module."""
     import ray
 
-    todo = [s for s in stages if s.kind == "cpu" and getattr(s.fn, "__module__", None) and s.token not in _WARMED]
+    todo = [s for s in stages if s.kind != "pool" and getattr(s.fn, "__module__", None) and s.token not in _WARMED]
     try:  # never raises: it runs in the thread that starts Ray, whose end ensure_ray waits for
         modules: list[str] = []
         for stage in todo:

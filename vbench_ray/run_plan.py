@@ -125,11 +125,12 @@ def describe(
     for stage in stream:
         p = plans[stage.name]
         gpus = stage.num_gpus if p.num_gpus is None else p.num_gpus
+        cap = p.max_size if stage.kind == "judge" else stage.workers
         size = (
             f"pool {p.min_size}..{p.max_size} actors"
             if stage.is_actor
-            else f"tasks (up to {stage.workers})"
-            if stage.workers
+            else f"tasks (up to {cap} at once)"
+            if cap
             else "tasks"
         )
         lines.append(

@@ -66,7 +66,7 @@ def waiting_for(plans: dict, reserved: dict[str, float]) -> str:
     asks = ", ".join(
         f"{name} {p.num_cpus:g} CPU"
         + (f" + {p.num_gpus:g} GPU" if p.num_gpus else "")
-        + (f" x {p.min_size}-{p.max_size} actors" if p.max_size > 1 or p.min_size > 1 else "")
+        + (f" x {p.min_size}-{p.max_size}" if p.max_size > 1 or p.min_size > 1 else "")
         for name, p in plans.items()
     )
     return (

@@ -25,6 +25,8 @@ RAY_DAEMONS = ("raylet", "gcs_server", "log_monitor", "monitor.py", "dashboard.p
 
 def kind(cmdline: str, comm: str) -> str:
     """What a process is, from its command line (a Ray worker renames itself ``ray::<actor or task>``)."""
+    if cmdline.startswith("ray::MapWorker(MapBatches("):  # a Ray Data pool actor: by its stage's class
+        return "ray::MapWorker(" + cmdline[len("ray::MapWorker(MapBatches(") :].split(")")[0] + ")"
     if cmdline.startswith("ray::"):
         return "ray::" + cmdline[5:].split("(")[0].split(" ")[0].split(".")[0]
     if "default_worker.py" in cmdline:

@@ -173,11 +173,11 @@ def test_an_endpoint_gone_mid_run_stops_early_and_the_resume_asks_only_the_rest(
     print(f"endpoint gone: rc {code} after {wall:.1f} s, {len(spent)} attempts logged")
     assert code == 3 and "cannot be reached: ConnectionRefusedError" in err
     assert len(list((out / "cases").glob("*.parquet"))) >= 1  # the rows computed are kept
-    assert 1 <= judge.total <= 2 * 4  # the first posts in flight (2 judge actors, 4 at a time) reached it
+    assert 1 <= judge.total <= 2 * 4  # the first posts in flight (2 judge tasks at once, 4 posts each) reached it
     # each judge process stops sending after DOWN_AFTER requests in a row could not connect
     from vbench_ray.judges.backends.http import DOWN_AFTER
 
-    assert len(spent) <= 2 * (DOWN_AFTER + 4) * 2  # 2 stream judge actors, 4 in flight each, 2 sends each
+    assert len(spent) <= 2 * (DOWN_AFTER + 4) * 2  # 2 judge tasks at once, 4 in flight each, 2 sends each
     back = Judge("ok", port=judge.port)
     try:
         code = main(args)

@@ -117,6 +117,84 @@ def test_a_finished_case_reaches_the_driver_without_waiting_for_the_next(ray_loc
     assert arrived[1]["first_was_in_hand"] is True  # case 1 finished only after case 0 had reached the driver
 
 
+class InFlightJudge:
+    """A ``judge`` stage that records, for each call, its process and how many calls were in flight (a file per call
+    in ``folder`` while it runs), and each instance it builds (a file per instance)."""
+
+    def __init__(self, folder: str):
+        import uuid
+
+        self.folder, self.me = folder, f"{os.getpid()}-{uuid.uuid4().hex}"
+        open(os.path.join(folder, f"built-{self.me}"), "w").close()
+
+    def __call__(self, rows: list[dict]) -> list[dict]:
+        running = os.path.join(self.folder, f"running-{self.me}-{rows[0]['case_id']}")
+        open(running, "w").close()
+        time.sleep(0.3)
+        in_flight = sum(name.startswith("running-") for name in os.listdir(self.folder))
+        os.remove(running)
+        return [{"in_flight": in_flight, "pid": os.getpid()} for _ in rows]
+
+
+@pytest.mark.ray
+def test_a_judge_stage_runs_as_tasks_capped_by_its_plan_one_instance_per_process(ray_local, tmp_path):
+    """A ``judge`` stage holds no model: it runs in the stream's task workers (no actor pool of its own), at most its
+    plan's ``max_size`` calls at once, its class built once per worker process and reused by later calls there."""
+    import ray
+
+    stage = Stage(
+        "judge_x",
+        InFlightJudge,
+        {"in_flight": "int", "pid": "int"},
+        init_kwargs={"folder": str(tmp_path)},
+        kind="judge",
+        batched=True,
+        num_cpus=0.25,
+        workers=2,
+        batch_size=1,
+    )
+    actors_before = set(ray._private.state.actors())  # the GCS's table (this Ray runs no dashboard)
+    ds = build_dataset(ROWS, [stage], SCHEMA, parallelism=7)
+    rows = [r for block in iter_blocks(ds) for r in block.to_pylist()]
+    assert sorted(r["case_id"] for r in rows) == [str(i) for i in range(7)]
+    assert max(r["in_flight"] for r in rows) <= 2  # the plan's cap (workers=2), on a 4-CPU Ray that would run 16
+    pids = {r["pid"] for r in rows}
+    built = [name for name in os.listdir(tmp_path) if name.startswith("built-")]
+    assert sorted(int(name.split("-")[1]) for name in built) == sorted(pids)  # one instance per process
+    started = [a["ActorClassName"] for k, a in ray._private.state.actors().items() if k not in actors_before]
+    assert not [name for name in started if "MapWorker" in name]  # no actor pool: Ray Data's map actors
+    assert "MapBatches(Stage_judge_x)" in ds.stats()  # the progress display and stats name the stage
+
+
+def test_a_worker_process_keeps_its_most_recent_stage_instances():
+    """A long-lived Ray's task workers serve run after run: a process keeps the instances of its
+    ``PROCESS_CALLABLES_KEPT`` most recently used stages (an old run's judge client goes) and builds one again if
+    its stage comes back."""
+    from vbench_ray import pipeline
+
+    built = []
+
+    class Recorder:
+        def __init__(self, n):
+            built.append(n)
+
+        def __call__(self, row):
+            return {}
+
+    stages = [Stage(f"s{n}", Recorder, {}, init_kwargs={"n": n}) for n in range(pipeline.PROCESS_CALLABLES_KEPT + 1)]
+    first = pipeline.process_callable(stages[0])
+    assert pipeline.process_callable(stages[0]) is first and built == [0]  # reused, not built again
+    for stage in stages[1:-1]:
+        pipeline.process_callable(stage)
+    assert pipeline.process_callable(stages[0]) is first  # used again: now the most recent
+    pipeline.process_callable(stages[-1])  # one more than kept: the least recently used (s1) goes
+    assert stages[1].token not in pipeline._PROCESS_CALLABLES and stages[0].token in pipeline._PROCESS_CALLABLES
+    pipeline.process_callable(stages[1])
+    assert built == list(range(len(stages))) + [1]
+    function = Stage("f", square_unless_three, {"sq": "float"})
+    assert pipeline.process_callable(function) is None  # a function: nothing to build
+
+
 def test_all_null_outputs_keep_their_declared_type():
     table = run_local(ROWS[3:4], STAGES, SCHEMA)
     assert table.schema.field("plus").type == pa.float64()

@@ -1,5 +1,5 @@
-"""The stream's actor stages sized together (vbench_ray/pool_plan.py): every pool's starting actors, the judge
-stages' actors, the judge engines and one decode task fit the cluster at once, so no actor waits forever for a
+"""The stream's actor stages sized together (vbench_ray/pool_plan.py): every pool's starting actors, a task per
+judge stage, the judge engines and one decode task fit the cluster at once, so no actor waits forever for a
 CPU or GPU that another pool holds. Expected values are worked out by hand in the comments."""
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ def test_the_ci_hang_four_cpu_pools_a_judge_and_an_hf_replica_on_four_cpus():
     pools capped at one actor, a judge stage. At one CPU per pool actor they needed 5.25 CPUs."""
     stages = [cpu(), *[pool(n, workers=1) for n in ("BG_LPIPS", "CLIP_S", "CLIP_E", "StructDist")], judge()]
     plans = plan_stages(stages, {"CPU": 4, "GPU": 1}, reserved={"CPU": 1, "GPU": 0})
-    # 4 - 1 (replica) - 1 (a decode task) - 0.25 (judge actor) = 1.75 CPUs for 4 starting pool actors: 0.4375 each
+    # 4 - 1 (replica) - 1 (a decode task) - 0.25 (a judge task) = 1.75 CPUs for 4 starting pool actors: 0.4375 each
     for name in ("BG_LPIPS", "CLIP_S", "CLIP_E", "StructDist"):
         assert plans[name] == StagePlan(num_cpus=0.4375, min_size=1, max_size=1)
     assert plans["judge_x"] == StagePlan(num_cpus=0.25, min_size=1, max_size=2)
     assert plans["frames"] == StagePlan(num_cpus=1.0)
-    # the replica, a decode task and every actor stage's starting actors: exactly the cluster's 4 CPUs
+    # the replica, a decode task, a judge task and every pool's starting actors: exactly the cluster's 4 CPUs
     held = 1 + plans["frames"].num_cpus + sum(p.min_size * p.num_cpus for n, p in plans.items() if n != "frames")
     assert held == pytest.approx(4)
 
@@ -96,7 +96,7 @@ def test_a_cpu_pool_grows_into_what_a_decode_task_leaves_and_ray_workers_caps_it
 
 
 def test_stages_that_cannot_run_at_once_are_refused_up_front():
-    # an engine holding 3 of 4 CPUs leaves 1 for a decode task (1) and a judge actor (0.25)
+    # an engine holding 3 of 4 CPUs leaves 1 for a decode task (1) and a judge task (0.25)
     with pytest.raises(ConfigError, match="judge engines hold 3"):
         plan_stages([cpu(), judge()], {"CPU": 4, "GPU": 0}, reserved={"CPU": 3, "GPU": 0})
     # whole-GPU actors that do not fit, or that leave a fractional pool no GPU, cannot run at all

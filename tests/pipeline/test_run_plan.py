@@ -35,7 +35,7 @@ def test_dry_run_prints_the_plan_and_computes_nothing(ray_local, cove_data, tmp_
         f"cases: {len(tasks)}, 0 already done, {len(tasks)} to compute",
         "stages (2):",
         "  frames                 cpu   tasks, 1 CPU each",
-        "  judge_checklist        judge pool 1..2 actors, 0.25 CPU each",
+        "  judge_checklist        judge tasks (up to 2 at once), 0.25 CPU each",
         "judge engines: 1, holding 0 CPUs, 0 GPUs outside the stream",
         "  http     j: 0 CPUs, 0 GPUs",
         "judge phases (1):",

@@ -39,7 +39,7 @@ class JudgePhase:
     the results of the phases before it (``build(rows, results) -> list[JudgeRequest]``).
 
     ``build`` must be pure and work on any subset of rows (the stream calls it one row at a time, inside a
-    judge actor); ``prepare(cases)``, if given, runs once in the driver before the stream (e.g. writing a
+    judge task); ``prepare(cases)``, if given, runs once in the driver before the stream (e.g. writing a
     file the phase's replay engine reads)."""
 
     name: str

@@ -1,7 +1,7 @@
 """The judge engine contract: a small picklable handle on a judge model started for the run.
 
 An engine has the ``JudgeBackend`` contract (``generate(requests)`` yields batches of ``JudgeResponse``), so the judge
-loop (``vbench_ray.judges.stage.JudgeStage``) runs unchanged in the driver or inside a stream's judge actor; what it
+loop (``vbench_ray.judges.stage.JudgeStage``) runs unchanged in the driver or inside a stream's judge task; what it
 holds for the whole run (``reserved``), how it starts, checks and stops are its own. ``LocalEngine`` builds the
 backend in the calling process (http, replay); the engines that start replicas live with their backend
 (``backends/hf_engine.py``, ``backends/vllm_serve.py``). ``engines.py`` makes them and keeps the run's set.
@@ -55,7 +55,7 @@ def engine_key(judge_cfg: Any) -> str:
 
 
 class Engine(JudgeBackend):
-    """A handle on a judge engine started for the run. Subclasses are picklable (they go to judge actors)."""
+    """A handle on a judge engine started for the run. Subclasses are picklable (they go to the judge tasks)."""
 
     streams = True
 

@@ -5,7 +5,7 @@ judge stages of the stream (one per phase: ViDiC's describe -> judge -> error an
 judges) and every re-ask round send their requests to it, and the run stops it at the end. An engine is a
 small picklable handle with the ``JudgeBackend`` contract (``generate(requests)`` yields batches of
 ``JudgeResponse``), so the judge loop (``vbench_ray.judges.stage.JudgeStage``) runs unchanged in the driver
-or inside a stream's judge actor.
+or inside a stream's judge task.
 
 Each backend's registry entry names the factory of its engine (``JudgeBackend.engine``); the engine handle's
 contract, ``LocalEngine`` and the rule for a lost replica are in ``judges/engine.py``:
@@ -20,7 +20,7 @@ contract, ``LocalEngine`` and the rule for a lost replica are in ``judges/engine
 * ``replay``: the recorded answers, read once per process.
 * ``vllm`` (``judge.vllm.serve``, the default; ``backends/vllm_serve.py``): a Ray Serve LLM deployment
   (``ray.serve.llm``) started by the run with ``judge.vllm.replicas`` replicas, or attached by name
-  (``judge.vllm.serve_app``), called through its deployment handle by every judge actor; re-asks go to the same
+  (``judge.vllm.serve_app``), called through its deployment handle by every judge task; re-asks go to the same
   deployment. With ``serve: false`` the ``ray.data.llm`` processor of ``vbench_ray.judges.backends.vllm`` runs after
   the stream instead, one engine per round (``streams = False``).
 """

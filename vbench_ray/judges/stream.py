@@ -4,7 +4,8 @@ A benchmark's judge phases (``Benchmark.judge_phases``) become consecutive ``jud
 reaches a phase's stage gets that phase's requests built from the row alone plus the results of the
 earlier phases for the same row (carried in the transient ``judge_state`` column), sent to the run's
 engine for that judge (``vbench_ray.judges.engines``: loaded once per run, shared by every phase and round),
-parsed, validated and re-asked by the same loop as ever (``JudgeStage``), inside the stage's actor.
+parsed, validated and re-asked by the same loop as ever (``JudgeStage``), inside the stage's task: a warm
+worker process of the stream (``pipeline``, kind ``judge``), where ``StreamJudge`` is built once per process.
 
 Every response is appended to the run's judge log as it arrives, by the one process that owns the file
 (``JudgeLogActor``, on the driver's node), so a killed run loses no answer it paid for and a restart asks

@@ -1,7 +1,7 @@
 """The ``vllm`` judge's engine: a Ray Serve LLM deployment (``ray.serve.llm``), loaded once per replica for the run.
 
 Started by the run with ``judge.vllm.replicas`` replicas, or attached by name (``judge.vllm.serve_app``); every judge
-actor calls it through its deployment handle, which is what ``ray.data.llm.ServeDeploymentProcessorConfig`` does
+task calls it through its deployment handle, which is what ``ray.data.llm.ServeDeploymentProcessorConfig`` does
 per row; re-asks go to the same deployment. Sampling travels in the chat request (``temperature``, ``top_p``,
 ``max_tokens``, ``seed``, and ``top_k`` when set), which vLLM turns into its ``SamplingParams``. With
 ``judge.vllm.serve: false`` the ``ray.data.llm`` processor of ``backends/vllm.py`` runs after the stream instead,
@@ -57,7 +57,7 @@ def judge_server_cls():
                 )
 
             async def judge_chat(self, body: dict):
-                """``chat`` with the request's body as a dict, answered as dicts: the judge actors calling it never
+                """``chat`` with the request's body as a dict, answered as dicts: the judge tasks calling it never
                 import vLLM (``chat_request``)."""
                 async for out in await self.chat(chat_request(body)):  # a coroutine returning the stream
                     yield out.model_dump() if hasattr(out, "model_dump") else out
@@ -70,7 +70,7 @@ def chat_request(body: dict):
     """The ``ChatCompletionRequest`` Serve LLM's ``chat`` takes, from a judge request's body. Its class subclasses
     vLLM's (Ray 2.60 ``ray/llm/_internal/serve/core/configs/openai_api_models.py``), so importing it imports vLLM,
     about 9 s of CPU: the run's own deployment builds it in its replica, where vLLM is loaded (``judge_chat``), and
-    only a judge attached to another application (``judge.vllm.serve_app``) builds it in the judge actor."""
+    only a judge attached to another application (``judge.vllm.serve_app``) builds it in the judge task."""
     from ray.serve.llm.openai_api_models import ChatCompletionRequest
 
     return ChatCompletionRequest(**body)
@@ -131,7 +131,7 @@ class ServeEngine(Engine):
                 )
             self.deployment = next(iter(apps[self.app].deployments))
             return self
-        # Judge actors call the deployment through its handle only: no HTTP proxy, which Serve otherwise starts on
+        # Judge tasks call the deployment through its handle only: no HTTP proxy, which Serve otherwise starts on
         # every node with a replica, bound to port 8000 (Ray 2.60 ``serve.config.ProxyLocation``). A Serve already
         # running on the cluster keeps its own settings (Serve warns that these are ignored).
         self.started_serve = not serve_running()
