@@ -423,3 +423,26 @@ def test_a_commands_peak_gpu_memory_comes_from_nvidia_smi(tmp_path, monkeypatch)
     cfg["command"] = cfg["command"].replace(sys.executable, os.path.realpath(sys.executable))
     out = EditorPool(cfg, str(tmp_path / "out2"))(dict(row))
     assert out["edit_peak_mb"] is None and out["edit_peak_from"] == NO_SMI and out.get("error_edit") is None
+
+
+def test_an_editor_actor_whose_model_runs_elsewhere_never_imports_torch(tmp_path):
+    """The peak-memory probe of an edit reads torch's CUDA statistics only where torch is loaded: an editor actor
+    that never imported it (a ``command`` editor's, whose model is a subprocess; ``identity``) is not made to, which
+    cost seconds of CPU per actor. Run in a fresh interpreter, as an actor's process starts."""
+    import subprocess
+
+    src = write_video(tmp_path / "src.mp4", moving_square_video(t=4, h=32, w=32), fps=8)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from vbench_ray.editors.base import EditorPool
+        out = EditorPool({{"name": "identity", "seed": 0}}, {str(tmp_path / "out")!r})(
+            {{"case_id": "a", "variant": "base", "source_path": {str(src)!r}}}
+        )
+        assert out.get("error_edit") is None and out["edit_peak_mb"] is None, out
+        print("torch loaded:", "torch" in sys.modules)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "torch loaded: False"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,16 +245,16 @@ PEAK_TORCH = "torch.cuda.max_memory_allocated"
 def _reset_peak():
     """A function returning the peak GPU memory (MB) since this call, summed over the actor's visible GPUs (one,
     for a one-GPU replica), or None without CUDA. A process that never initialised CUDA (a ``command`` editor's
-    actor, a model on the CPU) holds nothing there, and torch refuses to reset its statistics: None too."""
+    actor, a model on the CPU) holds nothing there, and torch refuses to reset its statistics: None too. One that has
+    not imported torch has not initialised CUDA through it, and is not made to import it (seconds of CPU per actor)."""
+    torch = sys.modules.get("torch")
     try:
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             devices = range(torch.cuda.device_count())
             for d in devices:
                 torch.cuda.reset_peak_memory_stats(d)
             return lambda: sum(torch.cuda.max_memory_allocated(d) for d in devices) / 2**20
-    except (ImportError, RuntimeError):
+    except RuntimeError:
         pass
     return lambda: None
 
