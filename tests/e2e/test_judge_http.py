@@ -325,7 +325,7 @@ def test_media_helpers(tmp_path):
 
 def test_top_k_reaches_the_server_only_when_set(fake, api_key):
     """judge.top_k in the body the server receives (vLLM's OpenAI server reads ``top_k``), through the engine the
-    stream's judge actors call; unset, or with send_sampling=false, the body has none (the server's default)."""
+    stream's judge tasks call; unset, or with send_sampling=false, the body has none (the server's default)."""
     from vbench_ray.judges.engines import make_engine
 
     for top_k, send, expected in ((50, True, 50), (None, True, None), (50, False, None)):

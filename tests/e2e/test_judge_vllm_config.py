@@ -214,9 +214,9 @@ def test_top_k_reaches_vllm_sampling_params(tmp_path, monkeypatch):
         assert ("top_k" in rows[-1]["sampling_params"]) == (top_k is not None)
 
 
-def test_a_judge_actor_calling_the_runs_deployment_never_imports_vllm(tmp_path):
-    """The judge actors call the run's Serve deployment without importing vLLM (about 9 s of CPU each, on a judge
-    round's path): in a fresh process, the engine the actors get (pickled, as Ray sends it) answers through a
+def test_a_judge_task_calling_the_runs_deployment_never_imports_vllm(tmp_path):
+    """The judge stage's tasks call the run's Serve deployment without importing vLLM (about 9 s of CPU per process,
+    on a judge round's path): in a fresh process, the engine the tasks get (pickled, as Ray sends it) answers through a
     stand-in handle, and neither vLLM nor Ray's Serve LLM request models are imported."""
     import pickle
 

@@ -70,7 +70,7 @@ def test_the_default_judge_as_installed_answers_every_round_and_is_reloaded_when
     judge request of the case, its videos included, in every re-ask round (the random weights answer gibberish, so
     each request is asked again once: ``judge.max_retries=1``). Its replica, SIGKILLed once loaded, is started again
     by Serve and appends a second load of its own; a send lost with it is an engine fault that spends none of a
-    request's budget (checked where one was lost: the judge actors usually send after the restart; a replica lost
+    request's budget (checked where one was lost: the judge tasks usually send after the restart; a replica lost
     mid-call for certain is ``test_judge_serve_faults.py``). The video tokens are counted in
     ``test_judge_vllm.py``; that one engine serves every phase of a run is the engine registry's rule, whatever the
     backend (``test_streaming.py``); the deployment's start without an HTTP proxy and its deletion are checked in

@@ -7,9 +7,9 @@ without its replica kill and re-asks.
 random-weight Qwen2-VL (``tests/helpers/tiny``), one synthetic CoVEBench case, IFS only (4 judge requests with
 videos). Printed per run: the command's wall seconds, and from the run's ``summary.json`` ``timing`` the judge stage's
 time from the stream's start (``stream_planned``, after the deployment is up) to its first row (``first_row``): the
-judge actor's start (its imports) and its 4 requests. With ``--before REV`` the same runs of the code at git revision
-``REV`` (``git archive`` into a temporary folder; the checkout is not changed) alternate with this tree's. One vLLM
-cache for all runs (warmed by an untimed run of this tree first), so model inspection is not what is timed. No
+judge stage's first task (its imports) and its 4 requests. With ``--before REV`` the same runs of the code at git
+revision ``REV`` (``git archive`` into a temporary folder; the checkout is not changed) alternate with this tree's. One
+vLLM cache for all runs (warmed by an untimed run of this tree first), so model inspection is not what is timed. No
 assert: numbers for the notes (docs/performance.md, "Fixed overhead").
 """
 

@@ -96,7 +96,7 @@ def test_a_run_binds_its_benchmark_once_and_builds_its_plan_once(ray_local, cove
     run(cfg)
     assert calls == {"__init__": 1, "stages": 1, "judge_phases": 1, "summarize": 1}
     assert len(benches["planned"]) == 1 and benches["summarized"] == benches["planned"]
-    # the stream's pools: the decode stage's tasks and the checklist phase's judge actors (replay streams too)
+    # the stream's pools: the decode stage's tasks and the checklist phase's judge tasks (replay streams too)
     assert list(plans[0].pool_plans) == ["frames", "judge_checklist"]
     assert plans[0].pool_plans["frames"].num_cpus == 1 and plans[0].pool_plans["judge_checklist"].num_cpus == 0.25
 
