@@ -303,6 +303,8 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
             **resources,
         )
     workers = plan.max_size if stage.kind == "judge" else stage.workers
+    if stage.kind == "judge":
+        resources.update(_own_operator(stage))
     return ds.map_batches(
         _task_runner(stage),
         batch_format="pyarrow",
@@ -360,6 +362,19 @@ def build_dataset(
     for stage in stages:
         ds = apply_stage(ds, stage, for_calls(plans[stage.name], stage, n))
     return ds
+
+
+def _own_operator(stage: Stage) -> dict:
+    """Task options that keep a judge stage an operator of its own: Ray Data fuses consecutive task stages whose
+    options and task caps are equal, and two judge phases on one engine would then run one after the other in a
+    single task, capped together (half the requests in flight that each phase's own cap allows). A task label
+    naming the stage (Ray's ``_labels`` option, merged with Ray Data's own; it labels the tasks, nothing else)
+    makes their options differ. Without that option (another Ray) the phases fuse, which changes speed only."""
+    try:
+        from ray._common.ray_option_utils import task_options
+    except ImportError:
+        return {}
+    return {"_labels": {"vbench_ray.stage": stage.name}} if "_labels" in task_options else {}
 
 
 def for_calls(plan: StagePlan, stage: Stage, n: int) -> StagePlan:

@@ -166,6 +166,29 @@ def test_a_judge_stage_runs_as_tasks_capped_by_its_plan_one_instance_per_process
     assert "MapBatches(Stage_judge_x)" in ds.stats()  # the progress display and stats name the stage
 
 
+def _phase_a(rows: list[dict]) -> list[dict]:
+    return [{"a": 1} for _ in rows]
+
+
+def _phase_b(rows: list[dict]) -> list[dict]:
+    return [{"b": 2} for _ in rows]
+
+
+@pytest.mark.ray
+def test_consecutive_judge_phases_stay_operators_of_their_own(ray_local):
+    """Two judge phases with equal options and caps (one engine): Ray Data would fuse them into one task per batch,
+    capped together; each keeps its own operator and cap, as each had its own actor pool."""
+    phases = [
+        Stage(name, fn, {col: "int"}, kind="judge", batched=True, num_cpus=0.25, workers=2)
+        for name, fn, col in (("judge_a", _phase_a, "a"), ("judge_b", _phase_b, "b"))
+    ]
+    ds = build_dataset(ROWS, phases, SCHEMA, parallelism=7)
+    rows = [r for block in iter_blocks(ds) for r in block.to_pylist()]
+    assert sorted((r["a"], r["b"]) for r in rows) == [(1, 2)] * 7
+    operators = [line.split(":")[0] for line in ds.stats().splitlines() if line.startswith("Operator ")]
+    assert operators[1:] == ["Operator 1 MapBatches(Stage_judge_a)", "Operator 2 MapBatches(Stage_judge_b)"]
+
+
 def test_a_worker_process_keeps_its_most_recent_stage_instances():
     """A long-lived Ray's task workers serve run after run: a process keeps the instances of its
     ``PROCESS_CALLABLES_KEPT`` most recently used stages (an old run's judge client goes) and builds one again if
