@@ -189,6 +189,26 @@ def test_consecutive_judge_phases_stay_operators_of_their_own(ray_local):
     assert operators[1:] == ["Operator 1 MapBatches(Stage_judge_a)", "Operator 2 MapBatches(Stage_judge_b)"]
 
 
+@pytest.mark.ray
+def test_a_judge_stage_on_fewer_calls_than_its_cap_asks_for_no_more_tasks(ray_local):
+    """One case, a judge stage capped at 4 tasks at once: the cap is trimmed to its one call, as a pool is to its
+    calls; Ray Data otherwise warns the user that the operator can launch fewer tasks than its limit."""
+    import warnings
+
+    stage = Stage("judge_a", _phase_a, {"a": "int"}, kind="judge", batched=True, num_cpus=0.25, workers=4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rows = [
+            r
+            for block in iter_blocks(build_dataset(ROWS[:1], [stage], SCHEMA, parallelism=1))
+            for r in block.to_pylist()
+        ]
+    assert [r["a"] for r in rows] == [1]
+    assert not [w for w in seen if "maximum number of concurrent tasks" in str(w.message)], [
+        str(w.message) for w in seen
+    ]
+
+
 def test_a_worker_process_keeps_its_most_recent_stage_instances():
     """A long-lived Ray's task workers serve run after run: a process keeps the instances of its
     ``PROCESS_CALLABLES_KEPT`` most recently used stages (an old run's judge client goes) and builds one again if
