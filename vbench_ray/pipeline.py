@@ -28,9 +28,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 import time
 import traceback
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -305,6 +307,12 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
     workers = plan.max_size if stage.kind == "judge" else stage.workers
     if stage.kind == "judge":
         resources.update(_own_operator(stage))
+        # the cap is a bound, not a target: a later phase may get its rows in fewer blocks than the cap, and Ray
+        # Data's warning about it would tell the user to repartition, which there is no reason to do
+        warnings.filterwarnings(
+            "ignore",
+            message=rf"The maximum number of concurrent tasks for 'MapBatches\(Stage_{re.escape(stage.name)}\)'",
+        )
     return ds.map_batches(
         _task_runner(stage),
         batch_format="pyarrow",

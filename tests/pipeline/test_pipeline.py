@@ -189,21 +189,33 @@ def test_consecutive_judge_phases_stay_operators_of_their_own(ray_local):
     assert operators[1:] == ["Operator 1 MapBatches(Stage_judge_a)", "Operator 2 MapBatches(Stage_judge_b)"]
 
 
-@pytest.mark.ray
-def test_a_judge_stage_on_fewer_calls_than_its_cap_asks_for_no_more_tasks(ray_local):
-    """One case, a judge stage capped at 4 tasks at once: the cap is trimmed to its one call, as a pool is to its
-    calls; Ray Data otherwise warns the user that the operator can launch fewer tasks than its limit."""
-    import warnings
+def test_a_judge_stage_on_fewer_calls_than_its_cap_asks_for_no_more_tasks():
+    """A judge stage's cap on tasks at once is trimmed to its calls on the run's rows, as a pool's size is."""
+    from vbench_ray.pipeline import for_calls
+    from vbench_ray.pool_plan import StagePlan
 
     stage = Stage("judge_a", _phase_a, {"a": "int"}, kind="judge", batched=True, num_cpus=0.25, workers=4)
+    assert for_calls(StagePlan(0.25, 1, 4), stage, 1) == StagePlan(0.25, 1, 1)  # one case: one call (batch of 2)
+    assert for_calls(StagePlan(0.25, 1, 4), stage, 5) == StagePlan(0.25, 1, 3)  # ceil(5 / 2)
+    assert for_calls(StagePlan(0.25, 1, 4), stage, 100) == StagePlan(0.25, 1, 4)
+
+
+@pytest.mark.ray
+def test_a_judge_phase_fed_fewer_blocks_than_its_cap_warns_the_user_of_nothing(ray_local):
+    """A later judge phase may get its rows in fewer blocks than its cap (here the first phase answers all four rows
+    in one call, the second is capped at four): Ray Data warns that the operator can launch fewer tasks than its
+    limit and suggests repartitioning, which the user has no reason to do; the run shows no such warning."""
+    import warnings
+
+    first = Stage("judge_a", _phase_a, {"a": "int"}, kind="judge", batched=True, num_cpus=0.25, workers=1, batch_size=4)
+    second = Stage(
+        "judge_b", _phase_b, {"b": "int"}, kind="judge", batched=True, num_cpus=0.25, workers=4, batch_size=1
+    )
     with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        rows = [
-            r
-            for block in iter_blocks(build_dataset(ROWS[:1], [stage], SCHEMA, parallelism=1))
-            for r in block.to_pylist()
-        ]
-    assert [r["a"] for r in rows] == [1]
+        warnings.simplefilter("always")  # every warning recorded, but those the stream's stages filter out
+        ds = build_dataset(ROWS[:4], [first, second], SCHEMA, parallelism=4)
+        rows = [r for block in iter_blocks(ds) for r in block.to_pylist()]
+    assert sorted((r["a"], r["b"]) for r in rows) == [(1, 2)] * 4
     assert not [w for w in seen if "maximum number of concurrent tasks" in str(w.message)], [
         str(w.message) for w in seen
     ]
