@@ -388,7 +388,7 @@ def _own_operator(stage: Stage) -> dict:
 def for_calls(plan: StagePlan, stage: Stage, n: int) -> StagePlan:
     """``plan`` with an actor pool, or a judge stage's cap on tasks at once, no larger than the stage's calls on ``n``
     rows (``batch_size`` rows a call): a small run starts no actor that would never get a row (the plan fills the
-    GPUs: ``vbench_ray.pool_plan``), and Ray Data does not warn the user that a judge stage's cap exceeds its input."""
+    GPUs: ``vbench_ray.pool_plan``), and a judge stage asks for no more tasks at once than it has calls."""
     if not stage.is_actor and stage.kind != "judge":
         return plan
     calls = max(1, math.ceil(n / max(1, stage.batch_size or 1)))
