@@ -304,8 +304,9 @@ def apply_stage(ds, stage: Stage, plan: StagePlan):
             udf_modifying_row_count=False,
             **resources,
         )
-    workers = plan.max_size if stage.kind == "judge" else stage.workers
-    if stage.kind == "judge":
+    workers = stage.workers
+    if stage.kind == "judge":  # its cap is planned (trimmed to its calls: ``for_calls``)
+        workers = plan.max_size
         resources.update(_own_operator(stage))
         # the cap is a bound, not a target: a later phase may get its rows in fewer blocks than the cap, and Ray
         # Data's warning about it would tell the user to repartition, which there is no reason to do
